@@ -1,0 +1,73 @@
+//! Password hashing: scrypt PHC strings, computed on the blocking pool (a hash costs tens of
+//! milliseconds and megabytes of memory), a few at a time.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use scrypt::password_hash::{PasswordHasher as _, PasswordVerifier as _};
+use scrypt::phc::PasswordHash;
+use scrypt::{Params, Scrypt};
+use tokio::sync::Semaphore;
+
+#[derive(Clone)]
+pub struct Hasher {
+    params: Params,
+    /// Bounds memory: each hash holds 128 * r * N bytes.
+    permits: Arc<Semaphore>,
+    /// A hash of a random password, verified against when a login names no user, so that
+    /// unknown usernames cost the same as wrong passwords.
+    decoy: Arc<String>,
+}
+
+pub const MIN_LEN: usize = 8;
+pub const MAX_LEN: usize = 128;
+
+/// Length rule shared by every route that sets a password.
+pub fn check_strength(password: &str) -> Result<(), String> {
+    let len = password.chars().count();
+    if len < MIN_LEN {
+        Err(format!("The password must be at least {MIN_LEN} characters."))
+    } else if len > MAX_LEN {
+        Err(format!("The password may not be greater than {MAX_LEN} characters."))
+    } else {
+        Ok(())
+    }
+}
+
+impl Hasher {
+    pub fn new(log_n: u8) -> anyhow::Result<Self> {
+        let params = Params::new(log_n, 8, 1).context("scrypt parameters")?;
+        let permits = Arc::new(Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get())));
+        let decoy = hash_with(&params, &crate::auth::tokens::random_secret())?;
+        Ok(Self { params, permits, decoy: Arc::new(decoy) })
+    }
+
+    pub async fn hash(&self, password: &str) -> anyhow::Result<String> {
+        let _permit = self.permits.acquire().await?;
+        let params = self.params;
+        let password = password.to_owned();
+        tokio::task::spawn_blocking(move || hash_with(&params, &password)).await?
+    }
+
+    /// Checks `password` against a stored PHC string, or against the decoy when `stored` is
+    /// `None`, in which case the answer is always false.
+    pub async fn verify(&self, password: &str, stored: Option<&str>) -> anyhow::Result<bool> {
+        let _permit = self.permits.acquire().await?;
+        let known = stored.is_some();
+        let stored = stored.map_or_else(|| (*self.decoy).clone(), str::to_owned);
+        let password = password.to_owned();
+        let matches = tokio::task::spawn_blocking(move || {
+            let hash = PasswordHash::new(&stored).map_err(|e| anyhow::anyhow!("stored hash: {e}"))?;
+            anyhow::Ok(Scrypt::new().verify_password(password.as_bytes(), &hash).is_ok())
+        })
+        .await??;
+        Ok(known && matches)
+    }
+}
+
+fn hash_with(params: &Params, password: &str) -> anyhow::Result<String> {
+    let hash = Scrypt::new_with_params(*params)
+        .hash_password(password.as_bytes())
+        .map_err(|e| anyhow::anyhow!("hashing: {e}"))?;
+    Ok(hash.to_string())
+}

@@ -1,0 +1,242 @@
+//! The command line: `serve` (default), `migrate`, `branch create|list`, `user create`.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::app::{self, AppState};
+use crate::config::Settings;
+use crate::embedded_pg::EmbeddedPostgres;
+use crate::tenancy::branches::{self, NewBranch};
+
+#[derive(Parser)]
+#[command(name = "clinic-server", version, about = "Multi-branch clinic records server")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Migrate, then serve the API on BIND_ADDR (the default command).
+    Serve,
+    /// Migrate the registry and every branch schema, then report each branch's state.
+    Migrate,
+    /// Manage branches.
+    Branch {
+        #[command(subcommand)]
+        command: BranchCommand,
+    },
+    /// Manage users.
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BranchCommand {
+    /// Create a branch and provision its schema (all or nothing; safe to retry).
+    Create {
+        /// 2 to 10 uppercase letters or digits; prefixes the branch's PINs; fixed once created.
+        #[arg(long)]
+        code: String,
+        #[arg(long)]
+        name: String,
+        /// Keep this branch's schema in another database (PostgreSQL URL).
+        #[arg(long)]
+        database_url: Option<String>,
+    },
+    /// List branches with their schema, schema version and migration state.
+    List,
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Create a user (the password is generated and printed when not given).
+    Create {
+        #[arg(long)]
+        username: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        email: String,
+        #[arg(long, env = "CLINIC_NEW_USER_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
+        /// Role name; repeat for several.
+        #[arg(long = "role")]
+        roles: Vec<String>,
+        /// Branch code the user may access; repeat for several.
+        #[arg(long = "branch")]
+        branches: Vec<String>,
+    },
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let settings = match Settings::from_env() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("clinic-server: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let outcome = runtime.block_on(async move {
+        let _telemetry = crate::telemetry::init(&settings)?;
+        run(cli.command.unwrap_or(Command::Serve), settings).await
+    });
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("clinic-server: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The registry URL: `DATABASE_URL`, or the embedded cluster (started here).
+async fn database(settings: &Settings) -> anyhow::Result<(String, Option<EmbeddedPostgres>)> {
+    match &settings.database_url {
+        Some(url) => Ok((url.clone(), None)),
+        None => {
+            let (cluster, url) = EmbeddedPostgres::start(&settings.var_dir, "pg").await?;
+            tracing::info!("using the embedded PostgreSQL under {}/pg", settings.var_dir.display());
+            Ok((url, Some(cluster)))
+        }
+    }
+}
+
+async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
+    let (url, cluster) = database(&settings).await?;
+    let result = async {
+        let state = app::prepare(settings.clone(), &url).await?;
+        match command {
+            Command::Serve => serve(state).await,
+            Command::Migrate => print_branches(&state).await,
+            Command::Branch { command: BranchCommand::List } => print_branches(&state).await,
+            Command::Branch { command: BranchCommand::Create { code, name, database_url } } => {
+                let admins = admin_ids(&state).await?;
+                let branch = branches::create(&state.directory, NewBranch { code, name, database_url }, &admins)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{}", e.body()["message"].as_str().unwrap_or("branch not created")).context(format!("{e}")))?;
+                println!("created branch {} ({}) with schema {} at version {:?}", branch.code, branch.id, branch.schema_name, branch.schema_version);
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::User { command: UserCommand::Create { username, name, email, password, roles, branches } } => {
+                create_user(&state, &username, &name, &email, password, &roles, &branches).await
+            }
+        }
+    }
+    .await;
+    if let Some(cluster) = cluster {
+        cluster.stop().await;
+    }
+    result
+}
+
+async fn serve(state: Arc<AppState>) -> anyhow::Result<ExitCode> {
+    let running = app::spawn(state.clone(), state.settings.bind_addr).await?;
+    tracing::info!("clinic-server listening on http://{} (API docs at /docs/api)", running.addr);
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    running.stop().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn shutdown_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}
+
+/// Active users holding `admin.access`: they get access to branches made from the CLI.
+async fn admin_ids(state: &AppState) -> anyhow::Result<Vec<i64>> {
+    let client = state.registry.get().await?;
+    let rows = client
+        .query(
+            "SELECT DISTINCT u.id FROM users u JOIN user_roles ur ON ur.user_id = u.id
+               JOIN role_permissions rp ON rp.role_id = ur.role_id
+              WHERE u.active AND rp.permission = 'admin.access'",
+            &[],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+async fn print_branches(state: &AppState) -> anyhow::Result<ExitCode> {
+    let list = branches::list_all(&state.registry).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!("{:<5} {:<10} {:<24} {:<12} {:<14} {:<8} {:<8} error", "id", "code", "name", "status", "schema", "version", "state");
+    let mut failed = false;
+    for b in &list {
+        failed |= b.migration_state == "failed" && b.status == "active";
+        println!(
+            "{:<5} {:<10} {:<24} {:<12} {:<14} {:<8} {:<8} {}",
+            b.id,
+            b.code,
+            b.name.chars().take(24).collect::<String>(),
+            b.status,
+            b.schema_name,
+            b.schema_version.map_or("-".into(), |v| v.to_string()),
+            b.migration_state,
+            b.migration_error.as_deref().unwrap_or(""),
+        );
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+async fn create_user(
+    state: &AppState,
+    username: &str,
+    name: &str,
+    email: &str,
+    password: Option<String>,
+    roles: &[String],
+    branch_codes: &[String],
+) -> anyhow::Result<ExitCode> {
+    let (password, generated) = match password {
+        Some(p) => (p, false),
+        None => (crate::auth::tokens::random_secret()[..20].to_owned(), true),
+    };
+    crate::auth::password::check_strength(&password).map_err(anyhow::Error::msg)?;
+    let hash = state.hasher.hash(&password).await?;
+    let mut client = state.registry.get().await?;
+    let tx = client.transaction().await?;
+    let id: i64 = tx
+        .query_one(
+            "INSERT INTO users (name, email, username, password_hash) VALUES ($1, $2, $3, $4) RETURNING id",
+            &[&name, &email, &username, &hash],
+        )
+        .await
+        .context("creating the user (username and e-mail must be unique)")?
+        .get(0);
+    let granted = tx
+        .execute("INSERT INTO user_roles (user_id, role_id) SELECT $1, id FROM roles WHERE lower(name) = ANY($2)", &[
+            &id,
+            &roles.iter().map(|r| r.to_lowercase()).collect::<Vec<_>>(),
+        ])
+        .await?;
+    anyhow::ensure!(granted as usize == roles.len(), "unknown role among {roles:?}");
+    let access = tx
+        .execute(
+            "INSERT INTO branch_users (branch_id, user_id) SELECT id, $1 FROM branches WHERE code = ANY($2) AND status = 'active'",
+            &[&id, &branch_codes],
+        )
+        .await?;
+    anyhow::ensure!(access as usize == branch_codes.len(), "unknown branch among {branch_codes:?}");
+    tx.execute(
+        "UPDATE users SET default_branch_id = (SELECT branch_id FROM branch_users WHERE user_id = $1 ORDER BY branch_id LIMIT 1) WHERE id = $1",
+        &[&id],
+    )
+    .await?;
+    tx.commit().await?;
+    println!("created user {username} ({id})");
+    if generated {
+        println!("password: {password}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,111 @@
+//! Migrations: the registry (`migrations/`) and every branch schema (`tenants/`), both
+//! through refinery, each run under a PostgreSQL advisory lock so that instances starting
+//! together do not collide (refinery itself takes no lock).
+
+use anyhow::Context;
+use refinery::Runner;
+use tokio_postgres::Client;
+
+mod registry_set {
+    refinery::embed_migrations!("migrations");
+}
+mod tenant_set {
+    refinery::embed_migrations!("tenants");
+}
+
+/// Advisory-lock key of the registry's migration run.
+const REGISTRY_LOCK: &str = "clinic_registry_migrations";
+
+pub fn tenant_runner() -> Runner {
+    tenant_set::migrations::runner()
+}
+
+/// The version a branch schema has once every tenant migration ran.
+pub fn latest_tenant_version() -> i32 {
+    tenant_runner().get_migrations().iter().map(|m| m.version()).max().unwrap_or(0)
+}
+
+/// Runs `work` while holding the session advisory lock keyed on `key`, releasing it whatever
+/// `work` returns.
+async fn with_advisory_lock<T>(
+    client: &mut Client,
+    key: &str,
+    work: impl AsyncFnOnce(&mut Client) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    client
+        .execute("SELECT pg_advisory_lock(hashtext($1))", &[&key])
+        .await
+        .context("taking the migration lock")?;
+    let result = work(client).await;
+    let unlock = client.execute("SELECT pg_advisory_unlock(hashtext($1))", &[&key]).await;
+    let value = result?;
+    unlock.context("releasing the migration lock")?;
+    Ok(value)
+}
+
+/// Brings the registry schema up to date. Returns how many migrations ran.
+pub async fn migrate_registry(client: &mut Client) -> anyhow::Result<usize> {
+    with_advisory_lock(client, REGISTRY_LOCK, async |client| {
+        let report = registry_set::migrations::runner()
+            .run_async(client)
+            .await
+            .context("migrating the registry")?;
+        Ok(report.applied_migrations().len())
+    })
+    .await
+}
+
+/// What one branch-schema migration did.
+#[derive(Debug, Clone)]
+pub struct SchemaMigration {
+    pub version: i32,
+    pub applied: usize,
+}
+
+/// Creates `schema` when missing and runs every pending tenant migration in it.
+///
+/// The caller's connection has its search_path changed (refinery's SQL is unqualified and it
+/// runs each migration in its own transaction, so a session setting is the only way); the
+/// caller must not trust the connection's schema afterwards.
+pub async fn migrate_branch_schema(client: &mut Client, schema: &str) -> anyhow::Result<SchemaMigration> {
+    anyhow::ensure!(is_branch_schema_name(schema), "refusing to migrate schema {schema:?}");
+    with_advisory_lock(client, schema, async |client| {
+        client
+            .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path TO {schema}"))
+            .await
+            .with_context(|| format!("creating schema {schema}"))?;
+        let mut runner = tenant_runner();
+        runner.set_migration_table_name(format!("{schema}.refinery_schema_history"));
+        let outcome = runner.run_async(client).await;
+        // Whatever happened, leave the session pointing nowhere before anyone reuses it.
+        client.batch_execute("RESET search_path").await.ok();
+        let report = outcome.with_context(|| format!("migrating schema {schema}"))?;
+        Ok(SchemaMigration { version: latest_tenant_version(), applied: report.applied_migrations().len() })
+    })
+    .await
+}
+
+/// Schema names are made by the server: `branch_<digits>`, nothing else.
+pub fn is_branch_schema_name(schema: &str) -> bool {
+    schema
+        .strip_prefix("branch_")
+        .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_server_made_schema_names_pass() {
+        assert!(is_branch_schema_name("branch_12"));
+        assert!(!is_branch_schema_name("branch_"));
+        assert!(!is_branch_schema_name("public"));
+        assert!(!is_branch_schema_name("branch_1; DROP TABLE users"));
+    }
+
+    #[test]
+    fn tenant_migrations_are_embedded() {
+        assert!(latest_tenant_version() >= 1);
+    }
+}

@@ -1,0 +1,182 @@
+//! Connection pools.
+//!
+//! Two kinds of pool, both bounded and both with wait timeouts:
+//! - the registry pool (`public` schema of `DATABASE_URL`): users, branches, master data;
+//! - branch pools, one per database server that holds branch schemas (usually just the
+//!   registry's), shared by every branch on that server. A branch connection starts with a
+//!   search_path that names no schema; [`BranchConn::checkout`] points it at one branch.
+
+pub mod migrate;
+
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use deadpool::managed::{self, Metrics, RecycleResult};
+use deadpool_postgres::{ManagerConfig, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+use crate::config::Settings;
+
+pub type RegistryPool = deadpool_postgres::Pool;
+
+/// Parses a connection URL and adds the session settings every connection of ours runs with.
+pub fn pg_config(url: &str, search_path: &str) -> anyhow::Result<tokio_postgres::Config> {
+    let mut config: tokio_postgres::Config =
+        url.parse().context("DATABASE_URL is not a valid PostgreSQL connection URL")?;
+    if config.get_application_name().is_none() {
+        config.application_name("clinic-server");
+    }
+    // UTC so that timestamps render as RFC 3339 in UTC; search_path as a connection option
+    // so that it survives recycling.
+    config.options(format!("-c TimeZone=UTC -c search_path={search_path}"));
+    config.connect_timeout(Duration::from_secs(10));
+    Ok(config)
+}
+
+/// Connects once, outside any pool (maintenance work, LISTEN).
+pub async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
+    let config = pg_config(url, "public")?;
+    let (client, connection) = config.connect(NoTls).await.context("connecting to PostgreSQL")?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "maintenance connection closed");
+        }
+    });
+    Ok(client)
+}
+
+pub fn registry_pool(url: &str, settings: &Settings) -> anyhow::Result<RegistryPool> {
+    let manager = deadpool_postgres::Manager::from_config(
+        pg_config(url, "public")?,
+        NoTls,
+        ManagerConfig { recycling_method: RecyclingMethod::Fast },
+    );
+    deadpool_postgres::Pool::builder(manager)
+        .max_size(settings.registry_pool_size)
+        .wait_timeout(Some(settings.pool_wait))
+        .create_timeout(Some(Duration::from_secs(10)))
+        .recycle_timeout(Some(Duration::from_secs(5)))
+        .runtime(Runtime::Tokio1)
+        .build()
+        .context("building the registry pool")
+}
+
+/// A pooled connection of a branch pool, with the schema its search_path currently names.
+pub struct SchemaClient {
+    client: deadpool_postgres::ClientWrapper,
+    /// Set only by [`BranchConn::checkout`] after the server confirmed the change.
+    schema: Option<Arc<str>>,
+}
+
+/// The schema a fresh branch connection searches: one that never exists, so a query that
+/// was not routed to a branch fails instead of reading the wrong rows.
+const NO_SCHEMA: &str = "no_branch_selected";
+
+pub struct BranchManager {
+    inner: deadpool_postgres::Manager,
+}
+
+impl BranchManager {
+    /// Drops every connection's prepared statements (after a migration changed tables).
+    pub fn clear_statement_caches(&self) {
+        self.inner.statement_caches.clear();
+    }
+}
+
+impl managed::Manager for BranchManager {
+    type Type = SchemaClient;
+    type Error = tokio_postgres::Error;
+
+    async fn create(&self) -> Result<SchemaClient, Self::Error> {
+        Ok(SchemaClient { client: self.inner.create().await?, schema: None })
+    }
+
+    async fn recycle(&self, conn: &mut SchemaClient, metrics: &Metrics) -> RecycleResult<Self::Error> {
+        self.inner.recycle(&mut conn.client, metrics).await
+    }
+
+    fn detach(&self, conn: &mut SchemaClient) {
+        self.inner.detach(&mut conn.client)
+    }
+}
+
+pub type BranchPool = managed::Pool<BranchManager>;
+
+pub fn branch_pool(url: &str, settings: &Settings) -> anyhow::Result<BranchPool> {
+    let inner = deadpool_postgres::Manager::from_config(
+        pg_config(url, NO_SCHEMA)?,
+        NoTls,
+        ManagerConfig { recycling_method: RecyclingMethod::Fast },
+    );
+    managed::Pool::builder(BranchManager { inner })
+        .max_size(settings.branch_pool_size)
+        .wait_timeout(Some(settings.pool_wait))
+        .create_timeout(Some(Duration::from_secs(10)))
+        .recycle_timeout(Some(Duration::from_secs(5)))
+        .runtime(Runtime::Tokio1)
+        .build()
+        .context("building a branch pool")
+}
+
+/// A connection whose search_path is exactly one branch's schema.
+pub struct BranchConn {
+    conn: managed::Object<BranchManager>,
+}
+
+impl BranchConn {
+    /// Takes a connection from the pool and makes its search_path `schema`, unless this
+    /// connection was already switched to `schema` by us (the switch is a round trip and makes
+    /// PostgreSQL re-plan cached statements, so it is skipped when provably unneeded).
+    pub async fn checkout(pool: &BranchPool, schema: &Arc<str>) -> Result<Self, deadpool_postgres::PoolError> {
+        let mut conn = pool.get().await?;
+        if conn.schema.as_deref() != Some(&**schema) {
+            // Forget the old schema first: if the switch fails halfway, the next checkout must
+            // not trust this connection.
+            conn.schema = None;
+            let sql = "SELECT pg_catalog.set_config('search_path', pg_catalog.quote_ident($1), false)";
+            conn.client.query_one(sql, &[&&**schema]).await?;
+            conn.schema = Some(schema.clone());
+        }
+        Ok(Self { conn })
+    }
+
+    /// The schema this connection searches (as recorded at checkout).
+    pub fn schema(&self) -> Option<&str> {
+        self.conn.schema.as_deref()
+    }
+
+    /// Marks the connection as needing a fresh `SET search_path` on its next checkout (used
+    /// after work that changes session state, such as running migrations).
+    pub fn forget_schema(&mut self) {
+        self.conn.schema = None;
+    }
+
+    /// A connection for maintenance work (provisioning, migrations) that picks its own
+    /// schema; it is handed back marked as pointing nowhere.
+    pub async fn unrouted(pool: &BranchPool) -> Result<Self, deadpool_postgres::PoolError> {
+        let mut conn = pool.get().await?;
+        conn.schema = None;
+        Ok(Self { conn })
+    }
+
+    /// The raw client, for work that changes session state; forgets the recorded schema.
+    pub fn client_mut(&mut self) -> &mut tokio_postgres::Client {
+        self.conn.schema = None;
+        &mut self.conn.client
+    }
+}
+
+impl Deref for BranchConn {
+    type Target = deadpool_postgres::ClientWrapper;
+    fn deref(&self) -> &Self::Target {
+        &self.conn.client
+    }
+}
+
+impl DerefMut for BranchConn {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.conn.client
+    }
+}

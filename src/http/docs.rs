@@ -1,0 +1,175 @@
+//! The OpenAPI description, generated from the route declarations, and the interactive page.
+//!
+//! Every route adds itself through [`Doc`]; resources declared through the shared machinery
+//! describe themselves from their field lists, so the document cannot drift from the code.
+//! The page (Swagger UI) is served from files compiled into the binary: it loads nothing
+//! from another host, because clinics often run on closed networks.
+
+use salvo::oapi::security::{Http, HttpAuthScheme};
+use salvo::oapi::{
+    BasicType, Content, KnownFormat, Object, OpenApi, Operation, Parameter, ParameterIn, PathItem, PathItemType,
+    RefOr, RequestBody, Required, Schema, SchemaFormat, SecurityRequirement, SecurityScheme,
+};
+
+pub const BEARER: &str = "bearerAuth";
+
+pub struct Doc {
+    api: OpenApi,
+}
+
+/// Who may call a route.
+#[derive(Clone, Copy)]
+pub enum Access {
+    Public,
+    User,
+    /// Needs `X-Branch-Id` too.
+    Branch,
+}
+
+pub fn string() -> Object {
+    Object::with_type(BasicType::String)
+}
+pub fn integer() -> Object {
+    Object::with_type(BasicType::Integer).format(SchemaFormat::KnownFormat(KnownFormat::Int64))
+}
+pub fn date() -> Object {
+    string().format(SchemaFormat::KnownFormat(KnownFormat::Date))
+}
+pub fn timestamp() -> Object {
+    string().format(SchemaFormat::KnownFormat(KnownFormat::DateTime))
+}
+
+fn error_schema() -> Object {
+    Object::new()
+        .property("message", string())
+        .property("code", string().description("Stable snake_case error code"))
+        .required("message")
+}
+
+fn validation_schema() -> Object {
+    Object::new()
+        .property("message", string())
+        .property("code", string())
+        .property(
+            "errors",
+            Object::new().additional_properties(salvo::oapi::Array::new().items(string())).description("Field name -> messages"),
+        )
+        .required("message")
+        .required("errors")
+}
+
+fn json(schema: impl Into<RefOr<Schema>>) -> Content {
+    Content::new(schema)
+}
+
+fn response(description: &str, schema: impl Into<RefOr<Schema>>) -> salvo::oapi::Response {
+    salvo::oapi::Response::new(description).add_content("application/json", json(schema))
+}
+
+/// `{message, data}`.
+pub fn envelope(data: impl Into<RefOr<Schema>>) -> Object {
+    Object::new().property("message", string()).property("data", data).required("message")
+}
+
+/// `{data, links, meta}`.
+pub fn paginated(item: impl Into<RefOr<Schema>>) -> Object {
+    let nullable_string = Object::with_type([BasicType::String, BasicType::Null].into_iter().collect::<salvo::oapi::SchemaType>());
+    let nullable_int = Object::with_type([BasicType::Integer, BasicType::Null].into_iter().collect::<salvo::oapi::SchemaType>());
+    Object::new()
+        .property("data", salvo::oapi::Array::new().items(Into::<RefOr<Schema>>::into(item)))
+        .property(
+            "links",
+            Object::new()
+                .property("first", string())
+                .property("last", string())
+                .property("prev", nullable_string.clone())
+                .property("next", nullable_string),
+        )
+        .property(
+            "meta",
+            Object::new()
+                .property("current_page", integer())
+                .property("from", nullable_int.clone())
+                .property("last_page", integer())
+                .property("per_page", integer())
+                .property("to", nullable_int)
+                .property("total", integer()),
+        )
+}
+
+pub fn query(name: &str, schema: impl Into<RefOr<Schema>>, description: &str) -> Parameter {
+    Parameter::new(name).location(ParameterIn::Query).required(Required::False).schema(schema).description(description)
+}
+
+pub fn path_id() -> Parameter {
+    Parameter::new("id").location(ParameterIn::Path).required(Required::True).schema(integer())
+}
+
+impl Default for Doc {
+    fn default() -> Self {
+        let mut api = OpenApi::new("clinic-server", env!("CARGO_PKG_VERSION"))
+            .add_security_scheme(BEARER, SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer).bearer_format("opaque")));
+        api.info.description = Some(
+            "Multi-branch clinic records API. Authenticate with `POST /api/v1/auth/login`, then send \
+             `Authorization: Bearer <token>`; branch-scoped routes also need `X-Branch-Id`."
+                .into(),
+        );
+        Self { api }
+    }
+}
+
+impl Doc {
+    /// Starts an operation with the parameters, security and error answers its access implies.
+    pub fn operation(access: Access, tag: &str, summary: &str) -> Operation {
+        let mut op = Operation::new().summary(summary).add_tag(tag);
+        match access {
+            Access::Public => op = op.securities([]),
+            Access::User | Access::Branch => {
+                op = op
+                    .add_security(SecurityRequirement::new(BEARER, Vec::<String>::new()))
+                    .add_response("401", response("Missing or invalid token", error_schema()))
+                    .add_response("403", response("Not permitted", error_schema()))
+                    .add_response("429", response("Rate limit exceeded", error_schema()));
+            }
+        }
+        if let Access::Branch = access {
+            op = op
+                .add_parameter(
+                    Parameter::new("X-Branch-Id")
+                        .location(ParameterIn::Header)
+                        .required(Required::True)
+                        .schema(integer())
+                        .description("The branch whose data this request reads or writes"),
+                )
+                .add_response("400", response("Missing or malformed X-Branch-Id", error_schema()));
+        }
+        op
+    }
+
+    pub fn with_body(op: Operation, schema: impl Into<RefOr<Schema>>) -> Operation {
+        op.request_body(RequestBody::new().required(Required::True).add_content("application/json", json(schema)))
+            .add_response("422", response("Validation failed", validation_schema()))
+    }
+
+    pub fn answers(op: Operation, status: &str, description: &str, schema: impl Into<RefOr<Schema>>) -> Operation {
+        op.add_response(status, response(description, schema))
+    }
+
+    pub fn not_found(op: Operation) -> Operation {
+        op.add_response("404", response("Not found", error_schema()))
+    }
+
+    pub fn add(&mut self, method: PathItemType, path: &str, op: Operation) {
+        let api = std::mem::take(&mut self.api);
+        self.api = api.add_path(path, PathItem::new(method, op));
+    }
+
+    pub fn add_schema(&mut self, name: &str, schema: impl Into<RefOr<Schema>>) {
+        let api = std::mem::take(&mut self.api);
+        self.api = api.add_schema(name, schema);
+    }
+
+    pub fn finish(self) -> OpenApi {
+        self.api
+    }
+}

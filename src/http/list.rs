@@ -1,0 +1,231 @@
+//! List parameters (`page`, `perPage`, `search`, `sortField`, `sortDirection`,
+//! `filters[...]`) and the paginated envelope `{data, links, meta}`.
+//!
+//! Parameters are validated strictly: a value outside its range, an unknown sort field or an
+//! unknown filter is a 422 naming the parameter, never silently ignored.
+
+use salvo::prelude::*;
+use serde_json::{Value, json};
+
+use super::error::{ApiError, ApiResult, FieldErrors};
+
+pub const DEFAULT_PER_PAGE: i64 = 15;
+pub const MAX_PER_PAGE: i64 = 100;
+/// Longest accepted search term.
+pub const MAX_SEARCH_LEN: usize = 200;
+
+/// What a resource allows in its lists.
+pub struct ListRules<'a> {
+    pub sort_fields: &'a [&'a str],
+    pub default_sort: &'a str,
+    pub default_direction: SortDirection,
+    pub filters: &'a [&'a str],
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortDirection {
+    Asc,
+    Desc,
+}
+
+impl SortDirection {
+    pub fn sql(self) -> &'static str {
+        match self {
+            Self::Asc => "ASC",
+            Self::Desc => "DESC",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ListQuery {
+    pub page: i64,
+    pub per_page: i64,
+    pub search: Option<String>,
+    pub sort_field: String,
+    pub sort_direction: SortDirection,
+    /// `(field, raw value)` for each `filters[field]=value`; values are checked by the resource.
+    pub filters: Vec<(String, String)>,
+}
+
+impl ListQuery {
+    pub fn offset(&self) -> i64 {
+        (self.page - 1) * self.per_page
+    }
+}
+
+/// The decoded query string, in order.
+pub fn query_pairs(req: &Request) -> Vec<(String, String)> {
+    form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes()).into_owned().collect()
+}
+
+fn integer_param(errors: &mut FieldErrors, name: &str, raw: Option<&str>, default: i64, min: i64, max: i64) -> i64 {
+    let Some(raw) = raw else { return default };
+    match raw.trim().parse::<i64>() {
+        Ok(v) if (min..=max).contains(&v) => v,
+        _ => {
+            let message = if max == i64::MAX {
+                format!("The {name} must be an integer of at least {min}.")
+            } else {
+                format!("The {name} must be an integer between {min} and {max}.")
+            };
+            errors.entry(name.into()).or_default().push(message);
+            default
+        }
+    }
+}
+
+pub fn parse(pairs: &[(String, String)], rules: &ListRules) -> ApiResult<ListQuery> {
+    let mut errors = FieldErrors::new();
+    let get = |name: &str| pairs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+
+    let page = integer_param(&mut errors, "page", get("page"), 1, 1, i64::MAX / MAX_PER_PAGE);
+    let per_page = integer_param(&mut errors, "perPage", get("perPage"), DEFAULT_PER_PAGE, 1, MAX_PER_PAGE);
+
+    let search = get("search").map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
+    if search.as_ref().is_some_and(|s| s.chars().count() > MAX_SEARCH_LEN) {
+        errors
+            .entry("search".into())
+            .or_default()
+            .push(format!("The search may not be greater than {MAX_SEARCH_LEN} characters."));
+    }
+
+    let sort_field = match get("sortField").map(str::trim).filter(|s| !s.is_empty()) {
+        None => rules.default_sort.to_owned(),
+        Some(field) if rules.sort_fields.contains(&field) => field.to_owned(),
+        Some(_) => {
+            errors
+                .entry("sortField".into())
+                .or_default()
+                .push(format!("The sortField must be one of: {}.", rules.sort_fields.join(", ")));
+            rules.default_sort.to_owned()
+        }
+    };
+    let sort_direction = match get("sortDirection").map(|s| s.trim().to_ascii_lowercase()) {
+        None => rules.default_direction,
+        Some(d) if d.is_empty() => rules.default_direction,
+        Some(d) if d == "asc" => SortDirection::Asc,
+        Some(d) if d == "desc" => SortDirection::Desc,
+        Some(_) => {
+            errors.entry("sortDirection".into()).or_default().push("The sortDirection must be asc or desc.".into());
+            rules.default_direction
+        }
+    };
+
+    let mut filters = Vec::new();
+    for (key, value) in pairs {
+        let Some(field) = key.strip_prefix("filters[").and_then(|rest| rest.strip_suffix(']')) else { continue };
+        if !rules.filters.contains(&field) {
+            let allowed =
+                if rules.filters.is_empty() { "none".to_owned() } else { rules.filters.join(", ") };
+            errors.entry(key.clone()).or_default().push(format!("Unknown filter. Allowed filters: {allowed}."));
+            continue;
+        }
+        if value.trim().is_empty() {
+            continue; // an empty filter box in a front-end means "no filter"
+        }
+        filters.retain(|(f, _): &(String, String)| f != field);
+        filters.push((field.to_owned(), value.trim().to_owned()));
+    }
+
+    if errors.is_empty() {
+        Ok(ListQuery { page, per_page, search, sort_field, sort_direction, filters })
+    } else {
+        Err(ApiError::Validation(errors))
+    }
+}
+
+/// Builds `{data, links, meta}`; links are absolute and keep every other query parameter.
+pub fn envelope(base_url: &str, path: &str, pairs: &[(String, String)], query: &ListQuery, total: i64, data: Vec<Value>) -> Value {
+    let last_page = ((total + query.per_page - 1) / query.per_page).max(1);
+    let link = |page: i64| {
+        let mut serializer = form_urlencoded::Serializer::new(String::new());
+        let mut wrote_page = false;
+        for (k, v) in pairs {
+            if k == "page" {
+                if !wrote_page {
+                    serializer.append_pair("page", &page.to_string());
+                    wrote_page = true;
+                }
+            } else {
+                serializer.append_pair(k, v);
+            }
+        }
+        if !wrote_page {
+            serializer.append_pair("page", &page.to_string());
+        }
+        format!("{base_url}{path}?{}", serializer.finish())
+    };
+    let count = data.len() as i64;
+    let (from, to) = if count == 0 {
+        (Value::Null, Value::Null)
+    } else {
+        (json!(query.offset() + 1), json!(query.offset() + count))
+    };
+    json!({
+        "data": data,
+        "links": {
+            "first": link(1),
+            "last": link(last_page),
+            "prev": if query.page > 1 { json!(link((query.page - 1).min(last_page))) } else { Value::Null },
+            "next": if query.page < last_page { json!(link(query.page + 1)) } else { Value::Null },
+        },
+        "meta": {
+            "current_page": query.page,
+            "from": from,
+            "last_page": last_page,
+            "per_page": query.per_page,
+            "to": to,
+            "total": total,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULES: ListRules = ListRules {
+        sort_fields: &["id", "name"],
+        default_sort: "id",
+        default_direction: SortDirection::Asc,
+        filters: &["status"],
+    };
+
+    fn pairs(q: &str) -> Vec<(String, String)> {
+        form_urlencoded::parse(q.as_bytes()).into_owned().collect()
+    }
+
+    #[test]
+    fn defaults() {
+        let q = parse(&[], &RULES).unwrap();
+        assert_eq!((q.page, q.per_page, q.sort_field.as_str()), (1, 15, "id"));
+        assert_eq!(q.sort_direction, SortDirection::Asc);
+    }
+
+    #[test]
+    fn rejects_bad_values_naming_each_parameter() {
+        let Err(ApiError::Validation(errors)) =
+            parse(&pairs("page=0&perPage=101&sortField=secret&sortDirection=up&filters[x]=1"), &RULES)
+        else {
+            panic!("expected a 422");
+        };
+        for key in ["page", "perPage", "sortField", "sortDirection", "filters[x]"] {
+            assert!(errors.contains_key(key), "{key} missing from {errors:?}");
+        }
+        assert!(errors["sortField"][0].contains("id, name"));
+    }
+
+    #[test]
+    fn links_keep_other_parameters() {
+        let p = pairs("perPage=2&filters[status]=active&page=2");
+        let q = parse(&p, &RULES).unwrap();
+        let v = envelope("http://h", "/api/v1/x", &p, &q, 5, vec![json!(1), json!(2)]);
+        assert_eq!(v["links"]["next"], "http://h/api/v1/x?perPage=2&filters%5Bstatus%5D=active&page=3");
+        assert_eq!(v["links"]["prev"], "http://h/api/v1/x?perPage=2&filters%5Bstatus%5D=active&page=1");
+        assert_eq!(v["meta"]["last_page"], 3);
+        assert_eq!((v["meta"]["from"].as_i64(), v["meta"]["to"].as_i64()), (Some(3), Some(4)));
+        let empty = envelope("http://h", "/x", &p, &q, 0, vec![]);
+        assert!(empty["meta"]["from"].is_null() && empty["links"]["next"].is_null());
+    }
+}

@@ -1,0 +1,110 @@
+//! One mechanism for every CRUD resource.
+//!
+//! A resource is declared once as a [`Resource`] (table, fields, list rules, permissions);
+//! [`store`] turns the declaration into SQL (list, fetch, create, update, soft delete, each
+//! write audited in the same transaction) and [`routes`] into HTTP routes and their OpenAPI
+//! description. Handlers are never written per resource.
+
+pub mod field;
+pub mod routes;
+pub mod store;
+
+pub use field::{Field, Kind, Target};
+
+use crate::http::list::SortDirection;
+
+/// Where a resource's rows live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// In each branch schema; routes need `X-Branch-Id`.
+    Branch,
+    /// In the registry database; routes are global.
+    Registry,
+}
+
+/// A field whose value follows from another reference: a complaint's `patient_id` is the
+/// patient of its `patient_visit_id`. Left out, it is filled in; given and different, 422.
+#[derive(Debug, Clone, Copy)]
+pub struct Derived {
+    pub field: &'static str,
+    pub from: &'static str,
+    pub table: &'static str,
+    pub column: &'static str,
+}
+
+/// The patient of a visit: every visit record carries both ids.
+pub const PATIENT_OF_VISIT: Derived =
+    Derived { field: "patient_id", from: "patient_visit_id", table: "patient_visits", column: "patient_id" };
+
+#[derive(Debug)]
+pub struct Resource {
+    /// URL segment under `/api/v1`, e.g. `complaints`.
+    pub path: &'static str,
+    pub table: &'static str,
+    /// Human name of one record, for messages: "Complaint".
+    pub label: &'static str,
+    pub scope: Scope,
+    /// Writable fields.
+    pub fields: &'static [Field],
+    /// Columns shown but never written by clients (e.g. a generated PIN).
+    pub read_only: &'static [&'static str],
+    /// `(name, SQL expression over the row alias t)` added to every answer.
+    pub computed: &'static [(&'static str, &'static str)],
+    pub sort_fields: &'static [&'static str],
+    pub default_sort: &'static str,
+    pub default_direction: SortDirection,
+    /// Columns matched by `search` (case-insensitive substring).
+    pub search: &'static [&'static str],
+    /// Fields usable as `filters[name]`.
+    pub filters: &'static [&'static str],
+    pub derived: &'static [Derived],
+    pub read_permission: &'static str,
+    pub write_permission: &'static str,
+    /// Record who opened a single record (patient charts).
+    pub audit_reads: bool,
+}
+
+impl Resource {
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// Every column of an answer, in order.
+    pub fn output_columns(&self) -> impl Iterator<Item = &'static str> + '_ {
+        std::iter::once("id")
+            .chain(self.read_only.iter().copied())
+            .chain(self.fields.iter().map(|f| f.name))
+            .chain(["version", "created_at", "updated_at"])
+    }
+}
+
+/// All declared resources, for routing and documentation.
+pub fn all() -> Vec<&'static Resource> {
+    crate::clinical::RESOURCES.to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Declarations are data; check them once so a typo fails a test, not a request.
+    #[test]
+    fn declarations_are_consistent() {
+        for r in all() {
+            for s in r.sort_fields {
+                assert!(
+                    r.output_columns().any(|c| c == *s) || r.computed.iter().any(|(n, _)| n == s),
+                    "{}: sort field {s} is not a column",
+                    r.path
+                );
+            }
+            assert!(r.sort_fields.contains(&r.default_sort), "{}: default sort not allowed", r.path);
+            for f in r.filters {
+                assert!(r.field(f).is_some() || r.read_only.contains(f), "{}: filter {f} is not a field", r.path);
+            }
+            for d in r.derived {
+                assert!(r.field(d.field).is_some() && r.field(d.from).is_some(), "{}: bad derived rule", r.path);
+            }
+        }
+    }
+}

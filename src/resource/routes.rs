@@ -1,0 +1,235 @@
+//! HTTP for declared resources: one handler type serves every resource and operation.
+
+use std::sync::Arc;
+
+use salvo::http::header::{ETAG, HeaderValue, LOCATION};
+use salvo::oapi::{BasicType, Object, PathItemType, Ref};
+use salvo::prelude::*;
+
+use super::field::Kind;
+use super::store::{self, Conn, IfMatch, Writer};
+use super::{Resource, Scope};
+use crate::app::AppState;
+use crate::auth::current_user;
+use crate::http::docs::{self, Access, Doc};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::{self as web, list};
+use crate::tenancy::BranchRoute;
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    List,
+    Create,
+    Show,
+    Update,
+    Delete,
+}
+
+struct ResourceHandler {
+    resource: &'static Resource,
+    op: Op,
+}
+
+#[async_trait]
+impl Handler for ResourceHandler {
+    async fn handle(&self, req: &mut Request, depot: &mut Depot, res: &mut Response, _ctrl: &mut FlowCtrl) {
+        if let Err(e) = self.run(req, depot, res).await {
+            res.render(e);
+        }
+    }
+}
+
+fn set_etag(res: &mut Response, record: &serde_json::Value) {
+    if let Some(tag) = store::etag(record).and_then(|t| HeaderValue::from_str(&t).ok()) {
+        res.headers_mut().insert(ETAG, tag);
+    }
+}
+
+impl ResourceHandler {
+    async fn connect(&self, state: &AppState, depot: &Depot) -> ApiResult<Conn> {
+        match self.resource.scope {
+            Scope::Branch => {
+                let route = depot
+                    .get_typed::<Arc<BranchRoute>>()
+                    .map_err(|_| ApiError::Internal(anyhow::anyhow!("branch route missing for {}", self.resource.path)))?;
+                Ok(Conn::Branch(state.directory.connect(route).await?))
+            }
+            Scope::Registry => Ok(Conn::Registry(state.registry.get().await?)),
+        }
+    }
+
+    async fn run(&self, req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+        let resource = self.resource;
+        let state = AppState::of(depot);
+        let user = current_user(depot)?;
+        let permission = match self.op {
+            Op::List | Op::Show => resource.read_permission,
+            Op::Create | Op::Update | Op::Delete => resource.write_permission,
+        };
+        if !user.can(permission) {
+            return Err(ApiError::forbidden("You do not have permission to do this."));
+        }
+        let writer = Writer { user_id: user.id, registry: &state.registry };
+        let if_match = || req.headers().get("if-match").and_then(|v| v.to_str().ok()).map(IfMatch::parse);
+        match self.op {
+            Op::List => {
+                let pairs = list::query_pairs(req);
+                let rules = list::ListRules {
+                    sort_fields: resource.sort_fields,
+                    default_sort: resource.default_sort,
+                    default_direction: resource.default_direction,
+                    filters: resource.filters,
+                };
+                let query = list::parse(&pairs, &rules)?;
+                let mut conn = self.connect(&state, depot).await?;
+                let (total, rows) = store::list(&mut conn, resource, &query).await?;
+                let base = web::base_url(req, state.trusts_forwarded_headers(req));
+                res.render(Json(list::envelope(&base, req.uri().path(), &pairs, &query, total, rows)));
+            }
+            Op::Show => {
+                let id = web::path_id(req, "id")?;
+                let mut conn = self.connect(&state, depot).await?;
+                let record = store::fetch(&mut conn, resource, id, user.id).await?;
+                set_etag(res, &record);
+                web::ok(res, &format!("{} retrieved.", resource.label), record);
+            }
+            Op::Create => {
+                let body = web::json_object(req, state.settings.max_body_bytes).await?;
+                let input = store::validate(resource, &body, true).map_err(ApiError::Validation)?;
+                let mut conn = self.connect(&state, depot).await?;
+                let record = store::create(&mut conn, &writer, resource, input).await?;
+                set_etag(res, &record);
+                if let Some(id) = record.get("id").and_then(|v| v.as_i64())
+                    && let Ok(location) = HeaderValue::from_str(&format!("/api/v1/{}/{id}", resource.path))
+                {
+                    res.headers_mut().insert(LOCATION, location);
+                }
+                web::created(res, &format!("{} created.", resource.label), record);
+            }
+            Op::Update => {
+                let id = web::path_id(req, "id")?;
+                let if_match = if_match();
+                let body = web::json_object(req, state.settings.max_body_bytes).await?;
+                let input = store::validate(resource, &body, false).map_err(ApiError::Validation)?;
+                let mut conn = self.connect(&state, depot).await?;
+                let record = store::update(&mut conn, &writer, resource, id, input, if_match).await?;
+                set_etag(res, &record);
+                web::ok(res, &format!("{} updated.", resource.label), record);
+            }
+            Op::Delete => {
+                let id = web::path_id(req, "id")?;
+                let if_match = if_match();
+                let mut conn = self.connect(&state, depot).await?;
+                store::delete(&mut conn, &writer, resource, id, if_match).await?;
+                web::done(res, &format!("{} deleted.", resource.label));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `/<path>` and `/<path>/{id}` with the five CRUD operations.
+pub fn router(resource: &'static Resource) -> Router {
+    let h = |op| ResourceHandler { resource, op };
+    Router::with_path(resource.path)
+        .get(h(Op::List))
+        .post(h(Op::Create))
+        .push(Router::with_path("{id}").get(h(Op::Show)).put(h(Op::Update)).delete(h(Op::Delete)))
+}
+
+fn schema_name(resource: &Resource) -> String {
+    resource.label.replace(' ', "")
+}
+
+fn field_schema(kind: Kind, max_len: Option<usize>) -> Object {
+    let s = match kind {
+        Kind::Text { max } | Kind::LongText { max } => docs::string().max_length(max_len.unwrap_or(max)),
+        Kind::Email => docs::string().format(salvo::oapi::SchemaFormat::KnownFormat(salvo::oapi::KnownFormat::Email)),
+        Kind::Phone => docs::string(),
+        Kind::Integer { min, max } => docs::integer().minimum(min).maximum(max),
+        Kind::Ref(_) => docs::integer().minimum(1).description("Id of an existing record"),
+        Kind::Date { .. } => docs::date(),
+        Kind::Bool => Object::with_type(BasicType::Boolean),
+        Kind::Enum(values) => docs::string().enum_values(values.iter().copied()),
+    };
+    s
+}
+
+/// Describes a resource's routes and schemas.
+pub fn document(doc: &mut Doc, resource: &'static Resource) {
+    let name = schema_name(resource);
+    let mut input = Object::new();
+    let mut output = Object::new().property("id", docs::integer());
+    for column in resource.read_only {
+        output = output.property(*column, docs::string().read_only(true));
+    }
+    for f in resource.fields {
+        input = input.property(f.name, field_schema(f.kind, None));
+        output = output.property(f.name, field_schema(f.kind, None));
+        if f.required {
+            input = input.required(f.name);
+        }
+    }
+    for (computed, _) in resource.computed {
+        output = output.property(*computed, Object::new().read_only(true));
+    }
+    output = output
+        .property("version", docs::integer().description("Send back in If-Match to update safely"))
+        .property("created_at", docs::timestamp())
+        .property("updated_at", docs::timestamp());
+    doc.add_schema(&name, output);
+    doc.add_schema(&format!("{name}Input"), input);
+    let item = || Ref::from_schema_name(&name);
+    let body = || Ref::from_schema_name(format!("{name}Input"));
+    let access = match resource.scope {
+        Scope::Branch => Access::Branch,
+        Scope::Registry => Access::User,
+    };
+    let tag = resource.path;
+    let collection = format!("/api/v1/{}", resource.path);
+    let member = format!("{collection}/{{id}}");
+
+    let mut list_op = Doc::operation(access, tag, &format!("List {}", resource.path.replace('-', " ")))
+        .add_parameter(docs::query("page", docs::integer().minimum(1), "Page number (default 1)"))
+        .add_parameter(docs::query("perPage", docs::integer().minimum(1).maximum(list::MAX_PER_PAGE), "Items per page (default 15)"))
+        .add_parameter(docs::query(
+            "sortField",
+            docs::string().enum_values(resource.sort_fields.iter().copied()),
+            &format!("Default {}", resource.default_sort),
+        ))
+        .add_parameter(docs::query("sortDirection", docs::string().enum_values(["asc", "desc"]), "Default asc"));
+    if !resource.search.is_empty() {
+        list_op = list_op.add_parameter(docs::query(
+            "search",
+            docs::string().max_length(list::MAX_SEARCH_LEN),
+            &format!("Matches {}", resource.search.join(", ")),
+        ));
+    }
+    for filter in resource.filters {
+        let schema = resource.field(filter).map_or_else(docs::string, |f| field_schema(f.kind, None));
+        list_op = list_op.add_parameter(docs::query(&format!("filters[{filter}]"), schema, "Exact match"));
+    }
+    let list_op = Doc::answers(list_op, "200", "One page", docs::paginated(item()));
+    doc.add(PathItemType::Get, &collection, list_op);
+
+    let create = Doc::operation(access, tag, &format!("Create a {}", resource.label.to_lowercase()));
+    doc.add(PathItemType::Post, &collection, Doc::answers(Doc::with_body(create, body()), "201", "Created", docs::envelope(item())));
+
+    let show = Doc::operation(access, tag, &format!("Get a {}", resource.label.to_lowercase())).add_parameter(docs::path_id());
+    doc.add(PathItemType::Get, &member, Doc::not_found(Doc::answers(show, "200", "The record", docs::envelope(item()))));
+
+    let update = Doc::operation(access, tag, &format!("Update a {} (fields sent are changed)", resource.label.to_lowercase()))
+        .add_parameter(docs::path_id())
+        .add_parameter(
+            salvo::oapi::Parameter::new("If-Match")
+                .location(salvo::oapi::ParameterIn::Header)
+                .schema(docs::string())
+                .description("ETag of the version being edited; 412 when it changed meanwhile"),
+        );
+    let update = Doc::answers(Doc::with_body(update, body()), "200", "Updated", docs::envelope(item()));
+    doc.add(PathItemType::Put, &member, Doc::not_found(update));
+
+    let delete = Doc::operation(access, tag, &format!("Delete a {} (kept, hidden)", resource.label.to_lowercase()))
+        .add_parameter(docs::path_id());
+    doc.add(PathItemType::Delete, &member, Doc::not_found(Doc::answers(delete, "200", "Deleted", Object::new().property("message", docs::string()))));
+}

@@ -1,0 +1,456 @@
+//! The SQL behind every declared resource.
+//!
+//! Column and table names come only from the declarations (trusted, compiled in); every
+//! value is a bind parameter. Answers are built by PostgreSQL (`to_jsonb`) so that one code
+//! path serves every resource. Writes take the row lock, check `If-Match`, write, and append
+//! the audit record in one transaction.
+
+use serde_json::{Map, Value};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Error as PgError, Row, Statement};
+use tracing::Instrument;
+
+use super::field::{self, Kind, Target};
+use super::{Resource, Scope};
+use crate::db::{BranchConn, RegistryPool};
+use crate::http::error::{ApiError, ApiResult, FieldErrors};
+use crate::http::list::ListQuery;
+
+/// A connection to wherever a resource's rows live.
+pub enum Conn {
+    Branch(BranchConn),
+    Registry(deadpool_postgres::Object),
+}
+
+impl Conn {
+    fn client(&mut self) -> &mut deadpool_postgres::ClientWrapper {
+        match self {
+            Self::Branch(c) => c,
+            Self::Registry(c) => c,
+        }
+    }
+}
+
+type Param = Box<dyn ToSql + Sync + Send>;
+
+/// A pooled connection or a transaction on one: both cache prepared statements.
+pub trait Sql: Sync {
+    fn prepare_cached(&self, sql: &str) -> impl Future<Output = Result<Statement, PgError>> + Send;
+    fn fetch_opt(&self, stmt: &Statement, params: &[&(dyn ToSql + Sync)]) -> impl Future<Output = Result<Option<Row>, PgError>> + Send;
+    fn fetch_one(&self, stmt: &Statement, params: &[&(dyn ToSql + Sync)]) -> impl Future<Output = Result<Row, PgError>> + Send;
+    fn run_stmt(&self, stmt: &Statement, params: &[&(dyn ToSql + Sync)]) -> impl Future<Output = Result<u64, PgError>> + Send;
+}
+
+macro_rules! impl_sql {
+    ($ty:ty) => {
+        impl Sql for $ty {
+            fn prepare_cached(&self, sql: &str) -> impl Future<Output = Result<Statement, PgError>> + Send {
+                <$ty>::prepare_cached(self, sql)
+            }
+            fn fetch_opt(&self, stmt: &Statement, params: &[&(dyn ToSql + Sync)]) -> impl Future<Output = Result<Option<Row>, PgError>> + Send {
+                (**self).query_opt(stmt, params)
+            }
+            fn fetch_one(&self, stmt: &Statement, params: &[&(dyn ToSql + Sync)]) -> impl Future<Output = Result<Row, PgError>> + Send {
+                (**self).query_one(stmt, params)
+            }
+            fn run_stmt(&self, stmt: &Statement, params: &[&(dyn ToSql + Sync)]) -> impl Future<Output = Result<u64, PgError>> + Send {
+                (**self).execute(stmt, params)
+            }
+        }
+    };
+}
+impl_sql!(deadpool_postgres::ClientWrapper);
+impl_sql!(deadpool_postgres::Transaction<'_>);
+
+fn as_refs(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
+    params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
+}
+
+fn db_span(resource: &Resource, operation: &'static str) -> tracing::Span {
+    tracing::info_span!(
+        "db",
+        otel.name = format!("{operation} {}", resource.table),
+        otel.kind = "client",
+        db.system.name = "postgresql",
+        db.operation.name = operation,
+        db.collection.name = resource.table,
+    )
+}
+
+/// `SELECT <columns> FROM <table> t`, the inner query of every read.
+fn select_columns(resource: &Resource) -> String {
+    let mut columns: Vec<String> = resource.output_columns().map(|c| format!("t.{c}")).collect();
+    columns.extend(resource.computed.iter().map(|(name, expr)| format!("{expr} AS {name}")));
+    columns.join(", ")
+}
+
+/// Checks a body against the declaration. On create, required fields must be present; on
+/// update only the fields sent are checked. Unknown keys are ignored (clients often echo
+/// whole records back, `id` and timestamps included).
+pub fn validate(resource: &Resource, body: &Map<String, Value>, creating: bool) -> Result<Map<String, Value>, FieldErrors> {
+    let mut errors = FieldErrors::new();
+    let mut clean = Map::new();
+    for f in resource.fields {
+        match body.get(f.name) {
+            None if creating && f.required && !resource.derived.iter().any(|d| d.field == f.name) => {
+                errors.entry(f.name.into()).or_default().push(format!("The {} field is required.", f.name.replace('_', " ")));
+            }
+            None => {}
+            Some(Value::Null) if f.required => {
+                errors.entry(f.name.into()).or_default().push(format!("The {} field is required.", f.name.replace('_', " ")));
+            }
+            Some(Value::Null) => {
+                clean.insert(f.name.into(), Value::Null);
+            }
+            Some(Value::String(s)) if s.trim().is_empty() && !f.required => {
+                // An emptied form field clears the value.
+                clean.insert(f.name.into(), Value::Null);
+            }
+            Some(value) => match field::check(f, value) {
+                Ok(v) => {
+                    clean.insert(f.name.into(), v);
+                }
+                Err(message) => errors.entry(f.name.into()).or_default().push(message),
+            },
+        }
+    }
+    if errors.is_empty() { Ok(clean) } else { Err(errors) }
+}
+
+/// Rows of one page and the total, for the list envelope.
+pub async fn list(conn: &mut Conn, resource: &Resource, query: &ListQuery) -> ApiResult<(i64, Vec<Value>)> {
+    let mut params: Vec<Param> = Vec::new();
+    let mut conditions = vec!["t.deleted_at IS NULL".to_owned()];
+    let mut errors = FieldErrors::new();
+    for (name, raw) in &query.filters {
+        let kind = resource.field(name).map_or(Kind::Text { max: 200 }, |f| f.kind);
+        let value: Param = match kind {
+            Kind::Integer { .. } | Kind::Ref(_) => match raw.parse::<i64>() {
+                Ok(v) => Box::new(v),
+                Err(_) => {
+                    errors.entry(format!("filters[{name}]")).or_default().push("The filter must be an integer.".into());
+                    continue;
+                }
+            },
+            Kind::Date { .. } => match field::parse_date(raw) {
+                Some(d) => Box::new(d),
+                None => {
+                    errors.entry(format!("filters[{name}]")).or_default().push("The filter must be a date (YYYY-MM-DD).".into());
+                    continue;
+                }
+            },
+            Kind::Bool => match raw.as_str() {
+                "true" | "1" => Box::new(true),
+                "false" | "0" => Box::new(false),
+                _ => {
+                    errors.entry(format!("filters[{name}]")).or_default().push("The filter must be true or false.".into());
+                    continue;
+                }
+            },
+            Kind::Enum(values) => {
+                let v = raw.to_ascii_lowercase();
+                if !values.contains(&v.as_str()) {
+                    errors
+                        .entry(format!("filters[{name}]"))
+                        .or_default()
+                        .push(format!("The selected {name} is invalid. Allowed: {}.", values.join(", ")));
+                    continue;
+                }
+                Box::new(v)
+            }
+            _ => Box::new(raw.clone()),
+        };
+        params.push(value);
+        conditions.push(format!("t.{name} = ${}::{}", params.len(), kind.sql_type()));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    if let Some(term) = &query.search
+        && !resource.search.is_empty()
+    {
+        let escaped = term.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+        params.push(Box::new(format!("%{escaped}%")));
+        let n = params.len();
+        let any: Vec<String> = resource.search.iter().map(|c| format!("t.{c} ILIKE ${n}")).collect();
+        conditions.push(format!("({})", any.join(" OR ")));
+    }
+    let filter = conditions.join(" AND ");
+    let table = resource.table;
+    let count_sql = format!("SELECT count(*) FROM {table} t WHERE {filter}");
+    let dir = query.sort_direction.sql();
+    let page_sql = format!(
+        "SELECT to_jsonb(r) FROM (SELECT {} FROM {table} t WHERE {filter} ORDER BY {} {dir}, id {dir} LIMIT {} OFFSET {}) r",
+        select_columns(resource),
+        query.sort_field,
+        query.per_page,
+        query.offset(),
+    );
+    let client = conn.client();
+    async {
+        let refs = as_refs(&params);
+        let count_stmt = client.prepare_cached(&count_sql).await?;
+        let total: i64 = client.fetch_one(&count_stmt, &refs).await?.get(0);
+        let rows = if query.offset() < total {
+            let page_stmt = client.prepare_cached(&page_sql).await?;
+            client.query(&page_stmt, &refs).await?.into_iter().map(|r| r.get::<_, Value>(0)).collect()
+        } else {
+            Vec::new()
+        };
+        Ok((total, rows))
+    }
+    .instrument(db_span(resource, "SELECT"))
+    .await
+}
+
+async fn select_one(
+    client: &impl Sql,
+    resource: &Resource,
+    id: i64,
+    lock: bool,
+) -> Result<Option<Value>, tokio_postgres::Error> {
+    let sql = format!(
+        "SELECT to_jsonb(r) FROM (SELECT {} FROM {} t WHERE t.id = $1 AND t.deleted_at IS NULL{}) r",
+        select_columns(resource),
+        resource.table,
+        if lock { " FOR UPDATE" } else { "" },
+    );
+    let stmt = client.prepare_cached(&sql).await?;
+    Ok(client.fetch_opt(&stmt, &[&id]).await?.map(|r| r.get(0)))
+}
+
+async fn audit(
+    client: &impl Sql,
+    user_id: i64,
+    action: &str,
+    resource: &Resource,
+    id: i64,
+    before: Option<&Value>,
+    after: Option<&Value>,
+) -> Result<(), tokio_postgres::Error> {
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO audit_log (user_id, action, resource, record_id, before, after) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .await?;
+    client.run_stmt(&stmt, &[&user_id, &action, &resource.path, &id, &before, &after]).await?;
+    Ok(())
+}
+
+/// One record; opening a record of a resource that audits reads is recorded.
+pub async fn fetch(conn: &mut Conn, resource: &Resource, id: i64, reader: i64) -> ApiResult<Value> {
+    let client = conn.client();
+    async {
+        let row = select_one(&*client, resource, id, false).await?.ok_or(ApiError::NotFound)?;
+        if resource.audit_reads {
+            audit(&*client, reader, "view", resource, id, None, None).await?;
+        }
+        Ok(row)
+    }
+    .instrument(db_span(resource, "SELECT"))
+    .await
+}
+
+/// The version a client last saw, from `If-Match`.
+#[derive(Debug, Clone)]
+pub enum IfMatch {
+    Any,
+    Versions(Vec<i64>),
+}
+
+impl IfMatch {
+    /// Parses `If-Match: "3"`, `W/"3"`, `"3", "4"` or `*`. Unparseable tags match nothing.
+    pub fn parse(header: &str) -> Self {
+        if header.trim() == "*" {
+            return Self::Any;
+        }
+        let versions = header
+            .split(',')
+            .filter_map(|tag| {
+                let tag = tag.trim();
+                let tag = tag.strip_prefix("W/").unwrap_or(tag);
+                tag.trim_matches('"').parse().ok()
+            })
+            .collect();
+        Self::Versions(versions)
+    }
+
+    fn allows(&self, version: i64) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Versions(v) => v.contains(&version),
+        }
+    }
+}
+
+pub fn etag(record: &Value) -> Option<String> {
+    record.get("version").and_then(Value::as_i64).map(|v| format!("\"{v}\""))
+}
+
+/// Who is writing, and where references to registry rows are checked.
+pub struct Writer<'a> {
+    pub user_id: i64,
+    pub registry: &'a RegistryPool,
+}
+
+/// Fills and checks derived fields and references; `current` is the row being updated.
+async fn check_references(
+    client: &impl Sql,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    input: &mut Map<String, Value>,
+    current: Option<&Value>,
+) -> ApiResult<()> {
+    let mut errors = FieldErrors::new();
+    let mut checked: Vec<&str> = Vec::new();
+    for rule in resource.derived {
+        let effective = |name: &str| input.get(name).or_else(|| current.and_then(|c| c.get(name))).and_then(Value::as_i64);
+        if !input.contains_key(rule.from) && !input.contains_key(rule.field) {
+            continue;
+        }
+        let Some(from_id) = effective(rule.from) else { continue };
+        // The derived rule settles both fields; the plain reference check skips them.
+        checked.extend([rule.from, rule.field]);
+        let sql = format!("SELECT {} FROM {} WHERE id = $1 AND deleted_at IS NULL", rule.column, rule.table);
+        let stmt = client.prepare_cached(&sql).await?;
+        let owner: Option<i64> = client.fetch_opt(&stmt, &[&from_id]).await?.map(|r| r.get(0));
+        let Some(owner) = owner else {
+            errors.entry(rule.from.into()).or_default().push(format!("The selected {} is invalid.", rule.from.replace('_', " ")));
+            continue;
+        };
+        match effective(rule.field) {
+            Some(given) if given != owner => {
+                errors.entry(rule.field.into()).or_default().push(format!(
+                    "The {} does not match the {}.",
+                    rule.field.replace('_', " "),
+                    rule.from.replace('_', " ")
+                ));
+            }
+            _ => {
+                input.insert(rule.field.into(), Value::from(owner));
+            }
+        }
+    }
+    for f in resource.fields {
+        let Kind::Ref(target) = f.kind else { continue };
+        let Some(id) = input.get(f.name).and_then(Value::as_i64) else { continue };
+        if checked.contains(&f.name) {
+            continue;
+        }
+        let exists = match target {
+            Target::Branch(table) => {
+                let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE id = $1 AND deleted_at IS NULL)");
+                let stmt = client.prepare_cached(&sql).await?;
+                client.fetch_one(&stmt, &[&id]).await?.get::<_, bool>(0)
+            }
+            Target::Registry(table) => registry_row_exists(writer.registry, table, id).await?,
+        };
+        if !exists {
+            errors.entry(f.name.into()).or_default().push(format!("The selected {} is invalid.", f.name.replace('_', " ")));
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(ApiError::Validation(errors)) }
+}
+
+/// Whether a registry row exists. Master-data tables that do not exist yet accept no ids.
+pub async fn registry_row_exists(registry: &RegistryPool, table: &str, id: i64) -> ApiResult<bool> {
+    let client = registry.get().await?;
+    let present: bool = client
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&format!("public.{table}")])
+        .await?
+        .get(0);
+    if !present {
+        return Ok(false);
+    }
+    let sql = format!("SELECT EXISTS (SELECT 1 FROM public.{table} WHERE id = $1)");
+    Ok(client.query_one(&sql, &[&id]).await?.get(0))
+}
+
+pub async fn create(conn: &mut Conn, writer: &Writer<'_>, resource: &Resource, mut input: Map<String, Value>) -> ApiResult<Value> {
+    let client = conn.client();
+    async {
+        let tx = client.transaction().await?;
+        check_references(&tx, writer, resource, &mut input, None).await?;
+        let columns: Vec<&str> = resource.fields.iter().map(|f| f.name).filter(|n| input.contains_key(*n)).collect();
+        let list = columns.iter().map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ");
+        let sql = format!(
+            "INSERT INTO {table} ({cols}{sep}created_by, updated_by)
+             SELECT {list}{sep}$2, $2 FROM jsonb_populate_record(NULL::{table}, $1) r RETURNING id",
+            table = resource.table,
+            cols = columns.join(", "),
+            sep = if columns.is_empty() { "" } else { ", " },
+        );
+        let stmt = tx.prepare_cached(&sql).await?;
+        let id: i64 = tx.fetch_one(&stmt, &[&Value::Object(input), &writer.user_id]).await?.get(0);
+        let after = select_one(&tx, resource, id, false).await?.ok_or(ApiError::NotFound)?;
+        audit(&tx, writer.user_id, "create", resource, id, None, Some(&after)).await?;
+        tx.commit().await?;
+        Ok(after)
+    }
+    .instrument(db_span(resource, "INSERT"))
+    .await
+}
+
+pub async fn update(
+    conn: &mut Conn,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    id: i64,
+    mut input: Map<String, Value>,
+    if_match: Option<IfMatch>,
+) -> ApiResult<Value> {
+    let client = conn.client();
+    async {
+        let tx = client.transaction().await?;
+        let before = select_one(&tx, resource, id, true).await?.ok_or(ApiError::NotFound)?;
+        let version = before.get("version").and_then(Value::as_i64).unwrap_or_default();
+        if if_match.is_some_and(|m| !m.allows(version)) {
+            return Err(ApiError::PreconditionFailed);
+        }
+        check_references(&tx, writer, resource, &mut input, Some(&before)).await?;
+        let columns: Vec<&str> = resource.fields.iter().map(|f| f.name).filter(|n| input.contains_key(*n)).collect();
+        let sets: String = columns.iter().map(|c| format!("{c} = r.{c}, ")).collect();
+        let sql = format!(
+            "UPDATE {table} t SET {sets}version = t.version + 1, updated_at = now(), updated_by = $3
+               FROM jsonb_populate_record(NULL::{table}, $1) r WHERE t.id = $2",
+            table = resource.table,
+        );
+        let stmt = tx.prepare_cached(&sql).await?;
+        tx.run_stmt(&stmt, &[&Value::Object(input), &id, &writer.user_id]).await?;
+        let after = select_one(&tx, resource, id, false).await?.ok_or(ApiError::NotFound)?;
+        audit(&tx, writer.user_id, "update", resource, id, Some(&before), Some(&after)).await?;
+        tx.commit().await?;
+        Ok(after)
+    }
+    .instrument(db_span(resource, "UPDATE"))
+    .await
+}
+
+/// Soft delete: later reads give 404; the row and its history stay.
+pub async fn delete(conn: &mut Conn, writer: &Writer<'_>, resource: &Resource, id: i64, if_match: Option<IfMatch>) -> ApiResult<()> {
+    let client = conn.client();
+    async {
+        let tx = client.transaction().await?;
+        let before = select_one(&tx, resource, id, true).await?.ok_or(ApiError::NotFound)?;
+        let version = before.get("version").and_then(Value::as_i64).unwrap_or_default();
+        if if_match.is_some_and(|m| !m.allows(version)) {
+            return Err(ApiError::PreconditionFailed);
+        }
+        let sql = format!(
+            "UPDATE {} SET deleted_at = now(), updated_at = now(), version = version + 1, updated_by = $2 WHERE id = $1",
+            resource.table
+        );
+        let stmt = tx.prepare_cached(&sql).await?;
+        tx.run_stmt(&stmt, &[&id, &writer.user_id]).await?;
+        audit(&tx, writer.user_id, "delete", resource, id, Some(&before), None).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+    .instrument(db_span(resource, "DELETE"))
+    .await
+}
+
+/// Scope sanity: a branch resource must never be served from the registry and vice versa.
+pub fn expects(resource: &Resource, conn: &Conn) -> bool {
+    matches!((resource.scope, conn), (Scope::Branch, Conn::Branch(_)) | (Scope::Registry, Conn::Registry(_)))
+}

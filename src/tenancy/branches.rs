@@ -1,0 +1,311 @@
+//! Provisioning, listing and migrating branches.
+//!
+//! Creating a branch is all or nothing and safe to retry: the registry row is written as
+//! `provisioning`, the schema is built and migrated, and only then does the row become
+//! `active`. A failure drops the half-built schema and the row; a crash in between leaves a
+//! `provisioning` row that the next create with the same code resumes.
+
+use futures_util::StreamExt;
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use super::Directory;
+use crate::db::migrate::{SchemaMigration, latest_tenant_version, migrate_branch_schema};
+use crate::db::{BranchConn, RegistryPool};
+use crate::http::error::{ApiError, ApiResult};
+use crate::notify;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Branch {
+    pub id: i64,
+    pub code: String,
+    pub name: String,
+    pub status: String,
+    #[serde(rename = "schema")]
+    pub schema_name: String,
+    pub has_own_database: bool,
+    pub schema_version: Option<i32>,
+    pub migration_state: String,
+    pub migration_error: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub migrated_at: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+const BRANCH_COLUMNS: &str = "id, code, name, status, schema_name, database_url IS NOT NULL AS has_own_database,
+    schema_version, migration_state, migration_error, migrated_at, created_at, updated_at";
+
+impl Branch {
+    fn from_row(row: &tokio_postgres::Row) -> Self {
+        Self {
+            id: row.get("id"),
+            code: row.get("code"),
+            name: row.get("name"),
+            status: row.get("status"),
+            schema_name: row.get("schema_name"),
+            has_own_database: row.get("has_own_database"),
+            schema_version: row.get("schema_version"),
+            migration_state: row.get("migration_state"),
+            migration_error: row.get("migration_error"),
+            migrated_at: row.get("migrated_at"),
+            created_at: row.get("created_at"),
+            updated_at: row.get("updated_at"),
+        }
+    }
+}
+
+pub struct NewBranch {
+    pub code: String,
+    pub name: String,
+    pub database_url: Option<String>,
+}
+
+/// Branch codes: 2 to 10 uppercase letters or digits (they prefix every PIN).
+pub fn check_code(code: &str) -> Result<(), String> {
+    let ok = (2..=10).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+    if ok { Ok(()) } else { Err("The code must be 2 to 10 uppercase letters or digits.".into()) }
+}
+
+pub fn check_name(name: &str) -> Result<(), String> {
+    let len = name.trim().chars().count();
+    if (1..=120).contains(&len) { Ok(()) } else { Err("The name must be 1 to 120 characters.".into()) }
+}
+
+pub async fn get(registry: &RegistryPool, id: i64) -> ApiResult<Option<Branch>> {
+    let client = registry.get().await?;
+    let sql = format!("SELECT {BRANCH_COLUMNS} FROM branches WHERE id = $1");
+    Ok(client.query_opt(&sql, &[&id]).await?.as_ref().map(Branch::from_row))
+}
+
+/// Every branch, archived and provisioning ones included (for operators).
+pub async fn list_all(registry: &RegistryPool) -> ApiResult<Vec<Branch>> {
+    let client = registry.get().await?;
+    let sql = format!("SELECT {BRANCH_COLUMNS} FROM branches ORDER BY id");
+    Ok(client.query(&sql, &[]).await?.iter().map(Branch::from_row).collect())
+}
+
+/// Creates a branch and its schema, then lets `grant_to` users access it.
+pub async fn create(directory: &Directory, new: NewBranch, grant_to: &[i64]) -> ApiResult<Branch> {
+    let mut errors = crate::http::error::FieldErrors::new();
+    if let Err(e) = check_code(&new.code) {
+        errors.entry("code".into()).or_default().push(e);
+    }
+    if let Err(e) = check_name(&new.name) {
+        errors.entry("name".into()).or_default().push(e);
+    }
+    if let Some(url) = &new.database_url
+        && url.parse::<tokio_postgres::Config>().is_err()
+    {
+        errors.entry("database_url".into()).or_default().push("Not a valid PostgreSQL URL.".into());
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+
+    let registry = directory.registry();
+    let (id, schema) = {
+        let client = registry.get().await?;
+        // A row left `provisioning` by an interrupted create is resumed, not duplicated.
+        let row = client
+            .query_opt(
+                "INSERT INTO branches (code, name, database_url) VALUES ($1, $2, $3)
+                 ON CONFLICT (code) DO UPDATE SET name = EXCLUDED.name, database_url = EXCLUDED.database_url,
+                        updated_at = now()
+                  WHERE branches.status = 'provisioning'
+                 RETURNING id, schema_name",
+                &[&new.code, &new.name.trim(), &new.database_url],
+            )
+            .await?;
+        match row {
+            Some(row) => (row.get::<_, i64>(0), row.get::<_, String>(1)),
+            None => return Err(ApiError::field("code", "The code has already been taken.")),
+        }
+    };
+
+    let provisioned = provision_schema(directory, new.database_url.as_deref(), id, &schema, &new.code).await;
+    let migration = match provisioned {
+        Ok(migration) => migration,
+        Err(e) => {
+            undo_provisioning(directory, new.database_url.as_deref(), id, &schema).await;
+            return Err(ApiError::Internal(e.context(format!("provisioning branch {}", new.code))));
+        }
+    };
+
+    let mut client = registry.get().await?;
+    let tx = client.transaction().await?;
+    let sql = format!(
+        "UPDATE branches SET status = 'active', schema_version = $2, migration_state = 'current',
+                migration_error = NULL, migrated_at = now(), updated_at = now()
+          WHERE id = $1 RETURNING {BRANCH_COLUMNS}"
+    );
+    let row = tx.query_one(&sql, &[&id, &migration.version]).await?;
+    tx.execute(
+        "INSERT INTO branch_migrations (branch_id, version, state, applied) VALUES ($1, $2, 'current', $3)",
+        &[&id, &migration.version, &(migration.applied as i32)],
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO branch_users (branch_id, user_id) SELECT $1, unnest($2::bigint[]) ON CONFLICT DO NOTHING",
+        &[&id, &grant_to],
+    )
+    .await?;
+    notify::publish(&tx, notify::Topic::Branch(id)).await?;
+    for user in grant_to {
+        notify::publish(&tx, notify::Topic::User(*user)).await?;
+    }
+    tx.commit().await?;
+    directory.invalidate(id).await;
+    Ok(Branch::from_row(&row))
+}
+
+async fn provision_schema(
+    directory: &Directory,
+    database_url: Option<&str>,
+    id: i64,
+    schema: &str,
+    code: &str,
+) -> anyhow::Result<SchemaMigration> {
+    let pool = directory.pool_for(database_url)?;
+    let mut conn = BranchConn::unrouted(&pool).await?;
+    let migration = migrate_branch_schema(conn.client_mut(), schema).await?;
+    conn.execute(
+        &format!(
+            "INSERT INTO {schema}.branch_info (branch_id, code) VALUES ($1, $2)
+             ON CONFLICT (singleton) DO UPDATE SET branch_id = EXCLUDED.branch_id, code = EXCLUDED.code"
+        ),
+        &[&id, &code],
+    )
+    .await?;
+    Ok(migration)
+}
+
+/// Best effort: a failure here leaves a `provisioning` row that a retry resumes.
+async fn undo_provisioning(directory: &Directory, database_url: Option<&str>, id: i64, schema: &str) {
+    let dropped = async {
+        let pool = directory.pool_for(database_url)?;
+        let conn = BranchConn::unrouted(&pool).await?;
+        conn.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await?;
+        let client = directory.registry().get().await?;
+        client.execute("DELETE FROM branches WHERE id = $1 AND status = 'provisioning'", &[&id]).await?;
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(e) = dropped {
+        tracing::error!(branch_id = id, error = format!("{e:#}"), "could not undo a failed provisioning");
+    }
+}
+
+/// Outcome of migrating one branch.
+#[derive(Debug)]
+pub struct BranchMigrationOutcome {
+    pub id: i64,
+    pub code: String,
+    /// `None`: already current, nothing ran.
+    pub result: Option<Result<SchemaMigration, String>>,
+}
+
+/// Migrates every active branch that is not at the latest tenant version, `parallelism` at a
+/// time. A failing branch is recorded and marked (it answers 503); the others go on.
+pub async fn migrate_all(directory: &Directory, parallelism: usize) -> anyhow::Result<Vec<BranchMigrationOutcome>> {
+    let latest = latest_tenant_version();
+    let rows = {
+        let client = directory.registry().get().await?;
+        client
+            .query(
+                "SELECT id, code, schema_name, database_url, schema_version, migration_state
+                   FROM branches WHERE status = 'active' ORDER BY id",
+                &[],
+            )
+            .await?
+    };
+    let outcomes = futures_util::stream::iter(rows)
+        .map(|row| async move {
+            let id: i64 = row.get("id");
+            let code: String = row.get("code");
+            let current = row.get::<_, Option<i32>>("schema_version") == Some(latest)
+                && row.get::<_, String>("migration_state") == "current";
+            if current {
+                return BranchMigrationOutcome { id, code, result: None };
+            }
+            let schema: String = row.get("schema_name");
+            let database_url: Option<String> = row.get("database_url");
+            let result = migrate_one(directory, id, &schema, database_url.as_deref()).await;
+            BranchMigrationOutcome { id, code, result: Some(result) }
+        })
+        .buffer_unordered(parallelism)
+        .collect::<Vec<_>>()
+        .await;
+    Ok(outcomes)
+}
+
+async fn migrate_one(
+    directory: &Directory,
+    id: i64,
+    schema: &str,
+    database_url: Option<&str>,
+) -> Result<SchemaMigration, String> {
+    let run = async {
+        let pool = directory.pool_for(database_url)?;
+        let mut conn = BranchConn::unrouted(&pool).await?;
+        let migration = migrate_branch_schema(conn.client_mut(), schema).await?;
+        if migration.applied > 0 {
+            // Cached statements may describe the old table shapes.
+            pool.manager().clear_statement_caches();
+        }
+        anyhow::Ok(migration)
+    }
+    .await;
+    let result = run.map_err(|e| format!("{e:#}"));
+    if let Err(error) = &result {
+        tracing::error!(branch_id = id, schema, error, "branch migration failed");
+    }
+    if let Err(e) = record_migration(directory, id, &result).await {
+        tracing::error!(branch_id = id, error = format!("{e:#}"), "could not record a branch migration");
+    }
+    directory.invalidate(id).await;
+    result
+}
+
+async fn record_migration(
+    directory: &Directory,
+    id: i64,
+    result: &Result<SchemaMigration, String>,
+) -> anyhow::Result<()> {
+    let mut client = directory.registry().get().await?;
+    let tx = client.transaction().await?;
+    match result {
+        Ok(m) => {
+            tx.execute(
+                "UPDATE branches SET schema_version = $2, migration_state = 'current', migration_error = NULL,
+                        migrated_at = now() WHERE id = $1",
+                &[&id, &m.version],
+            )
+            .await?;
+            tx.execute(
+                "INSERT INTO branch_migrations (branch_id, version, state, applied) VALUES ($1, $2, 'current', $3)",
+                &[&id, &m.version, &(m.applied as i32)],
+            )
+            .await?;
+        }
+        Err(error) => {
+            tx.execute(
+                "UPDATE branches SET migration_state = 'failed', migration_error = $2, migrated_at = now()
+                  WHERE id = $1",
+                &[&id, error],
+            )
+            .await?;
+            tx.execute(
+                "INSERT INTO branch_migrations (branch_id, version, state, error)
+                 SELECT $1, schema_version, 'failed', $2 FROM branches WHERE id = $1",
+                &[&id, error],
+            )
+            .await?;
+        }
+    }
+    notify::publish(&tx, notify::Topic::Branch(id)).await?;
+    tx.commit().await?;
+    Ok(())
+}

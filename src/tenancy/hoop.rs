@@ -1,0 +1,53 @@
+//! The branch-context hoop: `X-Branch-Id` -> a [`BranchRoute`] in the depot.
+//!
+//! SPEC.md, Authentication rule 5: missing (or not an integer) -> 400; unknown, archived or
+//! not granted to the caller -> 403. Unknown and not-granted answer alike so the header
+//! cannot be used to discover which branches exist.
+
+use salvo::prelude::*;
+
+use crate::app::AppState;
+use crate::auth::current_user;
+use crate::http::error::ApiError;
+
+pub const HEADER: &str = "x-branch-id";
+
+#[handler]
+pub async fn require_branch(req: &mut Request, depot: &mut Depot, res: &mut Response, ctrl: &mut FlowCtrl) {
+    let outcome = async {
+        let raw = req.headers().get(HEADER).map(|v| v.to_str().unwrap_or_default().trim().to_owned());
+        let raw = match raw {
+            None => return Err(ApiError::bad_request("branch_required", "The X-Branch-Id header is required.")),
+            Some(raw) if raw.is_empty() => {
+                return Err(ApiError::bad_request("branch_required", "The X-Branch-Id header is required."));
+            }
+            Some(raw) => raw,
+        };
+        let id = raw
+            .parse::<i64>()
+            .ok()
+            .filter(|id| *id > 0)
+            .ok_or_else(|| ApiError::bad_request("branch_invalid", "The X-Branch-Id header must be a branch id (an integer)."))?;
+        crate::telemetry::record_branch(id);
+        let user = current_user(depot)?;
+        let denied = || ApiError::Forbidden { code: "branch_forbidden", message: "You do not have access to this branch.".into() };
+        if !user.branch_ids.contains(&id) {
+            return Err(denied());
+        }
+        let state = AppState::of(depot);
+        match state.directory.route(id).await? {
+            Ok(route) => Ok(route),
+            Err(_) => Err(denied()),
+        }
+    }
+    .await;
+    match outcome {
+        Ok(route) => {
+            depot.insert_typed(route);
+        }
+        Err(e) => {
+            res.render(e);
+            ctrl.skip_rest();
+        }
+    }
+}
