@@ -34,16 +34,39 @@ pub struct AppState {
 impl AppState {
     /// The state injected by the service; every route runs behind that injection.
     pub fn of(depot: &Depot) -> Arc<AppState> {
-        depot.get_typed::<Arc<AppState>>().expect("app state is injected for every request").clone()
+        depot
+            .get_typed::<Arc<AppState>>()
+            .expect("app state is injected for every request")
+            .clone()
     }
 
     /// Forwarded headers are believed only from trusted proxies.
     pub fn trusts_forwarded_headers(&self, req: &Request) -> bool {
-        req.remote_addr().ip().is_some_and(|ip| self.settings.trusted_proxies.iter().any(|net| net.contains(ip)))
+        req.remote_addr().ip().is_some_and(|ip| {
+            self.settings
+                .trusted_proxies
+                .iter()
+                .any(|net| net.contains(ip))
+        })
+    }
+
+    /// Creates a branch (see [`branches::create`]) and drops this instance's cached view of
+    /// the users granted access before returning; other instances hear it by notification.
+    pub async fn create_branch(
+        &self,
+        new: branches::NewBranch,
+        grant_to: &[i64],
+    ) -> crate::http::error::ApiResult<branches::Branch> {
+        let branch = branches::create(&self.directory, new, grant_to).await?;
+        for user in grant_to {
+            notify::Invalidate::invalidate(self, notify::Topic::User(*user)).await;
+        }
+        Ok(branch)
     }
 
     pub fn client_ip(&self, req: &Request) -> String {
-        crate::http::client_ip(req, &self.settings.trusted_proxies).map_or_else(|| "unknown".into(), |ip| ip.to_string())
+        crate::http::client_ip(req, &self.settings.trusted_proxies)
+            .map_or_else(|| "unknown".into(), |ip| ip.to_string())
     }
 }
 
@@ -52,7 +75,10 @@ impl AppState {
 pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<Arc<AppState>> {
     let registry = db::registry_pool(database_url, &settings)?;
     {
-        let mut client = registry.get().await.context("connecting to the registry database")?;
+        let mut client = registry
+            .get()
+            .await
+            .context("connecting to the registry database")?;
         let applied = db::migrate::migrate_registry(&mut client).await?;
         if applied > 0 {
             tracing::info!(applied, "registry migrated");
@@ -69,11 +95,21 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
         settings,
     });
     auth::bootstrap::run_if_empty(&state).await?;
-    let outcomes = branches::migrate_all(&state.directory, state.settings.migrate_parallelism).await?;
+    let outcomes =
+        branches::migrate_all(&state.directory, state.settings.migrate_parallelism).await?;
     for outcome in outcomes.iter().filter(|o| o.result.is_some()) {
         match &outcome.result {
-            Some(Ok(m)) => tracing::info!(branch = outcome.code, version = m.version, applied = m.applied, "branch migrated"),
-            Some(Err(e)) => tracing::error!(branch = outcome.code, error = e, "branch migration failed; it answers 503"),
+            Some(Ok(m)) => tracing::info!(
+                branch = outcome.code,
+                version = m.version,
+                applied = m.applied,
+                "branch migrated"
+            ),
+            Some(Err(e)) => tracing::error!(
+                branch = outcome.code,
+                error = e,
+                "branch migration failed; it answers 503"
+            ),
             None => {}
         }
     }
@@ -140,7 +176,10 @@ impl Running {
 }
 
 pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpAcceptor> {
-    TcpListener::new(addr).try_bind().await.with_context(|| format!("cannot listen on {addr}"))
+    TcpListener::new(addr)
+        .try_bind()
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))
 }
 
 /// Starts serving `state` on `addr` (port 0 picks a free port).

@@ -28,7 +28,11 @@ impl Drop for Telemetry {
 /// The OTLP traces URL: the setting is the collector's base URL, as in the OTel convention.
 fn traces_url(endpoint: &str) -> String {
     let base = endpoint.trim_end_matches('/');
-    if base.ends_with("/v1/traces") { base.to_owned() } else { format!("{base}/v1/traces") }
+    if base.ends_with("/v1/traces") {
+        base.to_owned()
+    } else {
+        format!("{base}/v1/traces")
+    }
 }
 
 pub fn init(settings: &Settings) -> anyhow::Result<Telemetry> {
@@ -45,7 +49,9 @@ pub fn init(settings: &Settings) -> anyhow::Result<Telemetry> {
                 SdkTracerProvider::builder()
                     .with_batch_exporter(exporter)
                     .with_resource(
-                        opentelemetry_sdk::Resource::builder().with_service_name(settings.service_name.clone()).build(),
+                        opentelemetry_sdk::Resource::builder()
+                            .with_service_name(settings.service_name.clone())
+                            .build(),
                     )
                     .build(),
             )
@@ -60,7 +66,10 @@ pub fn init(settings: &Settings) -> anyhow::Result<Telemetry> {
             .with_tracked_inactivity(false)
     });
     tracing_subscriber::registry()
-        .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,tokio_postgres=warn")))
+        .with(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("info,tokio_postgres=warn")),
+        )
         .with(tracing_subscriber::fmt::layer().with_target(false))
         .with(otel_layer)
         .try_init()?;
@@ -81,7 +90,13 @@ pub fn record_branch(id: i64) {
 mod tests {
     #[test]
     fn traces_url_appends_the_signal_path_once() {
-        assert_eq!(super::traces_url("http://c:4318"), "http://c:4318/v1/traces");
-        assert_eq!(super::traces_url("http://c:4318/v1/traces"), "http://c:4318/v1/traces");
+        assert_eq!(
+            super::traces_url("http://c:4318"),
+            "http://c:4318/v1/traces"
+        );
+        assert_eq!(
+            super::traces_url("http://c:4318/v1/traces"),
+            "http://c:4318/v1/traces"
+        );
     }
 }

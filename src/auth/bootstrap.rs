@@ -11,16 +11,30 @@ use crate::tenancy::branches::{self, NewBranch};
 const LOCK: &str = "clinic_bootstrap";
 
 /// Creates the default roles when none exist (idempotent).
-pub async fn seed_roles(client: &impl deadpool_postgres::GenericClient) -> Result<(), tokio_postgres::Error> {
-    let any: bool = client.query_one("SELECT EXISTS (SELECT 1 FROM roles)", &[]).await?.get(0);
+pub async fn seed_roles(
+    client: &impl deadpool_postgres::GenericClient,
+) -> Result<(), tokio_postgres::Error> {
+    let any: bool = client
+        .query_one("SELECT EXISTS (SELECT 1 FROM roles)", &[])
+        .await?
+        .get(0);
     if any {
         return Ok(());
     }
     for (name, description, permissions) in DEFAULT_ROLES {
         let all: Vec<&str> = CATALOGUE.iter().map(|(n, _)| *n).collect();
-        let permissions: Vec<&str> = if *name == "admin" { all } else { permissions.to_vec() };
-        let id: i64 =
-            client.query_one("INSERT INTO roles (name, description) VALUES ($1, $2) RETURNING id", &[name, description]).await?.get(0);
+        let permissions: Vec<&str> = if *name == "admin" {
+            all
+        } else {
+            permissions.to_vec()
+        };
+        let id: i64 = client
+            .query_one(
+                "INSERT INTO roles (name, description) VALUES ($1, $2) RETURNING id",
+                &[name, description],
+            )
+            .await?
+            .get(0);
         client
             .execute(
                 "INSERT INTO role_permissions (role_id, permission) SELECT $1, unnest($2::text[])",
@@ -34,20 +48,29 @@ pub async fn seed_roles(client: &impl deadpool_postgres::GenericClient) -> Resul
 fn generated_password() -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
     let mut rng = rand::rng();
-    (0..20).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+    (0..20)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 pub async fn run_if_empty(state: &AppState) -> anyhow::Result<()> {
     let mut client = state.registry.get().await?;
-    client.execute("SELECT pg_advisory_lock(hashtext($1))", &[&LOCK]).await?;
+    client
+        .execute("SELECT pg_advisory_lock(hashtext($1))", &[&LOCK])
+        .await?;
     let result = bootstrap(state, &mut client).await;
-    client.execute("SELECT pg_advisory_unlock(hashtext($1))", &[&LOCK]).await?;
+    client
+        .execute("SELECT pg_advisory_unlock(hashtext($1))", &[&LOCK])
+        .await?;
     result
 }
 
 async fn bootstrap(state: &AppState, client: &mut deadpool_postgres::Object) -> anyhow::Result<()> {
     seed_roles(&*client).await?;
-    let has_users: bool = client.query_one("SELECT EXISTS (SELECT 1 FROM users)", &[]).await?.get(0);
+    let has_users: bool = client
+        .query_one("SELECT EXISTS (SELECT 1 FROM users)", &[])
+        .await?
+        .get(0);
     if has_users {
         return Ok(());
     }
@@ -73,19 +96,41 @@ async fn bootstrap(state: &AppState, client: &mut deadpool_postgres::Object) -> 
         tx.commit().await?;
         id
     };
-    let main_exists: bool = client.query_one("SELECT EXISTS (SELECT 1 FROM branches WHERE code = 'MAIN')", &[]).await?.get(0);
+    let main_exists: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM branches WHERE code = 'MAIN')",
+            &[],
+        )
+        .await?
+        .get(0);
     if !main_exists {
-        let new = NewBranch { code: "MAIN".into(), name: "Main Branch".into(), database_url: None };
-        let branch = branches::create(&state.directory, new, &[admin_id])
+        let new = NewBranch {
+            code: "MAIN".into(),
+            name: "Main Branch".into(),
+            database_url: None,
+        };
+        let branch = state
+            .create_branch(new, &[admin_id])
             .await
             .map_err(|e| anyhow::anyhow!("creating branch MAIN: {e}"))?;
-        client.execute("UPDATE users SET default_branch_id = $1 WHERE id = $2", &[&branch.id, &admin_id]).await.context("default branch")?;
+        client
+            .execute(
+                "UPDATE users SET default_branch_id = $1 WHERE id = $2",
+                &[&branch.id, &admin_id],
+            )
+            .await
+            .context("default branch")?;
     }
     if generated {
-        println!("First start: created user `admin` with password {password} (shown once; change it after logging in).");
+        println!(
+            "First start: created user `admin` with password {password} (shown once; change it after logging in)."
+        );
     } else {
         println!("First start: created user `admin` with the password from CLINIC_ADMIN_PASSWORD.");
     }
-    println!("Log in: curl -s -X POST http://{}/api/v1/auth/login -H 'Content-Type: application/json' -d '{{\"username\":\"admin\",\"password\":\"...\"}}'", state.settings.bind_addr);
+    println!(
+        "Log in: curl -s -X POST http://{}/api/v1/auth/login -H 'Content-Type: application/json' -d '{{\"username\":\"admin\",\"password\":\"...\"}}'",
+        state.settings.bind_addr
+    );
     Ok(())
 }

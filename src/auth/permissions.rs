@@ -17,9 +17,15 @@ pub const PHARMACY_READ: &str = "pharmacy.read";
 pub const PHARMACY_WRITE: &str = "pharmacy.write";
 
 pub const CATALOGUE: &[(&str, &str)] = &[
-    (ADMIN_ACCESS, "Administer branches, branch services, staff, users and roles"),
+    (
+        ADMIN_ACCESS,
+        "Administer branches, branch services, staff, users and roles",
+    ),
     (PATIENTS_READ, "View patients and their visit records"),
-    (PATIENTS_WRITE, "Register and edit patients and their visit records"),
+    (
+        PATIENTS_WRITE,
+        "Register and edit patients and their visit records",
+    ),
     (CLINICAL_READ, "View clinical examination records"),
     (CLINICAL_WRITE, "Record and edit clinical examinations"),
     (BILLING_READ, "View billing transactions"),
@@ -40,29 +46,68 @@ pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
         "doctor",
         "Clinical work on patients",
         &[
-            PATIENTS_READ, PATIENTS_WRITE, CLINICAL_READ, CLINICAL_WRITE, BILLING_READ, QUEUE_READ, QUEUE_WRITE,
-            DASHBOARD_READ, MASTER_DATA_READ, PHARMACY_READ,
+            PATIENTS_READ,
+            PATIENTS_WRITE,
+            CLINICAL_READ,
+            CLINICAL_WRITE,
+            BILLING_READ,
+            QUEUE_READ,
+            QUEUE_WRITE,
+            DASHBOARD_READ,
+            MASTER_DATA_READ,
+            PHARMACY_READ,
         ],
     ),
     (
         "nurse",
         "Examinations and patient flow",
-        &[PATIENTS_READ, PATIENTS_WRITE, CLINICAL_READ, CLINICAL_WRITE, QUEUE_READ, QUEUE_WRITE, DASHBOARD_READ, MASTER_DATA_READ],
+        &[
+            PATIENTS_READ,
+            PATIENTS_WRITE,
+            CLINICAL_READ,
+            CLINICAL_WRITE,
+            QUEUE_READ,
+            QUEUE_WRITE,
+            DASHBOARD_READ,
+            MASTER_DATA_READ,
+        ],
     ),
     (
         "receptionist",
         "Front desk: registration and queue",
-        &[PATIENTS_READ, PATIENTS_WRITE, QUEUE_READ, QUEUE_WRITE, BILLING_READ, DASHBOARD_READ, MASTER_DATA_READ],
+        &[
+            PATIENTS_READ,
+            PATIENTS_WRITE,
+            QUEUE_READ,
+            QUEUE_WRITE,
+            BILLING_READ,
+            DASHBOARD_READ,
+            MASTER_DATA_READ,
+        ],
     ),
     (
         "cashier",
         "Billing",
-        &[PATIENTS_READ, BILLING_READ, BILLING_WRITE, QUEUE_READ, DASHBOARD_READ, MASTER_DATA_READ],
+        &[
+            PATIENTS_READ,
+            BILLING_READ,
+            BILLING_WRITE,
+            QUEUE_READ,
+            DASHBOARD_READ,
+            MASTER_DATA_READ,
+        ],
     ),
     (
         "pharmacist",
         "Pharmacy and inventory",
-        &[PATIENTS_READ, CLINICAL_READ, PHARMACY_READ, PHARMACY_WRITE, MASTER_DATA_READ, DASHBOARD_READ],
+        &[
+            PATIENTS_READ,
+            CLINICAL_READ,
+            PHARMACY_READ,
+            PHARMACY_WRITE,
+            MASTER_DATA_READ,
+            DASHBOARD_READ,
+        ],
     ),
 ];
 
@@ -71,7 +116,9 @@ pub fn is_known(name: &str) -> bool {
 }
 
 /// Mirrors the catalogue into the registry (idempotent).
-pub async fn sync_catalogue(client: &impl deadpool_postgres::GenericClient) -> Result<(), tokio_postgres::Error> {
+pub async fn sync_catalogue(
+    client: &impl deadpool_postgres::GenericClient,
+) -> Result<(), tokio_postgres::Error> {
     let names: Vec<&str> = CATALOGUE.iter().map(|(n, _)| *n).collect();
     let descriptions: Vec<&str> = CATALOGUE.iter().map(|(_, d)| *d).collect();
     client

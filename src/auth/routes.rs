@@ -16,11 +16,17 @@ pub fn required_string(body: &Map<String, Value>, name: &str, errors: &mut Field
     match body.get(name) {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         Some(Value::String(_)) | None | Some(Value::Null) => {
-            errors.entry(name.into()).or_default().push(format!("The {} field is required.", name.replace('_', " ")));
+            errors
+                .entry(name.into())
+                .or_default()
+                .push(format!("The {} field is required.", name.replace('_', " ")));
             String::new()
         }
         Some(_) => {
-            errors.entry(name.into()).or_default().push(format!("The {} must be a string.", name.replace('_', " ")));
+            errors
+                .entry(name.into())
+                .or_default()
+                .push(format!("The {} must be a string.", name.replace('_', " ")));
             String::new()
         }
     }
@@ -37,7 +43,10 @@ pub fn authenticated() -> Router {
 #[handler]
 async fn login(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let state = AppState::of(depot);
-    state.limits.login.hit(&format!("login:{}", state.client_ip(req)), res)?;
+    state
+        .limits
+        .login
+        .hit(&format!("login:{}", state.client_ip(req)), res)?;
     let body = web::json_object(req, state.settings.max_body_bytes).await?;
     let mut errors = FieldErrors::new();
     let username = required_string(&body, "username", &mut errors);
@@ -96,7 +105,8 @@ async fn logout(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let user = current_user(depot)?;
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;
-    tx.execute("DELETE FROM api_tokens WHERE id = $1", &[&user.token_id]).await?;
+    tx.execute("DELETE FROM api_tokens WHERE id = $1", &[&user.token_id])
+        .await?;
     notify::publish(&tx, notify::Topic::Token(user.token_id)).await?;
     tx.commit().await?;
     state.auth.forget_token(user.token_id).await;
@@ -105,17 +115,30 @@ async fn logout(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
 }
 
 pub fn document(doc: &mut Doc) {
-    let branch = || Object::new().property("id", docs::integer()).property("name", docs::string()).property("code", docs::string());
+    let branch = || {
+        Object::new()
+            .property("id", docs::integer())
+            .property("name", docs::string())
+            .property("code", docs::string())
+    };
     let user = Object::new()
         .property("id", docs::integer())
         .property("name", docs::string())
         .property("email", docs::string())
         .property("username", docs::string())
         .property("default_branch_id", docs::integer());
-    let op = Doc::operation(Access::Public, "auth", "Log in with username and password; returns a bearer token");
+    let op = Doc::operation(
+        Access::Public,
+        "auth",
+        "Log in with username and password; returns a bearer token",
+    );
     let op = Doc::with_body(
         op,
-        Object::new().property("username", docs::string()).property("password", docs::string()).required("username").required("password"),
+        Object::new()
+            .property("username", docs::string())
+            .property("password", docs::string())
+            .required("username")
+            .required("password"),
     );
     let op = Doc::answers(
         op,
@@ -129,12 +152,26 @@ pub fn document(doc: &mut Doc) {
         ),
     );
     let op = Doc::answers(
-        Doc::answers(op, "401", "Invalid credentials", Object::new().property("message", docs::string())),
+        Doc::answers(
+            op,
+            "401",
+            "Invalid credentials",
+            Object::new().property("message", docs::string()),
+        ),
         "429",
         "Too many attempts from this address",
         Object::new().property("message", docs::string()),
     );
     doc.add(PathItemType::Post, "/api/v1/auth/login", op);
     let op = Doc::operation(Access::User, "auth", "Revoke the token of this request");
-    doc.add(PathItemType::Post, "/api/v1/auth/logout", Doc::answers(op, "200", "Logged out", Object::new().property("message", docs::string())));
+    doc.add(
+        PathItemType::Post,
+        "/api/v1/auth/logout",
+        Doc::answers(
+            op,
+            "200",
+            "Logged out",
+            Object::new().property("message", docs::string()),
+        ),
+    );
 }

@@ -3,14 +3,22 @@
 
 use crate::auth::permissions::{PATIENTS_READ, PATIENTS_WRITE};
 use crate::http::list::SortDirection;
-use crate::resource::field::{Field, Kind, branch_ref, long_text, one_of, past_date, registry_ref, text, date};
+use crate::resource::field::{
+    Field, Kind, branch_ref, date, long_text, one_of, past_date, registry_ref, text,
+};
 use crate::resource::{PATIENT_OF_VISIT, Resource, Scope};
 
 pub const SEX: &[&str] = &["male", "female", "other", "unknown"];
 pub const CIVIL_STATUS: &[&str] = &["single", "married", "widowed", "separated", "divorced"];
 pub const PATIENT_STATUS: &[&str] = &["active", "inactive", "deceased"];
 pub const VISIT_TYPE: &[&str] = &["new", "follow_up", "emergency", "post_op"];
-pub const VISIT_STATUS: &[&str] = &["scheduled", "checked_in", "in_progress", "completed", "cancelled"];
+pub const VISIT_STATUS: &[&str] = &[
+    "scheduled",
+    "checked_in",
+    "in_progress",
+    "completed",
+    "cancelled",
+];
 pub const EYE: &[&str] = &["right", "left", "both", "n_a"];
 pub const SEVERITY: &[&str] = &["mild", "moderate", "severe"];
 
@@ -44,7 +52,10 @@ pub static PATIENTS: Resource = Resource {
         long_text("notes"),
     ],
     read_only: &["pin"],
-    computed: &[("age", "extract(year FROM age(current_date, t.birth_date))::int")],
+    computed: &[(
+        "age",
+        "extract(year FROM age(current_date, t.birth_date))::int",
+    )],
     sort_fields: &["last_name", "first_name", "pin", "birth_date", "created_at"],
     default_sort: "last_name",
     default_direction: SortDirection::Asc,

@@ -22,7 +22,12 @@ pub fn tenant_runner() -> Runner {
 
 /// The version a branch schema has once every tenant migration ran.
 pub fn latest_tenant_version() -> i32 {
-    tenant_runner().get_migrations().iter().map(|m| m.version()).max().unwrap_or(0)
+    tenant_runner()
+        .get_migrations()
+        .iter()
+        .map(|m| m.version())
+        .max()
+        .unwrap_or(0)
 }
 
 /// Runs `work` while holding the session advisory lock keyed on `key`, releasing it whatever
@@ -37,7 +42,9 @@ async fn with_advisory_lock<T>(
         .await
         .context("taking the migration lock")?;
     let result = work(client).await;
-    let unlock = client.execute("SELECT pg_advisory_unlock(hashtext($1))", &[&key]).await;
+    let unlock = client
+        .execute("SELECT pg_advisory_unlock(hashtext($1))", &[&key])
+        .await;
     let value = result?;
     unlock.context("releasing the migration lock")?;
     Ok(value)
@@ -67,11 +74,19 @@ pub struct SchemaMigration {
 /// The caller's connection has its search_path changed (refinery's SQL is unqualified and it
 /// runs each migration in its own transaction, so a session setting is the only way); the
 /// caller must not trust the connection's schema afterwards.
-pub async fn migrate_branch_schema(client: &mut Client, schema: &str) -> anyhow::Result<SchemaMigration> {
-    anyhow::ensure!(is_branch_schema_name(schema), "refusing to migrate schema {schema:?}");
+pub async fn migrate_branch_schema(
+    client: &mut Client,
+    schema: &str,
+) -> anyhow::Result<SchemaMigration> {
+    anyhow::ensure!(
+        is_branch_schema_name(schema),
+        "refusing to migrate schema {schema:?}"
+    );
     with_advisory_lock(client, schema, async |client| {
         client
-            .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path TO {schema}"))
+            .batch_execute(&format!(
+                "CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path TO {schema}"
+            ))
             .await
             .with_context(|| format!("creating schema {schema}"))?;
         let mut runner = tenant_runner();
@@ -80,7 +95,10 @@ pub async fn migrate_branch_schema(client: &mut Client, schema: &str) -> anyhow:
         // Whatever happened, leave the session pointing nowhere before anyone reuses it.
         client.batch_execute("RESET search_path").await.ok();
         let report = outcome.with_context(|| format!("migrating schema {schema}"))?;
-        Ok(SchemaMigration { version: latest_tenant_version(), applied: report.applied_migrations().len() })
+        Ok(SchemaMigration {
+            version: latest_tenant_version(),
+            applied: report.applied_migrations().len(),
+        })
     })
     .await
 }

@@ -7,8 +7,9 @@
 
 use salvo::oapi::security::{Http, HttpAuthScheme};
 use salvo::oapi::{
-    BasicType, Content, KnownFormat, Object, OpenApi, Operation, Parameter, ParameterIn, PathItem, PathItemType,
-    RefOr, RequestBody, Required, Schema, SchemaFormat, SecurityRequirement, SecurityScheme,
+    BasicType, Content, KnownFormat, Object, OpenApi, Operation, Parameter, ParameterIn, PathItem,
+    PathItemType, RefOr, RequestBody, Required, Schema, SchemaFormat, SecurityRequirement,
+    SecurityScheme,
 };
 
 pub const BEARER: &str = "bearerAuth";
@@ -52,7 +53,9 @@ fn validation_schema() -> Object {
         .property("code", string())
         .property(
             "errors",
-            Object::new().additional_properties(salvo::oapi::Array::new().items(string())).description("Field name -> messages"),
+            Object::new()
+                .additional_properties(salvo::oapi::Array::new().items(string()))
+                .description("Field name -> messages"),
         )
         .required("message")
         .required("errors")
@@ -68,15 +71,29 @@ fn response(description: &str, schema: impl Into<RefOr<Schema>>) -> salvo::oapi:
 
 /// `{message, data}`.
 pub fn envelope(data: impl Into<RefOr<Schema>>) -> Object {
-    Object::new().property("message", string()).property("data", data).required("message")
+    Object::new()
+        .property("message", string())
+        .property("data", data)
+        .required("message")
 }
 
 /// `{data, links, meta}`.
 pub fn paginated(item: impl Into<RefOr<Schema>>) -> Object {
-    let nullable_string = Object::with_type([BasicType::String, BasicType::Null].into_iter().collect::<salvo::oapi::SchemaType>());
-    let nullable_int = Object::with_type([BasicType::Integer, BasicType::Null].into_iter().collect::<salvo::oapi::SchemaType>());
+    let nullable_string = Object::with_type(
+        [BasicType::String, BasicType::Null]
+            .into_iter()
+            .collect::<salvo::oapi::SchemaType>(),
+    );
+    let nullable_int = Object::with_type(
+        [BasicType::Integer, BasicType::Null]
+            .into_iter()
+            .collect::<salvo::oapi::SchemaType>(),
+    );
     Object::new()
-        .property("data", salvo::oapi::Array::new().items(Into::<RefOr<Schema>>::into(item)))
+        .property(
+            "data",
+            salvo::oapi::Array::new().items(Into::<RefOr<Schema>>::into(item)),
+        )
         .property(
             "links",
             Object::new()
@@ -98,17 +115,26 @@ pub fn paginated(item: impl Into<RefOr<Schema>>) -> Object {
 }
 
 pub fn query(name: &str, schema: impl Into<RefOr<Schema>>, description: &str) -> Parameter {
-    Parameter::new(name).location(ParameterIn::Query).required(Required::False).schema(schema).description(description)
+    Parameter::new(name)
+        .location(ParameterIn::Query)
+        .required(Required::False)
+        .schema(schema)
+        .description(description)
 }
 
 pub fn path_id() -> Parameter {
-    Parameter::new("id").location(ParameterIn::Path).required(Required::True).schema(integer())
+    Parameter::new("id")
+        .location(ParameterIn::Path)
+        .required(Required::True)
+        .schema(integer())
 }
 
 impl Default for Doc {
     fn default() -> Self {
-        let mut api = OpenApi::new("clinic-server", env!("CARGO_PKG_VERSION"))
-            .add_security_scheme(BEARER, SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer).bearer_format("opaque")));
+        let mut api = OpenApi::new("clinic-server", env!("CARGO_PKG_VERSION")).add_security_scheme(
+            BEARER,
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer).bearer_format("opaque")),
+        );
         api.info.description = Some(
             "Multi-branch clinic records API. Authenticate with `POST /api/v1/auth/login`, then send \
              `Authorization: Bearer <token>`; branch-scoped routes also need `X-Branch-Id`."
@@ -141,17 +167,29 @@ impl Doc {
                         .schema(integer())
                         .description("The branch whose data this request reads or writes"),
                 )
-                .add_response("400", response("Missing or malformed X-Branch-Id", error_schema()));
+                .add_response(
+                    "400",
+                    response("Missing or malformed X-Branch-Id", error_schema()),
+                );
         }
         op
     }
 
     pub fn with_body(op: Operation, schema: impl Into<RefOr<Schema>>) -> Operation {
-        op.request_body(RequestBody::new().required(Required::True).add_content("application/json", json(schema)))
-            .add_response("422", response("Validation failed", validation_schema()))
+        op.request_body(
+            RequestBody::new()
+                .required(Required::True)
+                .add_content("application/json", json(schema)),
+        )
+        .add_response("422", response("Validation failed", validation_schema()))
     }
 
-    pub fn answers(op: Operation, status: &str, description: &str, schema: impl Into<RefOr<Schema>>) -> Operation {
+    pub fn answers(
+        op: Operation,
+        status: &str,
+        description: &str,
+        schema: impl Into<RefOr<Schema>>,
+    ) -> Operation {
         op.add_response(status, response(description, schema))
     }
 

@@ -47,11 +47,17 @@ pub enum ApiError {
 
 impl ApiError {
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
-        Self::BadRequest { code, message: message.into() }
+        Self::BadRequest {
+            code,
+            message: message.into(),
+        }
     }
 
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::Forbidden { code: "forbidden", message: message.into() }
+        Self::Forbidden {
+            code: "forbidden",
+            message: message.into(),
+        }
     }
 
     /// A 422 with one message on one field.
@@ -62,7 +68,10 @@ impl ApiError {
     }
 
     pub fn unavailable(code: &'static str, message: impl Into<String>) -> Self {
-        Self::Unavailable { code, message: message.into() }
+        Self::Unavailable {
+            code,
+            message: message.into(),
+        }
     }
 
     pub fn status(&self) -> StatusCode {
@@ -102,12 +111,16 @@ impl ApiError {
                         "precondition_failed",
                         "The record was changed by someone else; reload it and try again.".into(),
                     ),
-                    Self::PayloadTooLarge => ("payload_too_large", "The request body is too large.".into()),
+                    Self::PayloadTooLarge => {
+                        ("payload_too_large", "The request body is too large.".into())
+                    }
                     Self::UnsupportedMediaType => (
                         "unsupported_media_type",
                         "Send the request body as application/json.".into(),
                     ),
-                    Self::RateLimited { .. } => ("rate_limited", "Too many requests. Try again later.".into()),
+                    Self::RateLimited { .. } => {
+                        ("rate_limited", "Too many requests. Try again later.".into())
+                    }
                     Self::Internal(_) => ("internal_error", "Internal server error.".into()),
                     Self::InvalidCredentials | Self::Validation(_) => unreachable!(),
                 };
@@ -123,7 +136,11 @@ fn validation_message(errors: &FieldErrors) -> String {
     match errors.values().flatten().next() {
         None => "The given data was invalid.".into(),
         Some(first) if total == 1 => first.clone(),
-        Some(first) => format!("{first} (and {} more error{})", total - 1, if total == 2 { "" } else { "s" }),
+        Some(first) => format!(
+            "{first} (and {} more error{})",
+            total - 1,
+            if total == 2 { "" } else { "s" }
+        ),
     }
 }
 
@@ -138,7 +155,11 @@ impl Scribe for ApiError {
         if let Self::Internal(cause) = &self {
             tracing::error!(error = format!("{cause:#}"), "request failed");
         }
-        if let Self::RateLimited { limit, retry_after_secs } = &self {
+        if let Self::RateLimited {
+            limit,
+            retry_after_secs,
+        } = &self
+        {
             let headers = res.headers_mut();
             headers.insert(RETRY_AFTER, HeaderValue::from(*retry_after_secs));
             headers.insert("x-ratelimit-limit", HeaderValue::from(*limit));

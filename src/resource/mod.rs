@@ -33,8 +33,12 @@ pub struct Derived {
 }
 
 /// The patient of a visit: every visit record carries both ids.
-pub const PATIENT_OF_VISIT: Derived =
-    Derived { field: "patient_id", from: "patient_visit_id", table: "patient_visits", column: "patient_id" };
+pub const PATIENT_OF_VISIT: Derived = Derived {
+    field: "patient_id",
+    from: "patient_visit_id",
+    table: "patient_visits",
+    column: "patient_id",
+};
 
 #[derive(Debug)]
 pub struct Resource {
@@ -98,12 +102,24 @@ mod tests {
                     r.path
                 );
             }
-            assert!(r.sort_fields.contains(&r.default_sort), "{}: default sort not allowed", r.path);
+            assert!(
+                r.sort_fields.contains(&r.default_sort),
+                "{}: default sort not allowed",
+                r.path
+            );
             for f in r.filters {
-                assert!(r.field(f).is_some() || r.read_only.contains(f), "{}: filter {f} is not a field", r.path);
+                assert!(
+                    r.field(f).is_some() || r.read_only.contains(f),
+                    "{}: filter {f} is not a field",
+                    r.path
+                );
             }
             for d in r.derived {
-                assert!(r.field(d.field).is_some() && r.field(d.from).is_some(), "{}: bad derived rule", r.path);
+                assert!(
+                    r.field(d.field).is_some() && r.field(d.from).is_some(),
+                    "{}: bad derived rule",
+                    r.path
+                );
             }
         }
     }

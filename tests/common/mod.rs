@@ -1,0 +1,309 @@
+//! Test harness: each test gets its own freshly created database on a real PostgreSQL and
+//! its own server on a random port, talked to over HTTP. The database is dropped when the
+//! [`TestApp`] goes out of scope, even when the test fails.
+//!
+//! PostgreSQL comes from `TEST_DATABASE_URL` (a server URL; each test creates a database
+//! there) or, when unset, from the embedded cluster under `var/test-pg`.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use clinic_server::app::{self, AppState, Running};
+use clinic_server::config::Settings;
+use clinic_server::embedded_pg::{self, EmbeddedPostgres};
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+pub const ADMIN_PASSWORD: &str = "admin-password-1";
+
+/// (server URL for maintenance, function making a URL for a database on it)
+static SERVER: OnceCell<String> = OnceCell::const_new();
+
+async fn server_url() -> String {
+    SERVER
+        .get_or_init(|| async {
+            if let Ok(url) = std::env::var("TEST_DATABASE_URL") {
+                return url;
+            }
+            let var = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("var");
+            std::fs::create_dir_all(&var).unwrap();
+            // Many test processes may start at once: one of them initialises the cluster.
+            let lock = std::fs::File::create(var.join("test-pg.lock")).unwrap();
+            use std::os::fd::AsRawFd;
+            // SAFETY: flock on a file descriptor we own; released when `lock` is dropped.
+            unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+            let (cluster, _) = EmbeddedPostgres::start(&var, "test-pg")
+                .await
+                .expect("embedded PostgreSQL for tests");
+            drop(lock);
+            cluster.url("postgres")
+        })
+        .await
+        .clone()
+}
+
+/// The same server, another database.
+pub fn database_url(server: &str, database: &str) -> String {
+    if server.starts_with("postgres://") || server.starts_with("postgresql://") {
+        let (head, query) = match server.split_once('?') {
+            Some((h, q)) => (h, Some(q)),
+            None => (server, None),
+        };
+        let scheme_end = head.find("://").unwrap() + 3;
+        let host_end = head[scheme_end..]
+            .find('/')
+            .map_or(head.len(), |i| scheme_end + i);
+        let mut url = format!("{}/{database}", &head[..host_end]);
+        if let Some(q) = query {
+            url = format!("{url}?{q}");
+        }
+        url
+    } else {
+        format!("{server} dbname={database}")
+    }
+}
+
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+    server: String,
+}
+
+impl TestDb {
+    pub async fn create() -> Self {
+        let server = server_url().await;
+        let name = format!(
+            "clinic_test_{}",
+            &clinic_server::auth::tokens::random_secret()[..16]
+        );
+        let admin = clinic_server::db::connect(&server)
+            .await
+            .expect("connect to the test PostgreSQL server");
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create test database");
+        Self {
+            url: database_url(&server, &name),
+            name,
+            server,
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let server = self.server.clone();
+        let name = self.name.clone();
+        // Drop runs outside async context: use a short-lived runtime on its own thread.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                if let Ok(client) = clinic_server::db::connect(&server).await {
+                    let _ = client
+                        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+pub fn test_settings(url: &str) -> Settings {
+    let mut settings = Settings::for_database(url);
+    settings.admin_password = Some(ADMIN_PASSWORD.into());
+    settings.password_hash_log_n = 4;
+    settings.pool_wait = std::time::Duration::from_secs(10);
+    settings
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub state: Arc<AppState>,
+    pub admin_token: String,
+    running: Option<Running>,
+    // Last: the database is dropped after the server stopped using it.
+    pub db: TestDb,
+}
+
+impl TestApp {
+    pub async fn spawn() -> Self {
+        Self::spawn_with(|_| {}).await
+    }
+
+    pub async fn spawn_with(configure: impl FnOnce(&mut Settings)) -> Self {
+        let db = TestDb::create().await;
+        let mut settings = test_settings(&db.url);
+        configure(&mut settings);
+        let state = app::prepare(settings, &db.url).await.expect("app prepares");
+        let running = app::spawn(state.clone(), "127.0.0.1:0".parse().unwrap())
+            .await
+            .expect("app listens");
+        let base = format!("http://{}", running.addr);
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let mut app = Self {
+            base,
+            http,
+            state,
+            admin_token: String::new(),
+            running: Some(running),
+            db,
+        };
+        app.admin_token = app.login("admin", ADMIN_PASSWORD).await;
+        app
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Logs in and returns the token (panics on failure).
+    pub async fn login(&self, username: &str, password: &str) -> String {
+        let res = self
+            .http
+            .post(self.url("/api/v1/auth/login"))
+            .json(&json!({ "username": username, "password": password }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200, "login of {username} failed");
+        let body: Value = res.json().await.unwrap();
+        body["data"]["token"].as_str().unwrap().to_owned()
+    }
+
+    /// A request as the admin, in `branch` when given.
+    pub fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        branch: Option<i64>,
+    ) -> reqwest::RequestBuilder {
+        self.request_as(&self.admin_token.clone(), method, path, branch)
+    }
+
+    pub fn request_as(
+        &self,
+        token: &str,
+        method: reqwest::Method,
+        path: &str,
+        branch: Option<i64>,
+    ) -> reqwest::RequestBuilder {
+        let mut req = self
+            .http
+            .request(method, self.url(path))
+            .bearer_auth(token)
+            .header("accept", "application/json");
+        if let Some(branch) = branch {
+            req = req.header("x-branch-id", branch.to_string());
+        }
+        req
+    }
+
+    /// The bootstrap branch `MAIN`.
+    pub async fn main_branch(&self) -> i64 {
+        let client = self.state.registry.get().await.unwrap();
+        client
+            .query_one("SELECT id FROM branches WHERE code = 'MAIN'", &[])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    /// Provisions a branch that the admin may access.
+    pub async fn create_branch(&self, code: &str) -> i64 {
+        let admin: i64 = {
+            let client = self.state.registry.get().await.unwrap();
+            client
+                .query_one("SELECT id FROM users WHERE username = 'admin'", &[])
+                .await
+                .unwrap()
+                .get(0)
+        };
+        let new = clinic_server::tenancy::branches::NewBranch {
+            code: code.into(),
+            name: format!("Branch {code}"),
+            database_url: None,
+        };
+        self.state
+            .create_branch(new, &[admin])
+            .await
+            .expect("branch created")
+            .id
+    }
+
+    /// Creates a user with the given role names and branch ids; returns (id, token).
+    pub async fn create_user(
+        &self,
+        username: &str,
+        roles: &[&str],
+        branches: &[i64],
+    ) -> (i64, String) {
+        let password = "user-password-1";
+        let hash = self.state.hasher.hash(password).await.unwrap();
+        let client = self.state.registry.get().await.unwrap();
+        let id: i64 = client
+            .query_one(
+                "INSERT INTO users (name, email, username, password_hash) VALUES ($1, $2, $1, $3) RETURNING id",
+                &[&username, &format!("{username}@example.test"), &hash],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let roles: Vec<String> = roles.iter().map(|r| r.to_string()).collect();
+        client
+            .execute(
+                "INSERT INTO user_roles SELECT $1, id FROM roles WHERE name = ANY($2)",
+                &[&id, &roles],
+            )
+            .await
+            .unwrap();
+        client
+            .execute(
+                "INSERT INTO branch_users (branch_id, user_id) SELECT unnest($2::bigint[]), $1",
+                &[&id, &branches],
+            )
+            .await
+            .unwrap();
+        (id, self.login(username, password).await)
+    }
+
+    /// Creates a patient in `branch`; returns its JSON.
+    pub async fn create_patient(&self, branch: i64, first: &str, last: &str) -> Value {
+        let res = self
+            .request(reqwest::Method::POST, "/api/v1/patients", Some(branch))
+            .json(&json!({ "first_name": first, "last_name": last, "birth_date": "1980-01-02", "sex": "female" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201);
+        res.json::<Value>().await.unwrap()["data"].clone()
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(running) = self.running.take() {
+            running.handle.stop_forceful();
+            running.task.abort();
+        }
+    }
+}
+
+/// Sends and returns (status, JSON body or Null).
+pub async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+#[allow(unused_imports)]
+pub use embedded_pg::ensure_database;

@@ -1,0 +1,216 @@
+//! The invariant of schema-per-branch: a query for branch A runs in A's schema, always.
+
+mod common;
+
+use common::{TestApp, send};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn interleaved_requests_over_two_connections_never_cross_branches() {
+    let app = TestApp::spawn_with(|s| s.branch_pool_size = 2).await;
+    let main = app.main_branch().await;
+    let mut branches = vec![main];
+    for code in ["NORTH", "SOUTH", "EAST"] {
+        branches.push(app.create_branch(code).await);
+    }
+    // Each branch gets patients whose last name names the branch.
+    for &b in &branches {
+        for i in 0..3 {
+            app.create_patient(b, &format!("P{i}"), &format!("branch{b}"))
+                .await;
+        }
+    }
+    let mut tasks = Vec::new();
+    for round in 0..40 {
+        for &b in &branches {
+            let req = app.request(
+                Method::GET,
+                &format!("/api/v1/patients?perPage=100&round={round}"),
+                Some(b),
+            );
+            tasks.push(tokio::spawn(async move { (b, send(req).await) }));
+        }
+    }
+    for task in tasks {
+        let (branch, (status, body)) = task.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        let rows = body["data"].as_array().unwrap();
+        assert_eq!(rows.len(), 3, "branch {branch} saw {body}");
+        for row in rows {
+            assert_eq!(
+                row["last_name"],
+                format!("branch{branch}"),
+                "branch {branch} read another branch's row"
+            );
+        }
+    }
+    let (_, branch_connections) = app.state.directory.pool_status();
+    assert!(branch_connections <= 2, "pool grew to {branch_connections}");
+
+    // And at the connection level: every checkout answers with its own schema.
+    let mut checks = Vec::new();
+    for round in 0..50 {
+        let b = branches[round % branches.len()];
+        let directory = app.state.directory.clone();
+        checks.push(tokio::spawn(async move {
+            let route = directory.route(b).await.unwrap().unwrap();
+            let conn = directory.connect(&route).await.unwrap();
+            let schema: String = conn
+                .query_one("SELECT current_schema()::text", &[])
+                .await
+                .unwrap()
+                .get(0);
+            let code: String = conn
+                .query_one("SELECT code FROM branch_info", &[])
+                .await
+                .unwrap()
+                .get(0);
+            (route.schema.to_string(), route.code.clone(), schema, code)
+        }));
+    }
+    for check in checks {
+        let (expected_schema, expected_code, schema, code) = check.await.unwrap();
+        assert_eq!(schema, expected_schema);
+        assert_eq!(code, expected_code);
+    }
+}
+
+#[tokio::test]
+async fn a_record_of_one_branch_is_not_found_from_another() {
+    let app = TestApp::spawn().await;
+    let main = app.main_branch().await;
+    let other = app.create_branch("OTHER").await;
+    let patient = app.create_patient(main, "Ana", "Cruz").await;
+    let id = patient["id"].as_i64().unwrap();
+    let created = app.create_patient(other, "Ben", "Other").await;
+    assert_eq!(created["id"], id, "ids are per branch, so both start at 1");
+    let (status, body) =
+        send(app.request(Method::GET, &format!("/api/v1/patients/{id}"), Some(other))).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["data"]["last_name"], "Other");
+    // A visit in OTHER cannot point at MAIN's patient 2.
+    let second = app.create_patient(main, "Cy", "Main").await;
+    let (status, body) = send(
+        app.request(Method::POST, "/api/v1/patient-visits", Some(other))
+            .json(&json!({ "patient_id": second["id"], "visit_date": "2026-01-05" })),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body["errors"]["patient_id"].is_array());
+    // PINs carry their branch code.
+    assert!(patient["pin"].as_str().unwrap().starts_with("MAIN-"));
+    assert!(created["pin"].as_str().unwrap().starts_with("OTHER-"));
+}
+
+#[tokio::test]
+async fn provisioning_is_all_or_nothing_and_resumable() {
+    let app = TestApp::spawn().await;
+    let registry = app.state.registry.get().await.unwrap();
+    // A create interrupted after the registry row was written leaves it `provisioning`.
+    let id: i64 = registry
+        .query_one(
+            "INSERT INTO branches (code, name) VALUES ('HALF', 'Half made') RETURNING id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let (status, _) = send(app.request(Method::GET, "/api/v1/patients", Some(id))).await;
+    assert_eq!(status, 403, "a provisioning branch does not serve");
+    // Retrying the create resumes the same row.
+    let resumed = app.create_branch("HALF").await;
+    assert_eq!(resumed, id);
+    let (status, body) = send(app.request(Method::GET, "/api/v1/patients", Some(id))).await;
+    assert_eq!(status, 200, "{body}");
+    // A duplicate code of an active branch is refused and changes nothing.
+    let new = clinic_server::tenancy::branches::NewBranch {
+        code: "HALF".into(),
+        name: "Again".into(),
+        database_url: None,
+    };
+    let err = clinic_server::tenancy::branches::create(&app.state.directory, new, &[])
+        .await
+        .unwrap_err();
+    assert_eq!(err.status().as_u16(), 422);
+    let count: i64 = registry
+        .query_one("SELECT count(*) FROM branches WHERE code = 'HALF'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 1);
+    // A branch whose own database cannot be reached leaves no row and no schema behind.
+    let new = clinic_server::tenancy::branches::NewBranch {
+        code: "GONE".into(),
+        name: "Unreachable".into(),
+        database_url: Some("host=/nonexistent-socket-dir port=1 user=nobody dbname=none".into()),
+    };
+    assert!(
+        clinic_server::tenancy::branches::create(&app.state.directory, new, &[])
+            .await
+            .is_err()
+    );
+    let left: i64 = registry
+        .query_one("SELECT count(*) FROM branches WHERE code = 'GONE'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+}
+
+#[tokio::test]
+async fn a_branch_whose_migration_failed_answers_503_and_others_serve() {
+    let app = TestApp::spawn().await;
+    let main = app.main_branch().await;
+    let broken = app.create_branch("BROKEN").await;
+    {
+        let registry = app.state.registry.get().await.unwrap();
+        // Make the branch look out of date, and its schema unmigratable.
+        registry
+            .execute(
+                "UPDATE branches SET schema_version = 0 WHERE id = $1",
+                &[&broken],
+            )
+            .await
+            .unwrap();
+        registry
+            .batch_execute(&format!("DROP TABLE branch_{broken}.refinery_schema_history; CREATE TABLE branch_{broken}.refinery_schema_history (nonsense int)"))
+            .await
+            .unwrap();
+    }
+    let outcomes = clinic_server::tenancy::branches::migrate_all(&app.state.directory, 2)
+        .await
+        .unwrap();
+    let failed: Vec<_> = outcomes
+        .iter()
+        .filter(|o| matches!(o.result, Some(Err(_))))
+        .map(|o| o.id)
+        .collect();
+    assert_eq!(failed, vec![broken]);
+    assert!(
+        outcomes.iter().any(|o| o.id == main && o.result.is_none()),
+        "a current branch is not migrated again"
+    );
+    let (status, body) = send(app.request(Method::GET, "/api/v1/patients", Some(broken))).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["code"], "branch_unavailable");
+    let (status, _) = send(app.request(Method::GET, "/api/v1/patients", Some(main))).await;
+    assert_eq!(status, 200);
+    let registry = app.state.registry.get().await.unwrap();
+    let row = registry
+        .query_one("SELECT state, error FROM branch_migrations WHERE branch_id = $1 ORDER BY id DESC LIMIT 1", &[&broken])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "failed");
+    assert!(
+        !row.get::<_, Option<String>>(1)
+            .unwrap_or_default()
+            .is_empty()
+    );
+    let (status, health) = send(app.http.get(app.url("/api/v1/public/health"))).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        health["data"]["branches"]["migration_failed"],
+        Value::from(1)
+    );
+}
