@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use salvo::catcher::Catcher;
 use salvo::conn::tcp::TcpAcceptor;
-use salvo::oapi::swagger_ui::SwaggerUi;
+use salvo::oapi::swagger_ui::{Config, SwaggerUi};
 use salvo::prelude::*;
 use salvo::server::ServerHandle;
 
@@ -29,25 +29,20 @@ pub struct AppState {
     pub auth: AuthCache,
     pub hasher: Hasher,
     pub limits: Limits,
+    listener: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl AppState {
     /// The state injected by the service; every route runs behind that injection.
     pub fn of(depot: &Depot) -> Arc<AppState> {
-        depot
-            .get_typed::<Arc<AppState>>()
-            .expect("app state is injected for every request")
-            .clone()
+        depot.get_typed::<Arc<AppState>>().expect("app state is injected for every request").clone()
     }
 
     /// Forwarded headers are believed only from trusted proxies.
     pub fn trusts_forwarded_headers(&self, req: &Request) -> bool {
-        req.remote_addr().ip().is_some_and(|ip| {
-            self.settings
-                .trusted_proxies
-                .iter()
-                .any(|net| net.contains(ip))
-        })
+        req.remote_addr()
+            .ip()
+            .is_some_and(|ip| self.settings.trusted_proxies.iter().any(|net| net.contains(ip)))
     }
 
     /// Creates a branch (see [`branches::create`]) and drops this instance's cached view of
@@ -64,6 +59,14 @@ impl AppState {
         Ok(branch)
     }
 
+    /// Stops background work and closes the pools (before the database goes away).
+    pub fn shutdown(&self) {
+        if let Some(listener) = self.listener.lock().expect("listener slot").take() {
+            listener.abort();
+        }
+        self.registry.close();
+    }
+
     pub fn client_ip(&self, req: &Request) -> String {
         crate::http::client_ip(req, &self.settings.trusted_proxies)
             .map_or_else(|| "unknown".into(), |ip| ip.to_string())
@@ -75,10 +78,7 @@ impl AppState {
 pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<Arc<AppState>> {
     let registry = db::registry_pool(database_url, &settings)?;
     {
-        let mut client = registry
-            .get()
-            .await
-            .context("connecting to the registry database")?;
+        let mut client = registry.get().await.context("connecting to the registry database")?;
         let applied = db::migrate::migrate_registry(&mut client).await?;
         if applied > 0 {
             tracing::info!(applied, "registry migrated");
@@ -93,10 +93,10 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
         registry,
         directory,
         settings,
+        listener: std::sync::Mutex::new(None),
     });
     auth::bootstrap::run_if_empty(&state).await?;
-    let outcomes =
-        branches::migrate_all(&state.directory, state.settings.migrate_parallelism).await?;
+    let outcomes = branches::migrate_all(&state.directory, state.settings.migrate_parallelism).await?;
     for outcome in outcomes.iter().filter(|o| o.result.is_some()) {
         match &outcome.result {
             Some(Ok(m)) => tracing::info!(
@@ -105,15 +105,14 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
                 applied = m.applied,
                 "branch migrated"
             ),
-            Some(Err(e)) => tracing::error!(
-                branch = outcome.code,
-                error = e,
-                "branch migration failed; it answers 503"
-            ),
+            Some(Err(e)) => {
+                tracing::error!(branch = outcome.code, error = e, "branch migration failed; it answers 503")
+            }
             None => {}
         }
     }
-    notify::spawn_listener(database_url.to_owned(), state.clone());
+    let listener = notify::spawn_listener(database_url.to_owned(), state.clone());
+    *state.listener.lock().expect("listener slot") = Some(listener);
     Ok(state)
 }
 
@@ -154,7 +153,11 @@ pub fn service(state: Arc<AppState>) -> Service {
         .hoop(salvo::affix_state::inject(state))
         .push(api_router())
         .push(openapi().into_router("docs/api/openapi.json"))
-        .push(SwaggerUi::new("/docs/api/openapi.json").into_router("docs/api"));
+        // No online spec validator: the page must work on a closed network.
+        .push(
+            SwaggerUi::new(Config::new(["/docs/api/openapi.json"]).validator_url("none"))
+                .into_router("docs/api"),
+        );
     Service::new(router)
         .hoop(CatchPanic::new())
         .hoop(trace::RequestSpan)
@@ -176,10 +179,7 @@ impl Running {
 }
 
 pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpAcceptor> {
-    TcpListener::new(addr)
-        .try_bind()
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))
+    TcpListener::new(addr).try_bind().await.with_context(|| format!("cannot listen on {addr}"))
 }
 
 /// Starts serving `state` on `addr` (port 0 picks a free port).

@@ -12,11 +12,7 @@ use crate::embedded_pg::EmbeddedPostgres;
 use crate::tenancy::branches::{self, NewBranch};
 
 #[derive(Parser)]
-#[command(
-    name = "clinic-server",
-    version,
-    about = "Multi-branch clinic records server"
-)]
+#[command(name = "clinic-server", version, about = "Multi-branch clinic records server")]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -87,10 +83,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let outcome = runtime.block_on(async move {
         let _telemetry = crate::telemetry::init(&settings)?;
         run(cli.command.unwrap_or(Command::Serve), settings).await
@@ -110,10 +103,7 @@ async fn database(settings: &Settings) -> anyhow::Result<(String, Option<Embedde
         Some(url) => Ok((url.clone(), None)),
         None => {
             let (cluster, url) = EmbeddedPostgres::start(&settings.var_dir, "pg").await?;
-            tracing::info!(
-                "using the embedded PostgreSQL under {}/pg",
-                settings.var_dir.display()
-            );
+            tracing::info!("using the embedded PostgreSQL under {}/pg", settings.var_dir.display());
             Ok((url, Some(cluster)))
         }
     }
@@ -123,61 +113,9 @@ async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
     let (url, cluster) = database(&settings).await?;
     let result = async {
         let state = app::prepare(settings.clone(), &url).await?;
-        match command {
-            Command::Serve => serve(state).await,
-            Command::Migrate => print_branches(&state).await,
-            Command::Branch {
-                command: BranchCommand::List,
-            } => print_branches(&state).await,
-            Command::Branch {
-                command:
-                    BranchCommand::Create {
-                        code,
-                        name,
-                        database_url,
-                    },
-            } => {
-                let admins = admin_ids(&state).await?;
-                let branch = state
-                    .create_branch(
-                        NewBranch {
-                            code,
-                            name,
-                            database_url,
-                        },
-                        &admins,
-                    )
-                    .await
-                    .map_err(|e| {
-                        anyhow::anyhow!(
-                            "{}",
-                            e.body()["message"].as_str().unwrap_or("branch not created")
-                        )
-                        .context(format!("{e}"))
-                    })?;
-                println!(
-                    "created branch {} ({}) with schema {} at version {:?}",
-                    branch.code, branch.id, branch.schema_name, branch.schema_version
-                );
-                Ok(ExitCode::SUCCESS)
-            }
-            Command::User {
-                command:
-                    UserCommand::Create {
-                        username,
-                        name,
-                        email,
-                        password,
-                        roles,
-                        branches,
-                    },
-            } => {
-                create_user(
-                    &state, &username, &name, &email, password, &roles, &branches,
-                )
-                .await
-            }
-        }
+        let outcome = execute(command, &state).await;
+        state.shutdown();
+        outcome
     }
     .await;
     if let Some(cluster) = cluster {
@@ -186,12 +124,33 @@ async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
     result
 }
 
+async fn execute(command: Command, state: &Arc<AppState>) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Serve => serve(state.clone()).await,
+        Command::Migrate | Command::Branch { command: BranchCommand::List } => print_branches(state).await,
+        Command::Branch { command: BranchCommand::Create { code, name, database_url } } => {
+            let admins = admin_ids(state).await?;
+            let new = NewBranch { code, name, database_url };
+            let branch =
+                state.create_branch(new, &admins).await.map_err(|e| anyhow::anyhow!("{}", e.body()))?;
+            println!(
+                "created branch {} (id {}) with schema {} at version {}",
+                branch.code,
+                branch.id,
+                branch.schema_name,
+                branch.schema_version.unwrap_or_default()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::User {
+            command: UserCommand::Create { username, name, email, password, roles, branches },
+        } => create_user(state, &username, &name, &email, password, &roles, &branches).await,
+    }
+}
+
 async fn serve(state: Arc<AppState>) -> anyhow::Result<ExitCode> {
     let running = app::spawn(state.clone(), state.settings.bind_addr).await?;
-    tracing::info!(
-        "clinic-server listening on http://{} (API docs at /docs/api)",
-        running.addr
-    );
+    tracing::info!("clinic-server listening on http://{} (API docs at /docs/api)", running.addr);
     shutdown_signal().await;
     tracing::info!("shutting down");
     running.stop().await;
@@ -199,8 +158,8 @@ async fn serve(state: Arc<AppState>) -> anyhow::Result<ExitCode> {
 }
 
 async fn shutdown_signal() {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("signal handler");
+    let mut terminate =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate.recv() => {}
@@ -222,9 +181,7 @@ async fn admin_ids(state: &AppState) -> anyhow::Result<Vec<i64>> {
 }
 
 async fn print_branches(state: &AppState) -> anyhow::Result<ExitCode> {
-    let list = branches::list_all(&state.registry)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let list = branches::list_all(&state.registry).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     println!(
         "{:<5} {:<10} {:<24} {:<12} {:<14} {:<8} {:<8} error",
         "id", "code", "name", "status", "schema", "version", "state"
@@ -244,11 +201,7 @@ async fn print_branches(state: &AppState) -> anyhow::Result<ExitCode> {
             b.migration_error.as_deref().unwrap_or(""),
         );
     }
-    Ok(if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 async fn create_user(
@@ -277,25 +230,19 @@ async fn create_user(
         .context("creating the user (username and e-mail must be unique)")?
         .get(0);
     let granted = tx
-        .execute("INSERT INTO user_roles (user_id, role_id) SELECT $1, id FROM roles WHERE lower(name) = ANY($2)", &[
-            &id,
-            &roles.iter().map(|r| r.to_lowercase()).collect::<Vec<_>>(),
-        ])
+        .execute(
+            "INSERT INTO user_roles (user_id, role_id) SELECT $1, id FROM roles WHERE lower(name) = ANY($2)",
+            &[&id, &roles.iter().map(|r| r.to_lowercase()).collect::<Vec<_>>()],
+        )
         .await?;
-    anyhow::ensure!(
-        granted as usize == roles.len(),
-        "unknown role among {roles:?}"
-    );
+    anyhow::ensure!(granted as usize == roles.len(), "unknown role among {roles:?}");
     let access = tx
         .execute(
             "INSERT INTO branch_users (branch_id, user_id) SELECT id, $1 FROM branches WHERE code = ANY($2) AND status = 'active'",
             &[&id, &branch_codes],
         )
         .await?;
-    anyhow::ensure!(
-        access as usize == branch_codes.len(),
-        "unknown branch among {branch_codes:?}"
-    );
+    anyhow::ensure!(access as usize == branch_codes.len(), "unknown branch among {branch_codes:?}");
     tx.execute(
         "UPDATE users SET default_branch_id = (SELECT branch_id FROM branch_users WHERE user_id = $1 ORDER BY branch_id LIMIT 1) WHERE id = $1",
         &[&id],

@@ -20,16 +20,10 @@ impl Cidr {
             Some((a, p)) => (a, Some(p)),
             None => (text, None),
         };
-        let addr: IpAddr = addr
-            .trim()
-            .parse()
-            .with_context(|| format!("bad address in {text:?}"))?;
+        let addr: IpAddr = addr.trim().parse().with_context(|| format!("bad address in {text:?}"))?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let prefix = match prefix {
-            Some(p) => p
-                .trim()
-                .parse::<u8>()
-                .with_context(|| format!("bad prefix in {text:?}"))?,
+            Some(p) => p.trim().parse::<u8>().with_context(|| format!("bad prefix in {text:?}"))?,
             None => max,
         };
         if prefix > max {
@@ -90,10 +84,7 @@ pub struct Settings {
 }
 
 fn var(name: &str) -> Option<String> {
-    std::env::var(name)
-        .ok()
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
+    std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
 }
 
 fn parsed<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T>
@@ -102,9 +93,7 @@ where
 {
     match var(name) {
         None => Ok(default),
-        Some(v) => v
-            .parse()
-            .map_err(|e| anyhow::anyhow!("{name}={v:?} is not valid: {e}")),
+        Some(v) => v.parse().map_err(|e| anyhow::anyhow!("{name}={v:?} is not valid: {e}")),
     }
 }
 
@@ -127,8 +116,7 @@ impl Settings {
             token_expiry: (expiry_minutes > 0).then(|| Duration::from_secs(expiry_minutes * 60)),
             admin_password: var("CLINIC_ADMIN_PASSWORD"),
             smtp_url: var("SMTP_URL"),
-            mail_from: var("MAIL_FROM")
-                .unwrap_or_else(|| "clinic-server <no-reply@localhost>".into()),
+            mail_from: var("MAIL_FROM").unwrap_or_else(|| "clinic-server <no-reply@localhost>".into()),
             rate_limit_login: parsed("RATE_LIMIT_LOGIN_PER_MINUTE", 5)?,
             rate_limit_auth: parsed("RATE_LIMIT_AUTH_PER_MINUTE", 5)?,
             rate_limit_api: parsed("RATE_LIMIT_API_PER_MINUTE", 1000)?,
@@ -141,9 +129,7 @@ impl Settings {
             migrate_parallelism: parsed("MIGRATE_PARALLELISM", 4)?,
             password_hash_log_n: parsed("PASSWORD_HASH_COST", 15)?,
             max_body_bytes: parsed("MAX_BODY_BYTES", 1024 * 1024)?,
-            var_dir: var("CLINIC_VAR_DIR")
-                .map(Into::into)
-                .unwrap_or_else(|| "var".into()),
+            var_dir: var("CLINIC_VAR_DIR").map(Into::into).unwrap_or_else(|| "var".into()),
         };
         settings.check()?;
         Ok(settings)
@@ -202,10 +188,6 @@ mod tests {
         assert!(host.contains("127.0.0.1".parse().unwrap()));
         assert!(!host.contains("127.0.0.2".parse().unwrap()));
         assert!(Cidr::parse("10.0.0.0/33").is_err());
-        assert!(
-            Cidr::parse("::/0")
-                .unwrap()
-                .contains("2001:db8::1".parse().unwrap())
-        );
+        assert!(Cidr::parse("::/0").unwrap().contains("2001:db8::1".parse().unwrap()));
     }
 }

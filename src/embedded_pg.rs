@@ -26,9 +26,7 @@ pub fn find_bin_dir() -> Option<PathBuf> {
         let dir = PathBuf::from(dir);
         return has_tools(&dir).then_some(dir);
     }
-    if let Ok(out) = std::process::Command::new("pg_config")
-        .arg("--bindir")
-        .output()
+    if let Ok(out) = std::process::Command::new("pg_config").arg("--bindir").output()
         && out.status.success()
     {
         let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
@@ -75,8 +73,7 @@ impl EmbeddedPostgres {
                  set PG_BIN_DIR to the folder holding initdb and pg_ctl, or set DATABASE_URL"
             );
         };
-        std::fs::create_dir_all(var_dir)
-            .with_context(|| format!("creating {}", var_dir.display()))?;
+        std::fs::create_dir_all(var_dir).with_context(|| format!("creating {}", var_dir.display()))?;
         let base = std::fs::canonicalize(var_dir)?.join(name);
         std::fs::create_dir_all(&base)?;
         // SAFETY: geteuid has no preconditions.
@@ -91,12 +88,7 @@ impl EmbeddedPostgres {
         } else {
             None
         };
-        let cluster = Self {
-            bin_dir,
-            data_dir: base.join("data"),
-            socket_dir: base.clone(),
-            run_as,
-        };
+        let cluster = Self { bin_dir, data_dir: base.join("data"), socket_dir: base.clone(), run_as };
         if !cluster.data_dir.join("PG_VERSION").exists() {
             cluster.initdb().await?;
         }
@@ -110,18 +102,12 @@ impl EmbeddedPostgres {
 
     /// A connection URL for database `name` on this cluster.
     pub fn url(&self, database: &str) -> String {
-        format!(
-            "host={} port=5432 user=postgres dbname={database}",
-            self.socket_dir.display()
-        )
+        format!("host={} port=5432 user=postgres dbname={database}", self.socket_dir.display())
     }
 
     fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new(self.bin_dir.join(program));
-        cmd.current_dir(&self.socket_dir)
-            .env_remove("PGDATA")
-            .env_remove("PGHOST")
-            .stdin(Stdio::null());
+        cmd.current_dir(&self.socket_dir).env_remove("PGDATA").env_remove("PGHOST").stdin(Stdio::null());
         if let Some((uid, gid)) = self.run_as {
             cmd.uid(uid).gid(gid);
         }
@@ -129,29 +115,13 @@ impl EmbeddedPostgres {
     }
 
     async fn run(&self, program: &str, args: &[&str]) -> anyhow::Result<std::process::Output> {
-        self.command(program)
-            .args(args)
-            .output()
-            .await
-            .with_context(|| format!("running {program}"))
+        self.command(program).args(args).output().await.with_context(|| format!("running {program}"))
     }
 
     async fn initdb(&self) -> anyhow::Result<()> {
         let data = self.data_dir.display().to_string();
         let out = self
-            .run(
-                "initdb",
-                &[
-                    "-D",
-                    &data,
-                    "-U",
-                    "postgres",
-                    "--auth=trust",
-                    "-E",
-                    "UTF8",
-                    "--locale=C.UTF-8",
-                ],
-            )
+            .run("initdb", &["-D", &data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8"])
             .await?;
         if !out.status.success() {
             bail!(
@@ -164,26 +134,15 @@ impl EmbeddedPostgres {
 
     async fn is_running(&self) -> bool {
         let data = self.data_dir.display().to_string();
-        self.run("pg_ctl", &["status", "-D", &data])
-            .await
-            .is_ok_and(|o| o.status.success())
+        self.run("pg_ctl", &["status", "-D", &data]).await.is_ok_and(|o| o.status.success())
     }
 
     async fn pg_ctl_start(&self) -> anyhow::Result<()> {
         let data = self.data_dir.display().to_string();
         let log = self.socket_dir.join("postgres.log").display().to_string();
-        let options = format!(
-            "-c listen_addresses='' -k {} -p 5432",
-            self.socket_dir.display()
-        );
-        let out = self
-            .run(
-                "pg_ctl",
-                &[
-                    "start", "-w", "-t", "60", "-D", &data, "-l", &log, "-o", &options,
-                ],
-            )
-            .await?;
+        let options = format!("-c listen_addresses='' -k {} -p 5432", self.socket_dir.display());
+        let out =
+            self.run("pg_ctl", &["start", "-w", "-t", "60", "-D", &data, "-l", &log, "-o", &options]).await?;
         if !out.status.success() {
             bail!(
                 "the embedded PostgreSQL did not start; see {log}: {}",
@@ -195,10 +154,7 @@ impl EmbeddedPostgres {
 
     pub async fn stop(&self) {
         let data = self.data_dir.display().to_string();
-        match self
-            .run("pg_ctl", &["stop", "-w", "-m", "fast", "-D", &data])
-            .await
-        {
+        match self.run("pg_ctl", &["stop", "-w", "-m", "fast", "-D", &data]).await {
             Ok(o) if o.status.success() => tracing::info!("embedded PostgreSQL stopped"),
             Ok(o) => {
                 tracing::warn!(stderr = %String::from_utf8_lossy(&o.stderr).trim(), "stopping the embedded PostgreSQL")
@@ -216,17 +172,11 @@ pub async fn ensure_database(admin_url: &str, name: &str) -> anyhow::Result<()> 
     );
     let client = crate::db::connect(admin_url).await?;
     let exists: bool = client
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)",
-            &[&name],
-        )
+        .query_one("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", &[&name])
         .await?
         .get(0);
     if !exists {
-        match client
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .await
-        {
+        match client.batch_execute(&format!("CREATE DATABASE {name}")).await {
             Ok(()) => {}
             // Another process created it meanwhile.
             Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_DATABASE) => {}

@@ -40,10 +40,7 @@ pub async fn health(depot: &mut Depot, res: &mut Response) {
         }
         outcome => {
             if let Ok(Err(e)) = outcome {
-                tracing::warn!(
-                    error = format!("{e:#}"),
-                    "health check: registry unreachable"
-                );
+                tracing::warn!(error = format!("{e:#}"), "health check: registry unreachable");
             }
             res.status_code(StatusCode::SERVICE_UNAVAILABLE);
             res.render(Json(json!({
@@ -56,17 +53,10 @@ pub async fn health(depot: &mut Depot, res: &mut Response) {
 }
 
 pub fn document(doc: &mut Doc) {
-    let op = Doc::operation(
-        Access::Public,
-        "public",
-        "Health of the service and its registry database",
-    );
+    let op = Doc::operation(Access::Public, "public", "Health of the service and its registry database");
     let body = docs::envelope(
         salvo::oapi::Object::new()
-            .property(
-                "status",
-                docs::string().enum_values(["ok", "degraded", "down"]),
-            )
+            .property("status", docs::string().enum_values(["ok", "degraded", "down"]))
             .property("registry", docs::string().enum_values(["up", "down"]))
             .property("version", docs::string()),
     );

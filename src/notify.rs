@@ -53,9 +53,7 @@ pub async fn publish(
     client: &impl deadpool_postgres::GenericClient,
     topic: Topic,
 ) -> Result<(), tokio_postgres::Error> {
-    client
-        .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &topic.encode()])
-        .await?;
+    client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &topic.encode()]).await?;
     Ok(())
 }
 
@@ -71,10 +69,7 @@ pub fn spawn_listener<I: Invalidate>(url: String, target: Arc<I>) -> tokio::task
         loop {
             match listen_once(&url, &target).await {
                 Ok(()) => tracing::warn!("cache invalidation connection closed; reconnecting"),
-                Err(e) => tracing::warn!(
-                    error = format!("{e:#}"),
-                    "cache invalidation connection failed"
-                ),
+                Err(e) => tracing::warn!(error = format!("{e:#}"), "cache invalidation connection failed"),
             }
             // Anything may have changed while we were not listening.
             target.invalidate(Topic::All).await;
@@ -125,12 +120,7 @@ mod tests {
 
     #[test]
     fn topics_round_trip() {
-        for topic in [
-            Topic::Token(7),
-            Topic::User(1),
-            Topic::Branch(42),
-            Topic::All,
-        ] {
+        for topic in [Topic::Token(7), Topic::User(1), Topic::Branch(42), Topic::All] {
             assert_eq!(Topic::decode(&topic.encode()), Some(topic));
         }
         assert_eq!(Topic::decode("user:x"), None);

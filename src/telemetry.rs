@@ -28,11 +28,7 @@ impl Drop for Telemetry {
 /// The OTLP traces URL: the setting is the collector's base URL, as in the OTel convention.
 fn traces_url(endpoint: &str) -> String {
     let base = endpoint.trim_end_matches('/');
-    if base.ends_with("/v1/traces") {
-        base.to_owned()
-    } else {
-        format!("{base}/v1/traces")
-    }
+    if base.ends_with("/v1/traces") { base.to_owned() } else { format!("{base}/v1/traces") }
 }
 
 pub fn init(settings: &Settings) -> anyhow::Result<Telemetry> {
@@ -67,8 +63,7 @@ pub fn init(settings: &Settings) -> anyhow::Result<Telemetry> {
     });
     tracing_subscriber::registry()
         .with(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,tokio_postgres=warn")),
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,tokio_postgres=warn")),
         )
         .with(tracing_subscriber::fmt::layer().with_target(false))
         .with(otel_layer)
@@ -90,13 +85,7 @@ pub fn record_branch(id: i64) {
 mod tests {
     #[test]
     fn traces_url_appends_the_signal_path_once() {
-        assert_eq!(
-            super::traces_url("http://c:4318"),
-            "http://c:4318/v1/traces"
-        );
-        assert_eq!(
-            super::traces_url("http://c:4318/v1/traces"),
-            "http://c:4318/v1/traces"
-        );
+        assert_eq!(super::traces_url("http://c:4318"), "http://c:4318/v1/traces");
+        assert_eq!(super::traces_url("http://c:4318/v1/traces"), "http://c:4318/v1/traces");
     }
 }

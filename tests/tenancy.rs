@@ -17,18 +17,14 @@ async fn interleaved_requests_over_two_connections_never_cross_branches() {
     // Each branch gets patients whose last name names the branch.
     for &b in &branches {
         for i in 0..3 {
-            app.create_patient(b, &format!("P{i}"), &format!("branch{b}"))
-                .await;
+            app.create_patient(b, &format!("P{i}"), &format!("branch{b}")).await;
         }
     }
     let mut tasks = Vec::new();
     for round in 0..40 {
         for &b in &branches {
-            let req = app.request(
-                Method::GET,
-                &format!("/api/v1/patients?perPage=100&round={round}"),
-                Some(b),
-            );
+            let req =
+                app.request(Method::GET, &format!("/api/v1/patients?perPage=100&round={round}"), Some(b));
             tasks.push(tokio::spawn(async move { (b, send(req).await) }));
         }
     }
@@ -56,16 +52,8 @@ async fn interleaved_requests_over_two_connections_never_cross_branches() {
         checks.push(tokio::spawn(async move {
             let route = directory.route(b).await.unwrap().unwrap();
             let conn = directory.connect(&route).await.unwrap();
-            let schema: String = conn
-                .query_one("SELECT current_schema()::text", &[])
-                .await
-                .unwrap()
-                .get(0);
-            let code: String = conn
-                .query_one("SELECT code FROM branch_info", &[])
-                .await
-                .unwrap()
-                .get(0);
+            let schema: String = conn.query_one("SELECT current_schema()::text", &[]).await.unwrap().get(0);
+            let code: String = conn.query_one("SELECT code FROM branch_info", &[]).await.unwrap().get(0);
             (route.schema.to_string(), route.code.clone(), schema, code)
         }));
     }
@@ -85,8 +73,7 @@ async fn a_record_of_one_branch_is_not_found_from_another() {
     let id = patient["id"].as_i64().unwrap();
     let created = app.create_patient(other, "Ben", "Other").await;
     assert_eq!(created["id"], id, "ids are per branch, so both start at 1");
-    let (status, body) =
-        send(app.request(Method::GET, &format!("/api/v1/patients/{id}"), Some(other))).await;
+    let (status, body) = send(app.request(Method::GET, &format!("/api/v1/patients/{id}"), Some(other))).await;
     assert_eq!(status, 200);
     assert_eq!(body["data"]["last_name"], "Other");
     // A visit in OTHER cannot point at MAIN's patient 2.
@@ -109,10 +96,7 @@ async fn provisioning_is_all_or_nothing_and_resumable() {
     let registry = app.state.registry.get().await.unwrap();
     // A create interrupted after the registry row was written leaves it `provisioning`.
     let id: i64 = registry
-        .query_one(
-            "INSERT INTO branches (code, name) VALUES ('HALF', 'Half made') RETURNING id",
-            &[],
-        )
+        .query_one("INSERT INTO branches (code, name) VALUES ('HALF', 'Half made') RETURNING id", &[])
         .await
         .unwrap()
         .get(0);
@@ -129,15 +113,10 @@ async fn provisioning_is_all_or_nothing_and_resumable() {
         name: "Again".into(),
         database_url: None,
     };
-    let err = clinic_server::tenancy::branches::create(&app.state.directory, new, &[])
-        .await
-        .unwrap_err();
+    let err = clinic_server::tenancy::branches::create(&app.state.directory, new, &[]).await.unwrap_err();
     assert_eq!(err.status().as_u16(), 422);
-    let count: i64 = registry
-        .query_one("SELECT count(*) FROM branches WHERE code = 'HALF'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let count: i64 =
+        registry.query_one("SELECT count(*) FROM branches WHERE code = 'HALF'", &[]).await.unwrap().get(0);
     assert_eq!(count, 1);
     // A branch whose own database cannot be reached leaves no row and no schema behind.
     let new = clinic_server::tenancy::branches::NewBranch {
@@ -145,16 +124,9 @@ async fn provisioning_is_all_or_nothing_and_resumable() {
         name: "Unreachable".into(),
         database_url: Some("host=/nonexistent-socket-dir port=1 user=nobody dbname=none".into()),
     };
-    assert!(
-        clinic_server::tenancy::branches::create(&app.state.directory, new, &[])
-            .await
-            .is_err()
-    );
-    let left: i64 = registry
-        .query_one("SELECT count(*) FROM branches WHERE code = 'GONE'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    assert!(clinic_server::tenancy::branches::create(&app.state.directory, new, &[]).await.is_err());
+    let left: i64 =
+        registry.query_one("SELECT count(*) FROM branches WHERE code = 'GONE'", &[]).await.unwrap().get(0);
     assert_eq!(left, 0);
 }
 
@@ -166,26 +138,14 @@ async fn a_branch_whose_migration_failed_answers_503_and_others_serve() {
     {
         let registry = app.state.registry.get().await.unwrap();
         // Make the branch look out of date, and its schema unmigratable.
-        registry
-            .execute(
-                "UPDATE branches SET schema_version = 0 WHERE id = $1",
-                &[&broken],
-            )
-            .await
-            .unwrap();
+        registry.execute("UPDATE branches SET schema_version = 0 WHERE id = $1", &[&broken]).await.unwrap();
         registry
             .batch_execute(&format!("DROP TABLE branch_{broken}.refinery_schema_history; CREATE TABLE branch_{broken}.refinery_schema_history (nonsense int)"))
             .await
             .unwrap();
     }
-    let outcomes = clinic_server::tenancy::branches::migrate_all(&app.state.directory, 2)
-        .await
-        .unwrap();
-    let failed: Vec<_> = outcomes
-        .iter()
-        .filter(|o| matches!(o.result, Some(Err(_))))
-        .map(|o| o.id)
-        .collect();
+    let outcomes = clinic_server::tenancy::branches::migrate_all(&app.state.directory, 2).await.unwrap();
+    let failed: Vec<_> = outcomes.iter().filter(|o| matches!(o.result, Some(Err(_)))).map(|o| o.id).collect();
     assert_eq!(failed, vec![broken]);
     assert!(
         outcomes.iter().any(|o| o.id == main && o.result.is_none()),
@@ -198,19 +158,15 @@ async fn a_branch_whose_migration_failed_answers_503_and_others_serve() {
     assert_eq!(status, 200);
     let registry = app.state.registry.get().await.unwrap();
     let row = registry
-        .query_one("SELECT state, error FROM branch_migrations WHERE branch_id = $1 ORDER BY id DESC LIMIT 1", &[&broken])
+        .query_one(
+            "SELECT state, error FROM branch_migrations WHERE branch_id = $1 ORDER BY id DESC LIMIT 1",
+            &[&broken],
+        )
         .await
         .unwrap();
     assert_eq!(row.get::<_, String>(0), "failed");
-    assert!(
-        !row.get::<_, Option<String>>(1)
-            .unwrap_or_default()
-            .is_empty()
-    );
+    assert!(!row.get::<_, Option<String>>(1).unwrap_or_default().is_empty());
     let (status, health) = send(app.http.get(app.url("/api/v1/public/health"))).await;
     assert_eq!(status, 200);
-    assert_eq!(
-        health["data"]["branches"]["migration_failed"],
-        Value::from(1)
-    );
+    assert_eq!(health["data"]["branches"]["migration_failed"], Value::from(1));
 }

@@ -6,28 +6,19 @@ use rand::Rng;
 
 use super::permissions::{CATALOGUE, DEFAULT_ROLES};
 use crate::app::AppState;
-use crate::tenancy::branches::{self, NewBranch};
+use crate::tenancy::branches::NewBranch;
 
 const LOCK: &str = "clinic_bootstrap";
 
 /// Creates the default roles when none exist (idempotent).
-pub async fn seed_roles(
-    client: &impl deadpool_postgres::GenericClient,
-) -> Result<(), tokio_postgres::Error> {
-    let any: bool = client
-        .query_one("SELECT EXISTS (SELECT 1 FROM roles)", &[])
-        .await?
-        .get(0);
+pub async fn seed_roles(client: &impl deadpool_postgres::GenericClient) -> Result<(), tokio_postgres::Error> {
+    let any: bool = client.query_one("SELECT EXISTS (SELECT 1 FROM roles)", &[]).await?.get(0);
     if any {
         return Ok(());
     }
     for (name, description, permissions) in DEFAULT_ROLES {
         let all: Vec<&str> = CATALOGUE.iter().map(|(n, _)| *n).collect();
-        let permissions: Vec<&str> = if *name == "admin" {
-            all
-        } else {
-            permissions.to_vec()
-        };
+        let permissions: Vec<&str> = if *name == "admin" { all } else { permissions.to_vec() };
         let id: i64 = client
             .query_one(
                 "INSERT INTO roles (name, description) VALUES ($1, $2) RETURNING id",
@@ -48,29 +39,20 @@ pub async fn seed_roles(
 fn generated_password() -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
     let mut rng = rand::rng();
-    (0..20)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-        .collect()
+    (0..20).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
 }
 
 pub async fn run_if_empty(state: &AppState) -> anyhow::Result<()> {
     let mut client = state.registry.get().await?;
-    client
-        .execute("SELECT pg_advisory_lock(hashtext($1))", &[&LOCK])
-        .await?;
+    client.execute("SELECT pg_advisory_lock(hashtext($1))", &[&LOCK]).await?;
     let result = bootstrap(state, &mut client).await;
-    client
-        .execute("SELECT pg_advisory_unlock(hashtext($1))", &[&LOCK])
-        .await?;
+    client.execute("SELECT pg_advisory_unlock(hashtext($1))", &[&LOCK]).await?;
     result
 }
 
 async fn bootstrap(state: &AppState, client: &mut deadpool_postgres::Object) -> anyhow::Result<()> {
     seed_roles(&*client).await?;
-    let has_users: bool = client
-        .query_one("SELECT EXISTS (SELECT 1 FROM users)", &[])
-        .await?
-        .get(0);
+    let has_users: bool = client.query_one("SELECT EXISTS (SELECT 1 FROM users)", &[]).await?.get(0);
     if has_users {
         return Ok(());
     }
@@ -92,32 +74,24 @@ async fn bootstrap(state: &AppState, client: &mut deadpool_postgres::Object) -> 
             )
             .await?
             .get(0);
-        tx.execute("INSERT INTO user_roles (user_id, role_id) SELECT $1, id FROM roles WHERE name = 'admin'", &[&id]).await?;
+        tx.execute(
+            "INSERT INTO user_roles (user_id, role_id) SELECT $1, id FROM roles WHERE name = 'admin'",
+            &[&id],
+        )
+        .await?;
         tx.commit().await?;
         id
     };
-    let main_exists: bool = client
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM branches WHERE code = 'MAIN')",
-            &[],
-        )
-        .await?
-        .get(0);
+    let main_exists: bool =
+        client.query_one("SELECT EXISTS (SELECT 1 FROM branches WHERE code = 'MAIN')", &[]).await?.get(0);
     if !main_exists {
-        let new = NewBranch {
-            code: "MAIN".into(),
-            name: "Main Branch".into(),
-            database_url: None,
-        };
+        let new = NewBranch { code: "MAIN".into(), name: "Main Branch".into(), database_url: None };
         let branch = state
             .create_branch(new, &[admin_id])
             .await
             .map_err(|e| anyhow::anyhow!("creating branch MAIN: {e}"))?;
         client
-            .execute(
-                "UPDATE users SET default_branch_id = $1 WHERE id = $2",
-                &[&branch.id, &admin_id],
-            )
+            .execute("UPDATE users SET default_branch_id = $1 WHERE id = $2", &[&branch.id, &admin_id])
             .await
             .context("default branch")?;
     }

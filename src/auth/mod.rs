@@ -70,10 +70,7 @@ pub struct AuthCache {
 
 impl Default for AuthCache {
     fn default() -> Self {
-        Self {
-            tokens: cache(),
-            users: cache(),
-        }
+        Self { tokens: cache(), users: cache() }
     }
 }
 
@@ -122,10 +119,7 @@ impl Invalidate for AppState {
 /// Issues a token for `user_id`; returns the string the client will send.
 pub async fn issue_token(state: &AppState, user_id: i64) -> ApiResult<String> {
     let secret = tokens::random_secret();
-    let expires_at = state
-        .settings
-        .token_expiry
-        .map(|ttl| OffsetDateTime::now_utc() + ttl);
+    let expires_at = state.settings.token_expiry.map(|ttl| OffsetDateTime::now_utc() + ttl);
     let client = state.registry.get().await?;
     let row = client
         .query_one(
@@ -171,10 +165,7 @@ pub async fn authenticate(state: &AppState, token: &str) -> ApiResult<Option<Aut
     if !tokens::constant_time_eq(&record.secret_hash, &tokens::hash_secret(secret)) {
         return Ok(None);
     }
-    if record
-        .expires_at
-        .is_some_and(|at| at <= OffsetDateTime::now_utc())
-    {
+    if record.expires_at.is_some_and(|at| at <= OffsetDateTime::now_utc()) {
         return Ok(None);
     }
     let Some(user) = load_user(state, record.user_id).await? else {
@@ -220,10 +211,7 @@ async fn load_user(state: &AppState, user_id: i64) -> ApiResult<Option<Arc<UserR
                     email: row.get("email"),
                     username: row.get("username"),
                     default_branch_id: row.get("default_branch_id"),
-                    permissions: row
-                        .get::<_, Vec<String>>("permissions")
-                        .into_iter()
-                        .collect(),
+                    permissions: row.get::<_, Vec<String>>("permissions").into_iter().collect(),
                     branch_ids: row.get::<_, Vec<i64>>("branch_ids").into_iter().collect(),
                 })),
                 None => Err(ApiError::Unauthenticated),
@@ -246,12 +234,7 @@ fn bearer(req: &Request) -> Option<&str> {
 /// Hoop: requires a valid bearer token; puts the [`AuthUser`] in the depot and counts the
 /// request against the user's general rate limit.
 #[handler]
-pub async fn require_user(
-    req: &mut Request,
-    depot: &mut Depot,
-    res: &mut Response,
-    ctrl: &mut FlowCtrl,
-) {
+pub async fn require_user(req: &mut Request, depot: &mut Depot, res: &mut Response, ctrl: &mut FlowCtrl) {
     let state = AppState::of(depot);
     let outcome = match bearer(req) {
         None => Err(ApiError::Unauthenticated),
@@ -280,10 +263,7 @@ pub async fn require_user(
 
 /// The authenticated caller; only valid behind [`require_user`].
 pub fn current_user(depot: &Depot) -> ApiResult<Arc<AuthUser>> {
-    depot
-        .get_typed::<Arc<AuthUser>>()
-        .cloned()
-        .map_err(|_| ApiError::Unauthenticated)
+    depot.get_typed::<Arc<AuthUser>>().cloned().map_err(|_| ApiError::Unauthenticated)
 }
 
 /// Hoop: the caller must hold `permission` (403 otherwise).
@@ -291,13 +271,7 @@ pub struct Require(pub &'static str);
 
 #[async_trait]
 impl Handler for Require {
-    async fn handle(
-        &self,
-        _req: &mut Request,
-        depot: &mut Depot,
-        res: &mut Response,
-        ctrl: &mut FlowCtrl,
-    ) {
+    async fn handle(&self, _req: &mut Request, depot: &mut Depot, res: &mut Response, ctrl: &mut FlowCtrl) {
         let allowed = current_user(depot).map(|u| u.can(self.0));
         let error = match allowed {
             Ok(true) => return,

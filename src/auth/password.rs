@@ -26,13 +26,9 @@ pub const MAX_LEN: usize = 128;
 pub fn check_strength(password: &str) -> Result<(), String> {
     let len = password.chars().count();
     if len < MIN_LEN {
-        Err(format!(
-            "The password must be at least {MIN_LEN} characters."
-        ))
+        Err(format!("The password must be at least {MIN_LEN} characters."))
     } else if len > MAX_LEN {
-        Err(format!(
-            "The password may not be greater than {MAX_LEN} characters."
-        ))
+        Err(format!("The password may not be greater than {MAX_LEN} characters."))
     } else {
         Ok(())
     }
@@ -41,15 +37,9 @@ pub fn check_strength(password: &str) -> Result<(), String> {
 impl Hasher {
     pub fn new(log_n: u8) -> anyhow::Result<Self> {
         let params = Params::new(log_n, 8, 1).context("scrypt parameters")?;
-        let permits = Arc::new(Semaphore::new(
-            std::thread::available_parallelism().map_or(2, |n| n.get()),
-        ));
+        let permits = Arc::new(Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get())));
         let decoy = hash_with(&params, &crate::auth::tokens::random_secret())?;
-        Ok(Self {
-            params,
-            permits,
-            decoy: Arc::new(decoy),
-        })
+        Ok(Self { params, permits, decoy: Arc::new(decoy) })
     }
 
     pub async fn hash(&self, password: &str) -> anyhow::Result<String> {
@@ -67,13 +57,8 @@ impl Hasher {
         let stored = stored.map_or_else(|| (*self.decoy).clone(), str::to_owned);
         let password = password.to_owned();
         let matches = tokio::task::spawn_blocking(move || {
-            let hash =
-                PasswordHash::new(&stored).map_err(|e| anyhow::anyhow!("stored hash: {e}"))?;
-            anyhow::Ok(
-                Scrypt::new()
-                    .verify_password(password.as_bytes(), &hash)
-                    .is_ok(),
-            )
+            let hash = PasswordHash::new(&stored).map_err(|e| anyhow::anyhow!("stored hash: {e}"))?;
+            anyhow::Ok(Scrypt::new().verify_password(password.as_bytes(), &hash).is_ok())
         })
         .await??;
         Ok(known && matches)

@@ -17,15 +17,9 @@ pub const PHARMACY_READ: &str = "pharmacy.read";
 pub const PHARMACY_WRITE: &str = "pharmacy.write";
 
 pub const CATALOGUE: &[(&str, &str)] = &[
-    (
-        ADMIN_ACCESS,
-        "Administer branches, branch services, staff, users and roles",
-    ),
+    (ADMIN_ACCESS, "Administer branches, branch services, staff, users and roles"),
     (PATIENTS_READ, "View patients and their visit records"),
-    (
-        PATIENTS_WRITE,
-        "Register and edit patients and their visit records",
-    ),
+    (PATIENTS_WRITE, "Register and edit patients and their visit records"),
     (CLINICAL_READ, "View clinical examination records"),
     (CLINICAL_WRITE, "Record and edit clinical examinations"),
     (BILLING_READ, "View billing transactions"),
@@ -88,26 +82,12 @@ pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
     (
         "cashier",
         "Billing",
-        &[
-            PATIENTS_READ,
-            BILLING_READ,
-            BILLING_WRITE,
-            QUEUE_READ,
-            DASHBOARD_READ,
-            MASTER_DATA_READ,
-        ],
+        &[PATIENTS_READ, BILLING_READ, BILLING_WRITE, QUEUE_READ, DASHBOARD_READ, MASTER_DATA_READ],
     ),
     (
         "pharmacist",
         "Pharmacy and inventory",
-        &[
-            PATIENTS_READ,
-            CLINICAL_READ,
-            PHARMACY_READ,
-            PHARMACY_WRITE,
-            MASTER_DATA_READ,
-            DASHBOARD_READ,
-        ],
+        &[PATIENTS_READ, CLINICAL_READ, PHARMACY_READ, PHARMACY_WRITE, MASTER_DATA_READ, DASHBOARD_READ],
     ),
 ];
 

@@ -43,10 +43,7 @@ pub fn authenticated() -> Router {
 #[handler]
 async fn login(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let state = AppState::of(depot);
-    state
-        .limits
-        .login
-        .hit(&format!("login:{}", state.client_ip(req)), res)?;
+    state.limits.login.hit(&format!("login:{}", state.client_ip(req)), res)?;
     let body = web::json_object(req, state.settings.max_body_bytes).await?;
     let mut errors = FieldErrors::new();
     let username = required_string(&body, "username", &mut errors);
@@ -105,8 +102,7 @@ async fn logout(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let user = current_user(depot)?;
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;
-    tx.execute("DELETE FROM api_tokens WHERE id = $1", &[&user.token_id])
-        .await?;
+    tx.execute("DELETE FROM api_tokens WHERE id = $1", &[&user.token_id]).await?;
     notify::publish(&tx, notify::Topic::Token(user.token_id)).await?;
     tx.commit().await?;
     state.auth.forget_token(user.token_id).await;
@@ -127,11 +123,8 @@ pub fn document(doc: &mut Doc) {
         .property("email", docs::string())
         .property("username", docs::string())
         .property("default_branch_id", docs::integer());
-    let op = Doc::operation(
-        Access::Public,
-        "auth",
-        "Log in with username and password; returns a bearer token",
-    );
+    let op =
+        Doc::operation(Access::Public, "auth", "Log in with username and password; returns a bearer token");
     let op = Doc::with_body(
         op,
         Object::new()
@@ -152,12 +145,7 @@ pub fn document(doc: &mut Doc) {
         ),
     );
     let op = Doc::answers(
-        Doc::answers(
-            op,
-            "401",
-            "Invalid credentials",
-            Object::new().property("message", docs::string()),
-        ),
+        Doc::answers(op, "401", "Invalid credentials", Object::new().property("message", docs::string())),
         "429",
         "Too many attempts from this address",
         Object::new().property("message", docs::string()),
@@ -167,11 +155,6 @@ pub fn document(doc: &mut Doc) {
     doc.add(
         PathItemType::Post,
         "/api/v1/auth/logout",
-        Doc::answers(
-            op,
-            "200",
-            "Logged out",
-            Object::new().property("message", docs::string()),
-        ),
+        Doc::answers(op, "200", "Logged out", Object::new().property("message", docs::string())),
     );
 }

@@ -12,13 +12,7 @@ pub const SEX: &[&str] = &["male", "female", "other", "unknown"];
 pub const CIVIL_STATUS: &[&str] = &["single", "married", "widowed", "separated", "divorced"];
 pub const PATIENT_STATUS: &[&str] = &["active", "inactive", "deceased"];
 pub const VISIT_TYPE: &[&str] = &["new", "follow_up", "emergency", "post_op"];
-pub const VISIT_STATUS: &[&str] = &[
-    "scheduled",
-    "checked_in",
-    "in_progress",
-    "completed",
-    "cancelled",
-];
+pub const VISIT_STATUS: &[&str] = &["scheduled", "checked_in", "in_progress", "completed", "cancelled"];
 pub const EYE: &[&str] = &["right", "left", "both", "n_a"];
 pub const SEVERITY: &[&str] = &["mild", "moderate", "severe"];
 
@@ -52,10 +46,7 @@ pub static PATIENTS: Resource = Resource {
         long_text("notes"),
     ],
     read_only: &["pin"],
-    computed: &[(
-        "age",
-        "extract(year FROM age(current_date, t.birth_date))::int",
-    )],
+    computed: &[("age", "extract(year FROM age(current_date, t.birth_date))::int")],
     sort_fields: &["last_name", "first_name", "pin", "birth_date", "created_at"],
     default_sort: "last_name",
     default_direction: SortDirection::Asc,

@@ -22,12 +22,7 @@ pub fn tenant_runner() -> Runner {
 
 /// The version a branch schema has once every tenant migration ran.
 pub fn latest_tenant_version() -> i32 {
-    tenant_runner()
-        .get_migrations()
-        .iter()
-        .map(|m| m.version())
-        .max()
-        .unwrap_or(0)
+    tenant_runner().get_migrations().iter().map(|m| m.version()).max().unwrap_or(0)
 }
 
 /// Runs `work` while holding the session advisory lock keyed on `key`, releasing it whatever
@@ -42,9 +37,7 @@ async fn with_advisory_lock<T>(
         .await
         .context("taking the migration lock")?;
     let result = work(client).await;
-    let unlock = client
-        .execute("SELECT pg_advisory_unlock(hashtext($1))", &[&key])
-        .await;
+    let unlock = client.execute("SELECT pg_advisory_unlock(hashtext($1))", &[&key]).await;
     let value = result?;
     unlock.context("releasing the migration lock")?;
     Ok(value)
@@ -53,10 +46,8 @@ async fn with_advisory_lock<T>(
 /// Brings the registry schema up to date. Returns how many migrations ran.
 pub async fn migrate_registry(client: &mut Client) -> anyhow::Result<usize> {
     with_advisory_lock(client, REGISTRY_LOCK, async |client| {
-        let report = registry_set::migrations::runner()
-            .run_async(client)
-            .await
-            .context("migrating the registry")?;
+        let report =
+            registry_set::migrations::runner().run_async(client).await.context("migrating the registry")?;
         Ok(report.applied_migrations().len())
     })
     .await
@@ -74,19 +65,11 @@ pub struct SchemaMigration {
 /// The caller's connection has its search_path changed (refinery's SQL is unqualified and it
 /// runs each migration in its own transaction, so a session setting is the only way); the
 /// caller must not trust the connection's schema afterwards.
-pub async fn migrate_branch_schema(
-    client: &mut Client,
-    schema: &str,
-) -> anyhow::Result<SchemaMigration> {
-    anyhow::ensure!(
-        is_branch_schema_name(schema),
-        "refusing to migrate schema {schema:?}"
-    );
+pub async fn migrate_branch_schema(client: &mut Client, schema: &str) -> anyhow::Result<SchemaMigration> {
+    anyhow::ensure!(is_branch_schema_name(schema), "refusing to migrate schema {schema:?}");
     with_advisory_lock(client, schema, async |client| {
         client
-            .batch_execute(&format!(
-                "CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path TO {schema}"
-            ))
+            .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path TO {schema}"))
             .await
             .with_context(|| format!("creating schema {schema}"))?;
         let mut runner = tenant_runner();
@@ -95,19 +78,14 @@ pub async fn migrate_branch_schema(
         // Whatever happened, leave the session pointing nowhere before anyone reuses it.
         client.batch_execute("RESET search_path").await.ok();
         let report = outcome.with_context(|| format!("migrating schema {schema}"))?;
-        Ok(SchemaMigration {
-            version: latest_tenant_version(),
-            applied: report.applied_migrations().len(),
-        })
+        Ok(SchemaMigration { version: latest_tenant_version(), applied: report.applied_migrations().len() })
     })
     .await
 }
 
 /// Schema names are made by the server: `branch_<digits>`, nothing else.
 pub fn is_branch_schema_name(schema: &str) -> bool {
-    schema
-        .strip_prefix("branch_")
-        .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+    schema.strip_prefix("branch_").is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
 }
 
 #[cfg(test)]

@@ -23,9 +23,8 @@ pub type RegistryPool = deadpool_postgres::Pool;
 
 /// Parses a connection URL and adds the session settings every connection of ours runs with.
 pub fn pg_config(url: &str, search_path: &str) -> anyhow::Result<tokio_postgres::Config> {
-    let mut config: tokio_postgres::Config = url
-        .parse()
-        .context("DATABASE_URL is not a valid PostgreSQL connection URL")?;
+    let mut config: tokio_postgres::Config =
+        url.parse().context("DATABASE_URL is not a valid PostgreSQL connection URL")?;
     if config.get_application_name().is_none() {
         config.application_name("clinic-server");
     }
@@ -39,10 +38,7 @@ pub fn pg_config(url: &str, search_path: &str) -> anyhow::Result<tokio_postgres:
 /// Connects once, outside any pool (maintenance work, LISTEN).
 pub async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
     let config = pg_config(url, "public")?;
-    let (client, connection) = config
-        .connect(NoTls)
-        .await
-        .context("connecting to PostgreSQL")?;
+    let (client, connection) = config.connect(NoTls).await.context("connecting to PostgreSQL")?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "maintenance connection closed");
@@ -55,9 +51,7 @@ pub fn registry_pool(url: &str, settings: &Settings) -> anyhow::Result<RegistryP
     let manager = deadpool_postgres::Manager::from_config(
         pg_config(url, "public")?,
         NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
+        ManagerConfig { recycling_method: RecyclingMethod::Fast },
     );
     deadpool_postgres::Pool::builder(manager)
         .max_size(settings.registry_pool_size)
@@ -96,17 +90,10 @@ impl managed::Manager for BranchManager {
     type Error = tokio_postgres::Error;
 
     async fn create(&self) -> Result<SchemaClient, Self::Error> {
-        Ok(SchemaClient {
-            client: self.inner.create().await?,
-            schema: None,
-        })
+        Ok(SchemaClient { client: self.inner.create().await?, schema: None })
     }
 
-    async fn recycle(
-        &self,
-        conn: &mut SchemaClient,
-        metrics: &Metrics,
-    ) -> RecycleResult<Self::Error> {
+    async fn recycle(&self, conn: &mut SchemaClient, metrics: &Metrics) -> RecycleResult<Self::Error> {
         self.inner.recycle(&mut conn.client, metrics).await
     }
 
@@ -121,9 +108,7 @@ pub fn branch_pool(url: &str, settings: &Settings) -> anyhow::Result<BranchPool>
     let inner = deadpool_postgres::Manager::from_config(
         pg_config(url, NO_SCHEMA)?,
         NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
+        ManagerConfig { recycling_method: RecyclingMethod::Fast },
     );
     managed::Pool::builder(BranchManager { inner })
         .max_size(settings.branch_pool_size)
@@ -153,8 +138,7 @@ impl BranchConn {
             // Forget the old schema first: if the switch fails halfway, the next checkout must
             // not trust this connection.
             conn.schema = None;
-            let sql =
-                "SELECT pg_catalog.set_config('search_path', pg_catalog.quote_ident($1), false)";
+            let sql = "SELECT pg_catalog.set_config('search_path', pg_catalog.quote_ident($1), false)";
             conn.client.query_one(sql, &[&&**schema]).await?;
             conn.schema = Some(schema.clone());
         }

@@ -8,8 +8,7 @@
 use salvo::oapi::security::{Http, HttpAuthScheme};
 use salvo::oapi::{
     BasicType, Content, KnownFormat, Object, OpenApi, Operation, Parameter, ParameterIn, PathItem,
-    PathItemType, RefOr, RequestBody, Required, Schema, SchemaFormat, SecurityRequirement,
-    SecurityScheme,
+    PathItemType, RefOr, RequestBody, Required, Schema, SchemaFormat, SecurityRequirement, SecurityScheme,
 };
 
 pub const BEARER: &str = "bearerAuth";
@@ -71,29 +70,19 @@ fn response(description: &str, schema: impl Into<RefOr<Schema>>) -> salvo::oapi:
 
 /// `{message, data}`.
 pub fn envelope(data: impl Into<RefOr<Schema>>) -> Object {
-    Object::new()
-        .property("message", string())
-        .property("data", data)
-        .required("message")
+    Object::new().property("message", string()).property("data", data).required("message")
 }
 
 /// `{data, links, meta}`.
 pub fn paginated(item: impl Into<RefOr<Schema>>) -> Object {
     let nullable_string = Object::with_type(
-        [BasicType::String, BasicType::Null]
-            .into_iter()
-            .collect::<salvo::oapi::SchemaType>(),
+        [BasicType::String, BasicType::Null].into_iter().collect::<salvo::oapi::SchemaType>(),
     );
     let nullable_int = Object::with_type(
-        [BasicType::Integer, BasicType::Null]
-            .into_iter()
-            .collect::<salvo::oapi::SchemaType>(),
+        [BasicType::Integer, BasicType::Null].into_iter().collect::<salvo::oapi::SchemaType>(),
     );
     Object::new()
-        .property(
-            "data",
-            salvo::oapi::Array::new().items(Into::<RefOr<Schema>>::into(item)),
-        )
+        .property("data", salvo::oapi::Array::new().items(Into::<RefOr<Schema>>::into(item)))
         .property(
             "links",
             Object::new()
@@ -123,10 +112,7 @@ pub fn query(name: &str, schema: impl Into<RefOr<Schema>>, description: &str) ->
 }
 
 pub fn path_id() -> Parameter {
-    Parameter::new("id")
-        .location(ParameterIn::Path)
-        .required(Required::True)
-        .schema(integer())
+    Parameter::new("id").location(ParameterIn::Path).required(Required::True).schema(integer())
 }
 
 impl Default for Doc {
@@ -167,19 +153,14 @@ impl Doc {
                         .schema(integer())
                         .description("The branch whose data this request reads or writes"),
                 )
-                .add_response(
-                    "400",
-                    response("Missing or malformed X-Branch-Id", error_schema()),
-                );
+                .add_response("400", response("Missing or malformed X-Branch-Id", error_schema()));
         }
         op
     }
 
     pub fn with_body(op: Operation, schema: impl Into<RefOr<Schema>>) -> Operation {
         op.request_body(
-            RequestBody::new()
-                .required(Required::True)
-                .add_content("application/json", json(schema)),
+            RequestBody::new().required(Required::True).add_content("application/json", json(schema)),
         )
         .add_response("422", response("Validation failed", validation_schema()))
     }

@@ -47,17 +47,11 @@ pub enum ApiError {
 
 impl ApiError {
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
-        Self::BadRequest {
-            code,
-            message: message.into(),
-        }
+        Self::BadRequest { code, message: message.into() }
     }
 
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::Forbidden {
-            code: "forbidden",
-            message: message.into(),
-        }
+        Self::Forbidden { code: "forbidden", message: message.into() }
     }
 
     /// A 422 with one message on one field.
@@ -68,10 +62,7 @@ impl ApiError {
     }
 
     pub fn unavailable(code: &'static str, message: impl Into<String>) -> Self {
-        Self::Unavailable {
-            code,
-            message: message.into(),
-        }
+        Self::Unavailable { code, message: message.into() }
     }
 
     pub fn status(&self) -> StatusCode {
@@ -111,13 +102,10 @@ impl ApiError {
                         "precondition_failed",
                         "The record was changed by someone else; reload it and try again.".into(),
                     ),
-                    Self::PayloadTooLarge => {
-                        ("payload_too_large", "The request body is too large.".into())
+                    Self::PayloadTooLarge => ("payload_too_large", "The request body is too large.".into()),
+                    Self::UnsupportedMediaType => {
+                        ("unsupported_media_type", "Send the request body as application/json.".into())
                     }
-                    Self::UnsupportedMediaType => (
-                        "unsupported_media_type",
-                        "Send the request body as application/json.".into(),
-                    ),
                     Self::RateLimited { .. } => {
                         ("rate_limited", "Too many requests. Try again later.".into())
                     }
@@ -136,11 +124,7 @@ fn validation_message(errors: &FieldErrors) -> String {
     match errors.values().flatten().next() {
         None => "The given data was invalid.".into(),
         Some(first) if total == 1 => first.clone(),
-        Some(first) => format!(
-            "{first} (and {} more error{})",
-            total - 1,
-            if total == 2 { "" } else { "s" }
-        ),
+        Some(first) => format!("{first} (and {} more error{})", total - 1, if total == 2 { "" } else { "s" }),
     }
 }
 
@@ -155,11 +139,7 @@ impl Scribe for ApiError {
         if let Self::Internal(cause) = &self {
             tracing::error!(error = format!("{cause:#}"), "request failed");
         }
-        if let Self::RateLimited {
-            limit,
-            retry_after_secs,
-        } = &self
-        {
+        if let Self::RateLimited { limit, retry_after_secs } = &self {
             let headers = res.headers_mut();
             headers.insert(RETRY_AFTER, HeaderValue::from(*retry_after_secs));
             headers.insert("x-ratelimit-limit", HeaderValue::from(*limit));

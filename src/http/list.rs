@@ -56,9 +56,7 @@ impl ListQuery {
 
 /// The decoded query string, in order.
 pub fn query_pairs(req: &Request) -> Vec<(String, String)> {
-    form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
-        .into_owned()
-        .collect()
+    form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes()).into_owned().collect()
 }
 
 fn integer_param(
@@ -86,52 +84,27 @@ fn integer_param(
 
 pub fn parse(pairs: &[(String, String)], rules: &ListRules) -> ApiResult<ListQuery> {
     let mut errors = FieldErrors::new();
-    let get = |name: &str| {
-        pairs
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
+    let get = |name: &str| pairs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
 
-    let page = integer_param(
-        &mut errors,
-        "page",
-        get("page"),
-        1,
-        1,
-        i64::MAX / MAX_PER_PAGE,
-    );
-    let per_page = integer_param(
-        &mut errors,
-        "perPage",
-        get("perPage"),
-        DEFAULT_PER_PAGE,
-        1,
-        MAX_PER_PAGE,
-    );
+    let page = integer_param(&mut errors, "page", get("page"), 1, 1, i64::MAX / MAX_PER_PAGE);
+    let per_page = integer_param(&mut errors, "perPage", get("perPage"), DEFAULT_PER_PAGE, 1, MAX_PER_PAGE);
 
-    let search = get("search")
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned);
-    if search
-        .as_ref()
-        .is_some_and(|s| s.chars().count() > MAX_SEARCH_LEN)
-    {
-        errors.entry("search".into()).or_default().push(format!(
-            "The search may not be greater than {MAX_SEARCH_LEN} characters."
-        ));
+    let search = get("search").map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
+    if search.as_ref().is_some_and(|s| s.chars().count() > MAX_SEARCH_LEN) {
+        errors
+            .entry("search".into())
+            .or_default()
+            .push(format!("The search may not be greater than {MAX_SEARCH_LEN} characters."));
     }
 
     let sort_field = match get("sortField").map(str::trim).filter(|s| !s.is_empty()) {
         None => rules.default_sort.to_owned(),
         Some(field) if rules.sort_fields.contains(&field) => field.to_owned(),
         Some(_) => {
-            errors.entry("sortField".into()).or_default().push(format!(
-                "The sortField must be one of: {}.",
-                rules.sort_fields.join(", ")
-            ));
+            errors
+                .entry("sortField".into())
+                .or_default()
+                .push(format!("The sortField must be one of: {}.", rules.sort_fields.join(", ")));
             rules.default_sort.to_owned()
         }
     };
@@ -151,18 +124,11 @@ pub fn parse(pairs: &[(String, String)], rules: &ListRules) -> ApiResult<ListQue
 
     let mut filters = Vec::new();
     for (key, value) in pairs {
-        let Some(field) = key
-            .strip_prefix("filters[")
-            .and_then(|rest| rest.strip_suffix(']'))
-        else {
+        let Some(field) = key.strip_prefix("filters[").and_then(|rest| rest.strip_suffix(']')) else {
             continue;
         };
         if !rules.filters.contains(&field) {
-            let allowed = if rules.filters.is_empty() {
-                "none".to_owned()
-            } else {
-                rules.filters.join(", ")
-            };
+            let allowed = if rules.filters.is_empty() { "none".to_owned() } else { rules.filters.join(", ") };
             errors
                 .entry(key.clone())
                 .or_default()
@@ -177,14 +143,7 @@ pub fn parse(pairs: &[(String, String)], rules: &ListRules) -> ApiResult<ListQue
     }
 
     if errors.is_empty() {
-        Ok(ListQuery {
-            page,
-            per_page,
-            search,
-            sort_field,
-            sort_direction,
-            filters,
-        })
+        Ok(ListQuery { page, per_page, search, sort_field, sort_direction, filters })
     } else {
         Err(ApiError::Validation(errors))
     }
@@ -267,19 +226,12 @@ mod tests {
 
     #[test]
     fn rejects_bad_values_naming_each_parameter() {
-        let Err(ApiError::Validation(errors)) = parse(
-            &pairs("page=0&perPage=101&sortField=secret&sortDirection=up&filters[x]=1"),
-            &RULES,
-        ) else {
+        let Err(ApiError::Validation(errors)) =
+            parse(&pairs("page=0&perPage=101&sortField=secret&sortDirection=up&filters[x]=1"), &RULES)
+        else {
             panic!("expected a 422");
         };
-        for key in [
-            "page",
-            "perPage",
-            "sortField",
-            "sortDirection",
-            "filters[x]",
-        ] {
+        for key in ["page", "perPage", "sortField", "sortDirection", "filters[x]"] {
             assert!(errors.contains_key(key), "{key} missing from {errors:?}");
         }
         assert!(errors["sortField"][0].contains("id, name"));
@@ -290,19 +242,10 @@ mod tests {
         let p = pairs("perPage=2&filters[status]=active&page=2");
         let q = parse(&p, &RULES).unwrap();
         let v = envelope("http://h", "/api/v1/x", &p, &q, 5, vec![json!(1), json!(2)]);
-        assert_eq!(
-            v["links"]["next"],
-            "http://h/api/v1/x?perPage=2&filters%5Bstatus%5D=active&page=3"
-        );
-        assert_eq!(
-            v["links"]["prev"],
-            "http://h/api/v1/x?perPage=2&filters%5Bstatus%5D=active&page=1"
-        );
+        assert_eq!(v["links"]["next"], "http://h/api/v1/x?perPage=2&filters%5Bstatus%5D=active&page=3");
+        assert_eq!(v["links"]["prev"], "http://h/api/v1/x?perPage=2&filters%5Bstatus%5D=active&page=1");
         assert_eq!(v["meta"]["last_page"], 3);
-        assert_eq!(
-            (v["meta"]["from"].as_i64(), v["meta"]["to"].as_i64()),
-            (Some(3), Some(4))
-        );
+        assert_eq!((v["meta"]["from"].as_i64(), v["meta"]["to"].as_i64()), (Some(3), Some(4)));
         let empty = envelope("http://h", "/x", &p, &q, 0, vec![]);
         assert!(empty["meta"]["from"].is_null() && empty["links"]["next"].is_null());
     }

@@ -41,38 +41,25 @@ pub fn done(res: &mut Response, message: &str) {
 /// malformed JSON or a non-object a 400 that says what is wrong.
 pub async fn json_object(req: &mut Request, max_bytes: usize) -> ApiResult<Map<String, Value>> {
     if let Some(content_type) = req.headers().get("content-type") {
-        let content_type = content_type
-            .to_str()
-            .unwrap_or_default()
-            .to_ascii_lowercase();
+        let content_type = content_type.to_str().unwrap_or_default().to_ascii_lowercase();
         let essence = content_type.split(';').next().unwrap_or_default().trim();
         if !(essence == "application/json" || essence.ends_with("+json")) {
             return Err(ApiError::UnsupportedMediaType);
         }
     }
-    let bytes = req
-        .payload_with_max_size(max_bytes)
-        .await
-        .map_err(|e| match e {
-            salvo::http::ParseError::PayloadTooLarge => ApiError::PayloadTooLarge,
-            _ => ApiError::bad_request("unreadable_body", "The request body could not be read."),
-        })?;
+    let bytes = req.payload_with_max_size(max_bytes).await.map_err(|e| match e {
+        salvo::http::ParseError::PayloadTooLarge => ApiError::PayloadTooLarge,
+        _ => ApiError::bad_request("unreadable_body", "The request body could not be read."),
+    })?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }
     match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ApiError::bad_request(
-            "invalid_json",
-            "The request body must be a JSON object.",
-        )),
+        Ok(_) => Err(ApiError::bad_request("invalid_json", "The request body must be a JSON object.")),
         Err(e) => Err(ApiError::bad_request(
             "invalid_json",
-            format!(
-                "The request body is not valid JSON (line {}, column {}).",
-                e.line(),
-                e.column()
-            ),
+            format!("The request body is not valid JSON (line {}, column {}).", e.line(), e.column()),
         )),
     }
 }
@@ -93,23 +80,12 @@ pub fn client_ip(req: &Request, trusted: &[Cidr]) -> Option<IpAddr> {
         .flat_map(|v| v.split(','))
         .filter_map(|part| part.trim().parse().ok())
         .collect();
-    Some(
-        forwarded
-            .into_iter()
-            .rev()
-            .find(|ip| !is_trusted(*ip))
-            .unwrap_or(peer),
-    )
+    Some(forwarded.into_iter().rev().find(|ip| !is_trusted(*ip)).unwrap_or(peer))
 }
 
 /// The scheme and host the client used, for absolute links.
 pub fn base_url(req: &Request, trust_forwarded: bool) -> String {
-    let header = |name: &str| {
-        req.headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let scheme = trust_forwarded
         .then(|| header("x-forwarded-proto"))
         .flatten()
@@ -120,10 +96,7 @@ pub fn base_url(req: &Request, trust_forwarded: bool) -> String {
         .flatten()
         .or_else(|| header("host"))
         .or_else(|| req.uri().authority().map(|a| a.to_string()))
-        .filter(|h| {
-            h.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
-        })
+        .filter(|h| h.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b)))
         .unwrap_or_else(|| "localhost".into());
     format!("{scheme}://{host}")
 }

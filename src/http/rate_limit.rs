@@ -17,11 +17,7 @@ pub struct RateLimiter {
 
 impl RateLimiter {
     pub fn per_minute(limit: u32) -> Self {
-        Self {
-            limit,
-            window: Duration::from_secs(60),
-            counters: Mutex::new(HashMap::new()),
-        }
+        Self { limit, window: Duration::from_secs(60), counters: Mutex::new(HashMap::new()) }
     }
 
     /// Counts one request for `key`. On success sets the `X-RateLimit-*` headers; past the
@@ -37,15 +33,8 @@ impl RateLimiter {
             *entry = (now, 0);
         }
         if entry.1 >= self.limit {
-            let retry_after = self
-                .window
-                .saturating_sub(now.duration_since(entry.0))
-                .as_secs()
-                .max(1);
-            return Err(ApiError::RateLimited {
-                limit: self.limit,
-                retry_after_secs: retry_after,
-            });
+            let retry_after = self.window.saturating_sub(now.duration_since(entry.0)).as_secs().max(1);
+            return Err(ApiError::RateLimited { limit: self.limit, retry_after_secs: retry_after });
         }
         entry.1 += 1;
         let remaining = self.limit - entry.1;
@@ -92,10 +81,9 @@ mod tests {
         assert_eq!(res.headers().get("x-ratelimit-remaining").unwrap(), "1");
         assert!(limiter.hit("a", &mut res).is_ok());
         match limiter.hit("a", &mut res) {
-            Err(ApiError::RateLimited {
-                limit: 2,
-                retry_after_secs,
-            }) => assert!((1..=60).contains(&retry_after_secs)),
+            Err(ApiError::RateLimited { limit: 2, retry_after_secs }) => {
+                assert!((1..=60).contains(&retry_after_secs))
+            }
             other => panic!("expected a 429, got {other:?}"),
         }
         assert!(limiter.hit("b", &mut res).is_ok());

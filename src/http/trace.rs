@@ -22,24 +22,11 @@ pub struct RequestSpan;
 
 #[async_trait]
 impl Handler for RequestSpan {
-    async fn handle(
-        &self,
-        req: &mut Request,
-        depot: &mut Depot,
-        res: &mut Response,
-        ctrl: &mut FlowCtrl,
-    ) {
+    async fn handle(&self, req: &mut Request, depot: &mut Depot, res: &mut Response, ctrl: &mut FlowCtrl) {
         let method = req.method().as_str().to_owned();
-        let route = if req.matched_path().is_empty() {
-            String::new()
-        } else {
-            format!("/{}", req.matched_path())
-        };
-        let name = if route.is_empty() {
-            method.clone()
-        } else {
-            format!("{method} {route}")
-        };
+        let route =
+            if req.matched_path().is_empty() { String::new() } else { format!("/{}", req.matched_path()) };
+        let name = if route.is_empty() { method.clone() } else { format!("{method} {route}") };
         let span = tracing::info_span!(
             "request",
             otel.name = name.as_str(),
@@ -52,14 +39,11 @@ impl Handler for RequestSpan {
             branch.id = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
         );
-        let parent =
-            opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(req.headers())));
+        let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(req.headers())));
         // Must precede the first enter; fails harmlessly when no exporter is installed.
         let _ = span.set_parent(parent);
         let started = std::time::Instant::now();
-        ctrl.call_next(req, depot, res)
-            .instrument(span.clone())
-            .await;
+        ctrl.call_next(req, depot, res).instrument(span.clone()).await;
         let status = res.status_code.unwrap_or(StatusCode::OK);
         span.record("http.response.status_code", status.as_u16() as i64);
         if status.is_server_error() {

@@ -61,11 +61,7 @@ pub struct Field {
 
 impl Field {
     pub const fn new(name: &'static str, kind: Kind) -> Self {
-        Self {
-            name,
-            kind,
-            required: false,
-        }
+        Self { name, kind, required: false }
     }
 
     pub const fn required(mut self) -> Self {
@@ -117,13 +113,9 @@ pub fn check(field: &Field, value: &Value) -> Result<Value, String> {
                 return Err(format!("The {name} field is required."));
             }
             if s.chars().count() > max {
-                return Err(format!(
-                    "The {name} may not be greater than {max} characters."
-                ));
+                return Err(format!("The {name} may not be greater than {max} characters."));
             }
-            if s.chars()
-                .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
-            {
+            if s.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t')) {
                 return Err(format!("The {name} contains control characters."));
             }
             if matches!(field.kind, Kind::Text { .. }) && s.contains(['\n', '\r']) {
@@ -147,9 +139,7 @@ pub fn check(field: &Field, value: &Value) -> Result<Value, String> {
             };
             let s = s.trim();
             let digits = s.chars().filter(char::is_ascii_digit).count();
-            let allowed = s
-                .chars()
-                .all(|c| c.is_ascii_digit() || " +-().".contains(c));
+            let allowed = s.chars().all(|c| c.is_ascii_digit() || " +-().".contains(c));
             if !allowed || !(5..=20).contains(&digits) || s.len() > 32 {
                 return Err(format!("The {name} must be a valid phone number."));
             }
@@ -168,8 +158,8 @@ pub fn check(field: &Field, value: &Value) -> Result<Value, String> {
             let Value::String(s) = value else {
                 return Err(format!("The {name} must be a date (YYYY-MM-DD)."));
             };
-            let date = parse_date(s.trim())
-                .ok_or_else(|| format!("The {name} must be a date (YYYY-MM-DD)."))?;
+            let date =
+                parse_date(s.trim()).ok_or_else(|| format!("The {name} must be a date (YYYY-MM-DD)."))?;
             if past && date > OffsetDateTime::now_utc().date() {
                 return Err(format!("The {name} may not be in the future."));
             }
@@ -186,10 +176,7 @@ pub fn check(field: &Field, value: &Value) -> Result<Value, String> {
             let s = value.as_str().map(|s| s.trim().to_ascii_lowercase());
             match s {
                 Some(s) if values.contains(&s.as_str()) => Ok(Value::String(s)),
-                _ => Err(format!(
-                    "The selected {name} is invalid. Allowed: {}.",
-                    values.join(", ")
-                )),
+                _ => Err(format!("The selected {name} is invalid. Allowed: {}.", values.join(", "))),
             }
         }
     }
@@ -198,11 +185,9 @@ pub fn check(field: &Field, value: &Value) -> Result<Value, String> {
 /// Integers may arrive as JSON numbers or as digit strings (form-minded clients).
 fn integer_of(value: &Value) -> Option<i64> {
     match value {
-        Value::Number(n) => n.as_i64().or_else(|| {
-            n.as_f64()
-                .filter(|f| f.fract() == 0.0 && f.abs() < 9e15)
-                .map(|f| f as i64)
-        }),
+        Value::Number(n) => {
+            n.as_i64().or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9e15).map(|f| f as i64))
+        }
         Value::String(s) => s.trim().parse().ok(),
         _ => None,
     }
@@ -238,22 +223,11 @@ mod tests {
     fn normalises_and_rejects() {
         let sex = one_of("sex", &["male", "female"]);
         assert_eq!(check(&sex, &json!("Male")).unwrap(), json!("male"));
-        assert!(
-            check(&sex, &json!("x"))
-                .unwrap_err()
-                .contains("male, female")
-        );
+        assert!(check(&sex, &json!("x")).unwrap_err().contains("male, female"));
         let born = past_date("birth_date");
-        assert_eq!(
-            check(&born, &json!("2001-02-03")).unwrap(),
-            json!("2001-02-03")
-        );
+        assert_eq!(check(&born, &json!("2001-02-03")).unwrap(), json!("2001-02-03"));
         assert!(check(&born, &json!("2001-02-30")).is_err());
-        assert!(
-            check(&born, &json!("3000-01-01"))
-                .unwrap_err()
-                .contains("future")
-        );
+        assert!(check(&born, &json!("3000-01-01")).unwrap_err().contains("future"));
         let name = text("first_name", 5).required();
         assert_eq!(check(&name, &json!("  Ann ")).unwrap(), json!("Ann"));
         assert!(check(&name, &json!("   ")).is_err());

@@ -33,12 +33,8 @@ pub struct Derived {
 }
 
 /// The patient of a visit: every visit record carries both ids.
-pub const PATIENT_OF_VISIT: Derived = Derived {
-    field: "patient_id",
-    from: "patient_visit_id",
-    table: "patient_visits",
-    column: "patient_id",
-};
+pub const PATIENT_OF_VISIT: Derived =
+    Derived { field: "patient_id", from: "patient_visit_id", table: "patient_visits", column: "patient_id" };
 
 #[derive(Debug)]
 pub struct Resource {
@@ -102,11 +98,7 @@ mod tests {
                     r.path
                 );
             }
-            assert!(
-                r.sort_fields.contains(&r.default_sort),
-                "{}: default sort not allowed",
-                r.path
-            );
+            assert!(r.sort_fields.contains(&r.default_sort), "{}: default sort not allowed", r.path);
             for f in r.filters {
                 assert!(
                     r.field(f).is_some() || r.read_only.contains(f),

@@ -32,13 +32,7 @@ struct ResourceHandler {
 
 #[async_trait]
 impl Handler for ResourceHandler {
-    async fn handle(
-        &self,
-        req: &mut Request,
-        depot: &mut Depot,
-        res: &mut Response,
-        _ctrl: &mut FlowCtrl,
-    ) {
+    async fn handle(&self, req: &mut Request, depot: &mut Depot, res: &mut Response, _ctrl: &mut FlowCtrl) {
         if let Err(e) = self.run(req, depot, res).await {
             res.render(e);
         }
@@ -56,10 +50,7 @@ impl ResourceHandler {
         match self.resource.scope {
             Scope::Branch => {
                 let route = depot.get_typed::<Arc<BranchRoute>>().map_err(|_| {
-                    ApiError::Internal(anyhow::anyhow!(
-                        "branch route missing for {}",
-                        self.resource.path
-                    ))
+                    ApiError::Internal(anyhow::anyhow!("branch route missing for {}", self.resource.path))
                 })?;
                 Ok(Conn::Branch(state.directory.connect(route).await?))
             }
@@ -76,20 +67,10 @@ impl ResourceHandler {
             Op::Create | Op::Update | Op::Delete => resource.write_permission,
         };
         if !user.can(permission) {
-            return Err(ApiError::forbidden(
-                "You do not have permission to do this.",
-            ));
+            return Err(ApiError::forbidden("You do not have permission to do this."));
         }
-        let writer = Writer {
-            user_id: user.id,
-            registry: &state.registry,
-        };
-        let if_match = || {
-            req.headers()
-                .get("if-match")
-                .and_then(|v| v.to_str().ok())
-                .map(IfMatch::parse)
-        };
+        let writer = Writer { user_id: user.id, registry: &state.registry };
+        let if_match = || req.headers().get("if-match").and_then(|v| v.to_str().ok()).map(IfMatch::parse);
         match self.op {
             Op::List => {
                 let pairs = list::query_pairs(req);
@@ -103,14 +84,7 @@ impl ResourceHandler {
                 let mut conn = self.connect(&state, depot).await?;
                 let (total, rows) = store::list(&mut conn, resource, &query).await?;
                 let base = web::base_url(req, state.trusts_forwarded_headers(req));
-                res.render(Json(list::envelope(
-                    &base,
-                    req.uri().path(),
-                    &pairs,
-                    &query,
-                    total,
-                    rows,
-                )));
+                res.render(Json(list::envelope(&base, req.uri().path(), &pairs, &query, total, rows)));
             }
             Op::Show => {
                 let id = web::path_id(req, "id")?;
@@ -126,8 +100,7 @@ impl ResourceHandler {
                 let record = store::create(&mut conn, &writer, resource, input).await?;
                 set_etag(res, &record);
                 if let Some(id) = record.get("id").and_then(|v| v.as_i64())
-                    && let Ok(location) =
-                        HeaderValue::from_str(&format!("/api/v1/{}/{id}", resource.path))
+                    && let Ok(location) = HeaderValue::from_str(&format!("/api/v1/{}/{id}", resource.path))
                 {
                     res.headers_mut().insert(LOCATION, location);
                 }
@@ -137,11 +110,9 @@ impl ResourceHandler {
                 let id = web::path_id(req, "id")?;
                 let if_match = if_match();
                 let body = web::json_object(req, state.settings.max_body_bytes).await?;
-                let input =
-                    store::validate(resource, &body, false).map_err(ApiError::Validation)?;
+                let input = store::validate(resource, &body, false).map_err(ApiError::Validation)?;
                 let mut conn = self.connect(&state, depot).await?;
-                let record =
-                    store::update(&mut conn, &writer, resource, id, input, if_match).await?;
+                let record = store::update(&mut conn, &writer, resource, id, input, if_match).await?;
                 set_etag(res, &record);
                 web::ok(res, &format!("{} updated.", resource.label), record);
             }
@@ -163,36 +134,26 @@ pub fn router(resource: &'static Resource) -> Router {
     Router::with_path(resource.path)
         .get(h(Op::List))
         .post(h(Op::Create))
-        .push(
-            Router::with_path("{id}")
-                .get(h(Op::Show))
-                .put(h(Op::Update))
-                .delete(h(Op::Delete)),
-        )
+        .push(Router::with_path("{id}").get(h(Op::Show)).put(h(Op::Update)).delete(h(Op::Delete)))
 }
 
 fn schema_name(resource: &Resource) -> String {
     resource.label.replace(' ', "")
 }
 
-fn field_schema(kind: Kind, max_len: Option<usize>) -> Object {
-    let s = match kind {
-        Kind::Text { max } | Kind::LongText { max } => {
-            docs::string().max_length(max_len.unwrap_or(max))
+fn field_schema(kind: Kind) -> Object {
+    match kind {
+        Kind::Text { max } | Kind::LongText { max } => docs::string().max_length(max),
+        Kind::Email => {
+            docs::string().format(salvo::oapi::SchemaFormat::KnownFormat(salvo::oapi::KnownFormat::Email))
         }
-        Kind::Email => docs::string().format(salvo::oapi::SchemaFormat::KnownFormat(
-            salvo::oapi::KnownFormat::Email,
-        )),
         Kind::Phone => docs::string(),
         Kind::Integer { min, max } => docs::integer().minimum(min).maximum(max),
-        Kind::Ref(_) => docs::integer()
-            .minimum(1)
-            .description("Id of an existing record"),
+        Kind::Ref(_) => docs::integer().minimum(1).description("Id of an existing record"),
         Kind::Date { .. } => docs::date(),
         Kind::Bool => Object::with_type(BasicType::Boolean),
         Kind::Enum(values) => docs::string().enum_values(values.iter().copied()),
-    };
-    s
+    }
 }
 
 /// Describes a resource's routes and schemas.
@@ -204,8 +165,8 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
         output = output.property(*column, docs::string().read_only(true));
     }
     for f in resource.fields {
-        input = input.property(f.name, field_schema(f.kind, None));
-        output = output.property(f.name, field_schema(f.kind, None));
+        input = input.property(f.name, field_schema(f.kind));
+        output = output.property(f.name, field_schema(f.kind));
         if f.required {
             input = input.required(f.name);
         }
@@ -214,10 +175,7 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
         output = output.property(*computed, Object::new().read_only(true));
     }
     output = output
-        .property(
-            "version",
-            docs::integer().description("Send back in If-Match to update safely"),
-        )
+        .property("version", docs::integer().description("Send back in If-Match to update safely"))
         .property("created_at", docs::timestamp())
         .property("updated_at", docs::timestamp());
     doc.add_schema(&name, output);
@@ -232,31 +190,23 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
     let collection = format!("/api/v1/{}", resource.path);
     let member = format!("{collection}/{{id}}");
 
-    let mut list_op = Doc::operation(
-        access,
-        tag,
-        &format!("List {}", resource.path.replace('-', " ")),
-    )
-    .add_parameter(docs::query(
-        "page",
-        docs::integer().minimum(1),
-        "Page number (default 1)",
-    ))
-    .add_parameter(docs::query(
-        "perPage",
-        docs::integer().minimum(1).maximum(list::MAX_PER_PAGE),
-        "Items per page (default 15)",
-    ))
-    .add_parameter(docs::query(
-        "sortField",
-        docs::string().enum_values(resource.sort_fields.iter().copied()),
-        &format!("Default {}", resource.default_sort),
-    ))
-    .add_parameter(docs::query(
-        "sortDirection",
-        docs::string().enum_values(["asc", "desc"]),
-        "Default asc",
-    ));
+    let mut list_op = Doc::operation(access, tag, &format!("List {}", resource.path.replace('-', " ")))
+        .add_parameter(docs::query("page", docs::integer().minimum(1), "Page number (default 1)"))
+        .add_parameter(docs::query(
+            "perPage",
+            docs::integer().minimum(1).maximum(list::MAX_PER_PAGE),
+            "Items per page (default 15)",
+        ))
+        .add_parameter(docs::query(
+            "sortField",
+            docs::string().enum_values(resource.sort_fields.iter().copied()),
+            &format!("Default {}", resource.default_sort),
+        ))
+        .add_parameter(docs::query(
+            "sortDirection",
+            docs::string().enum_values(["asc", "desc"]),
+            "Default asc",
+        ));
     if !resource.search.is_empty() {
         list_op = list_op.add_parameter(docs::query(
             "search",
@@ -265,58 +215,31 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
         ));
     }
     for filter in resource.filters {
-        let schema = resource
-            .field(filter)
-            .map_or_else(docs::string, |f| field_schema(f.kind, None));
-        list_op = list_op.add_parameter(docs::query(
-            &format!("filters[{filter}]"),
-            schema,
-            "Exact match",
-        ));
+        let schema = resource.field(filter).map_or_else(docs::string, |f| field_schema(f.kind));
+        list_op = list_op.add_parameter(docs::query(&format!("filters[{filter}]"), schema, "Exact match"));
     }
     let list_op = Doc::answers(list_op, "200", "One page", docs::paginated(item()));
     doc.add(PathItemType::Get, &collection, list_op);
 
-    let create = Doc::operation(
-        access,
-        tag,
-        &format!("Create a {}", resource.label.to_lowercase()),
-    );
+    let create = Doc::operation(access, tag, &format!("Create a {}", resource.label.to_lowercase()));
     doc.add(
         PathItemType::Post,
         &collection,
-        Doc::answers(
-            Doc::with_body(create, body()),
-            "201",
-            "Created",
-            docs::envelope(item()),
-        ),
+        Doc::answers(Doc::with_body(create, body()), "201", "Created", docs::envelope(item())),
     );
 
-    let show = Doc::operation(
-        access,
-        tag,
-        &format!("Get a {}", resource.label.to_lowercase()),
-    )
-    .add_parameter(docs::path_id());
+    let show = Doc::operation(access, tag, &format!("Get a {}", resource.label.to_lowercase()))
+        .add_parameter(docs::path_id());
     doc.add(
         PathItemType::Get,
         &member,
-        Doc::not_found(Doc::answers(
-            show,
-            "200",
-            "The record",
-            docs::envelope(item()),
-        )),
+        Doc::not_found(Doc::answers(show, "200", "The record", docs::envelope(item()))),
     );
 
     let update = Doc::operation(
         access,
         tag,
-        &format!(
-            "Update a {} (fields sent are changed)",
-            resource.label.to_lowercase()
-        ),
+        &format!("Update a {} (fields sent are changed)", resource.label.to_lowercase()),
     )
     .add_parameter(docs::path_id())
     .add_parameter(
@@ -325,20 +248,12 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
             .schema(docs::string())
             .description("ETag of the version being edited; 412 when it changed meanwhile"),
     );
-    let update = Doc::answers(
-        Doc::with_body(update, body()),
-        "200",
-        "Updated",
-        docs::envelope(item()),
-    );
+    let update = Doc::answers(Doc::with_body(update, body()), "200", "Updated", docs::envelope(item()));
     doc.add(PathItemType::Put, &member, Doc::not_found(update));
 
-    let delete = Doc::operation(
-        access,
-        tag,
-        &format!("Delete a {} (kept, hidden)", resource.label.to_lowercase()),
-    )
-    .add_parameter(docs::path_id());
+    let delete =
+        Doc::operation(access, tag, &format!("Delete a {} (kept, hidden)", resource.label.to_lowercase()))
+            .add_parameter(docs::path_id());
     doc.add(
         PathItemType::Delete,
         &member,

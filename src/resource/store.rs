@@ -56,10 +56,7 @@ pub trait Sql: Sync {
 macro_rules! impl_sql {
     ($ty:ty) => {
         impl Sql for $ty {
-            fn prepare_cached(
-                &self,
-                sql: &str,
-            ) -> impl Future<Output = Result<Statement, PgError>> + Send {
+            fn prepare_cached(&self, sql: &str) -> impl Future<Output = Result<Statement, PgError>> + Send {
                 <$ty>::prepare_cached(self, sql)
             }
             fn fetch_opt(
@@ -90,10 +87,7 @@ impl_sql!(deadpool_postgres::ClientWrapper);
 impl_sql!(deadpool_postgres::Transaction<'_>);
 
 fn as_refs(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
-    params
-        .iter()
-        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
-        .collect()
+    params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
 }
 
 fn db_span(resource: &Resource, operation: &'static str) -> tracing::Span {
@@ -109,16 +103,8 @@ fn db_span(resource: &Resource, operation: &'static str) -> tracing::Span {
 
 /// `SELECT <columns> FROM <table> t`, the inner query of every read.
 fn select_columns(resource: &Resource) -> String {
-    let mut columns: Vec<String> = resource
-        .output_columns()
-        .map(|c| format!("t.{c}"))
-        .collect();
-    columns.extend(
-        resource
-            .computed
-            .iter()
-            .map(|(name, expr)| format!("{expr} AS {name}")),
-    );
+    let mut columns: Vec<String> = resource.output_columns().map(|c| format!("t.{c}")).collect();
+    columns.extend(resource.computed.iter().map(|(name, expr)| format!("{expr} AS {name}")));
     columns.join(", ")
 }
 
@@ -134,21 +120,18 @@ pub fn validate(
     let mut clean = Map::new();
     for f in resource.fields {
         match body.get(f.name) {
-            None if creating
-                && f.required
-                && !resource.derived.iter().any(|d| d.field == f.name) =>
-            {
-                errors.entry(f.name.into()).or_default().push(format!(
-                    "The {} field is required.",
-                    f.name.replace('_', " ")
-                ));
+            None if creating && f.required && !resource.derived.iter().any(|d| d.field == f.name) => {
+                errors
+                    .entry(f.name.into())
+                    .or_default()
+                    .push(format!("The {} field is required.", f.name.replace('_', " ")));
             }
             None => {}
             Some(Value::Null) if f.required => {
-                errors.entry(f.name.into()).or_default().push(format!(
-                    "The {} field is required.",
-                    f.name.replace('_', " ")
-                ));
+                errors
+                    .entry(f.name.into())
+                    .or_default()
+                    .push(format!("The {} field is required.", f.name.replace('_', " ")));
             }
             Some(Value::Null) => {
                 clean.insert(f.name.into(), Value::Null);
@@ -165,26 +148,16 @@ pub fn validate(
             },
         }
     }
-    if errors.is_empty() {
-        Ok(clean)
-    } else {
-        Err(errors)
-    }
+    if errors.is_empty() { Ok(clean) } else { Err(errors) }
 }
 
 /// Rows of one page and the total, for the list envelope.
-pub async fn list(
-    conn: &mut Conn,
-    resource: &Resource,
-    query: &ListQuery,
-) -> ApiResult<(i64, Vec<Value>)> {
+pub async fn list(conn: &mut Conn, resource: &Resource, query: &ListQuery) -> ApiResult<(i64, Vec<Value>)> {
     let mut params: Vec<Param> = Vec::new();
     let mut conditions = vec!["t.deleted_at IS NULL".to_owned()];
     let mut errors = FieldErrors::new();
     for (name, raw) in &query.filters {
-        let kind = resource
-            .field(name)
-            .map_or(Kind::Text { max: 200 }, |f| f.kind);
+        let kind = resource.field(name).map_or(Kind::Text { max: 200 }, |f| f.kind);
         let value: Param = match kind {
             Kind::Integer { .. } | Kind::Ref(_) => match raw.parse::<i64>() {
                 Ok(v) => Box::new(v),
@@ -223,10 +196,7 @@ pub async fn list(
                     errors
                         .entry(format!("filters[{name}]"))
                         .or_default()
-                        .push(format!(
-                            "The selected {name} is invalid. Allowed: {}.",
-                            values.join(", ")
-                        ));
+                        .push(format!("The selected {name} is invalid. Allowed: {}.", values.join(", ")));
                     continue;
                 }
                 Box::new(v)
@@ -242,17 +212,10 @@ pub async fn list(
     if let Some(term) = &query.search
         && !resource.search.is_empty()
     {
-        let escaped = term
-            .replace('\\', "\\\\")
-            .replace('%', "\\%")
-            .replace('_', "\\_");
+        let escaped = term.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
         params.push(Box::new(format!("%{escaped}%")));
         let n = params.len();
-        let any: Vec<String> = resource
-            .search
-            .iter()
-            .map(|c| format!("t.{c} ILIKE ${n}"))
-            .collect();
+        let any: Vec<String> = resource.search.iter().map(|c| format!("t.{c} ILIKE ${n}")).collect();
         conditions.push(format!("({})", any.join(" OR ")));
     }
     let filter = conditions.join(" AND ");
@@ -273,12 +236,7 @@ pub async fn list(
         let total: i64 = client.fetch_one(&count_stmt, &refs).await?.get(0);
         let rows = if query.offset() < total {
             let page_stmt = client.prepare_cached(&page_sql).await?;
-            client
-                .query(&page_stmt, &refs)
-                .await?
-                .into_iter()
-                .map(|r| r.get::<_, Value>(0))
-                .collect()
+            client.query(&page_stmt, &refs).await?.into_iter().map(|r| r.get::<_, Value>(0)).collect()
         } else {
             Vec::new()
         };
@@ -318,12 +276,7 @@ async fn audit(
             "INSERT INTO audit_log (user_id, action, resource, record_id, before, after) VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .await?;
-    client
-        .run_stmt(
-            &stmt,
-            &[&user_id, &action, &resource.path, &id, &before, &after],
-        )
-        .await?;
+    client.run_stmt(&stmt, &[&user_id, &action, &resource.path, &id, &before, &after]).await?;
     Ok(())
 }
 
@@ -331,9 +284,7 @@ async fn audit(
 pub async fn fetch(conn: &mut Conn, resource: &Resource, id: i64, reader: i64) -> ApiResult<Value> {
     let client = conn.client();
     async {
-        let row = select_one(&*client, resource, id, false)
-            .await?
-            .ok_or(ApiError::NotFound)?;
+        let row = select_one(&*client, resource, id, false).await?.ok_or(ApiError::NotFound)?;
         if resource.audit_reads {
             audit(&*client, reader, "view", resource, id, None, None).await?;
         }
@@ -376,10 +327,7 @@ impl IfMatch {
 }
 
 pub fn etag(record: &Value) -> Option<String> {
-    record
-        .get("version")
-        .and_then(Value::as_i64)
-        .map(|v| format!("\"{v}\""))
+    record.get("version").and_then(Value::as_i64).map(|v| format!("\"{v}\""))
 }
 
 /// Who is writing, and where references to registry rows are checked.
@@ -400,10 +348,7 @@ async fn check_references(
     let mut checked: Vec<&str> = Vec::new();
     for rule in resource.derived {
         let effective = |name: &str| {
-            input
-                .get(name)
-                .or_else(|| current.and_then(|c| c.get(name)))
-                .and_then(Value::as_i64)
+            input.get(name).or_else(|| current.and_then(|c| c.get(name))).and_then(Value::as_i64)
         };
         if !input.contains_key(rule.from) && !input.contains_key(rule.field) {
             continue;
@@ -413,20 +358,14 @@ async fn check_references(
         };
         // The derived rule settles both fields; the plain reference check skips them.
         checked.extend([rule.from, rule.field]);
-        let sql = format!(
-            "SELECT {} FROM {} WHERE id = $1 AND deleted_at IS NULL",
-            rule.column, rule.table
-        );
+        let sql = format!("SELECT {} FROM {} WHERE id = $1 AND deleted_at IS NULL", rule.column, rule.table);
         let stmt = client.prepare_cached(&sql).await?;
-        let owner: Option<i64> = client
-            .fetch_opt(&stmt, &[&from_id])
-            .await?
-            .map(|r| r.get(0));
+        let owner: Option<i64> = client.fetch_opt(&stmt, &[&from_id]).await?.map(|r| r.get(0));
         let Some(owner) = owner else {
-            errors.entry(rule.from.into()).or_default().push(format!(
-                "The selected {} is invalid.",
-                rule.from.replace('_', " ")
-            ));
+            errors
+                .entry(rule.from.into())
+                .or_default()
+                .push(format!("The selected {} is invalid.", rule.from.replace('_', " ")));
             continue;
         };
         match effective(rule.field) {
@@ -452,38 +391,28 @@ async fn check_references(
         }
         let exists = match target {
             Target::Branch(table) => {
-                let sql = format!(
-                    "SELECT EXISTS (SELECT 1 FROM {table} WHERE id = $1 AND deleted_at IS NULL)"
-                );
+                let sql =
+                    format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE id = $1 AND deleted_at IS NULL)");
                 let stmt = client.prepare_cached(&sql).await?;
                 client.fetch_one(&stmt, &[&id]).await?.get::<_, bool>(0)
             }
             Target::Registry(table) => registry_row_exists(writer.registry, table, id).await?,
         };
         if !exists {
-            errors.entry(f.name.into()).or_default().push(format!(
-                "The selected {} is invalid.",
-                f.name.replace('_', " ")
-            ));
+            errors
+                .entry(f.name.into())
+                .or_default()
+                .push(format!("The selected {} is invalid.", f.name.replace('_', " ")));
         }
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::Validation(errors))
-    }
+    if errors.is_empty() { Ok(()) } else { Err(ApiError::Validation(errors)) }
 }
 
 /// Whether a registry row exists. Master-data tables that do not exist yet accept no ids.
 pub async fn registry_row_exists(registry: &RegistryPool, table: &str, id: i64) -> ApiResult<bool> {
     let client = registry.get().await?;
-    let present: bool = client
-        .query_one(
-            "SELECT to_regclass($1) IS NOT NULL",
-            &[&format!("public.{table}")],
-        )
-        .await?
-        .get(0);
+    let present: bool =
+        client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&format!("public.{table}")]).await?.get(0);
     if !present {
         return Ok(false);
     }
@@ -501,17 +430,9 @@ pub async fn create(
     async {
         let tx = client.transaction().await?;
         check_references(&tx, writer, resource, &mut input, None).await?;
-        let columns: Vec<&str> = resource
-            .fields
-            .iter()
-            .map(|f| f.name)
-            .filter(|n| input.contains_key(*n))
-            .collect();
-        let list = columns
-            .iter()
-            .map(|c| format!("r.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let columns: Vec<&str> =
+            resource.fields.iter().map(|f| f.name).filter(|n| input.contains_key(*n)).collect();
+        let list = columns.iter().map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ");
         let sql = format!(
             "INSERT INTO {table} ({cols}{sep}created_by, updated_by)
              SELECT {list}{sep}$2, $2 FROM jsonb_populate_record(NULL::{table}, $1) r RETURNING id",
@@ -520,23 +441,9 @@ pub async fn create(
             sep = if columns.is_empty() { "" } else { ", " },
         );
         let stmt = tx.prepare_cached(&sql).await?;
-        let id: i64 = tx
-            .fetch_one(&stmt, &[&Value::Object(input), &writer.user_id])
-            .await?
-            .get(0);
-        let after = select_one(&tx, resource, id, false)
-            .await?
-            .ok_or(ApiError::NotFound)?;
-        audit(
-            &tx,
-            writer.user_id,
-            "create",
-            resource,
-            id,
-            None,
-            Some(&after),
-        )
-        .await?;
+        let id: i64 = tx.fetch_one(&stmt, &[&Value::Object(input), &writer.user_id]).await?.get(0);
+        let after = select_one(&tx, resource, id, false).await?.ok_or(ApiError::NotFound)?;
+        audit(&tx, writer.user_id, "create", resource, id, None, Some(&after)).await?;
         tx.commit().await?;
         Ok(after)
     }
@@ -555,23 +462,14 @@ pub async fn update(
     let client = conn.client();
     async {
         let tx = client.transaction().await?;
-        let before = select_one(&tx, resource, id, true)
-            .await?
-            .ok_or(ApiError::NotFound)?;
-        let version = before
-            .get("version")
-            .and_then(Value::as_i64)
-            .unwrap_or_default();
+        let before = select_one(&tx, resource, id, true).await?.ok_or(ApiError::NotFound)?;
+        let version = before.get("version").and_then(Value::as_i64).unwrap_or_default();
         if if_match.is_some_and(|m| !m.allows(version)) {
             return Err(ApiError::PreconditionFailed);
         }
         check_references(&tx, writer, resource, &mut input, Some(&before)).await?;
-        let columns: Vec<&str> = resource
-            .fields
-            .iter()
-            .map(|f| f.name)
-            .filter(|n| input.contains_key(*n))
-            .collect();
+        let columns: Vec<&str> =
+            resource.fields.iter().map(|f| f.name).filter(|n| input.contains_key(*n)).collect();
         let sets: String = columns.iter().map(|c| format!("{c} = r.{c}, ")).collect();
         let sql = format!(
             "UPDATE {table} t SET {sets}version = t.version + 1, updated_at = now(), updated_by = $3
@@ -579,21 +477,9 @@ pub async fn update(
             table = resource.table,
         );
         let stmt = tx.prepare_cached(&sql).await?;
-        tx.run_stmt(&stmt, &[&Value::Object(input), &id, &writer.user_id])
-            .await?;
-        let after = select_one(&tx, resource, id, false)
-            .await?
-            .ok_or(ApiError::NotFound)?;
-        audit(
-            &tx,
-            writer.user_id,
-            "update",
-            resource,
-            id,
-            Some(&before),
-            Some(&after),
-        )
-        .await?;
+        tx.run_stmt(&stmt, &[&Value::Object(input), &id, &writer.user_id]).await?;
+        let after = select_one(&tx, resource, id, false).await?.ok_or(ApiError::NotFound)?;
+        audit(&tx, writer.user_id, "update", resource, id, Some(&before), Some(&after)).await?;
         tx.commit().await?;
         Ok(after)
     }
@@ -633,8 +519,5 @@ pub async fn delete(
 
 /// Scope sanity: a branch resource must never be served from the registry and vice versa.
 pub fn expects(resource: &Resource, conn: &Conn) -> bool {
-    matches!(
-        (resource.scope, conn),
-        (Scope::Branch, Conn::Branch(_)) | (Scope::Registry, Conn::Registry(_))
-    )
+    matches!((resource.scope, conn), (Scope::Branch, Conn::Branch(_)) | (Scope::Registry, Conn::Registry(_)))
 }

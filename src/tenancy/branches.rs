@@ -66,46 +66,27 @@ pub struct NewBranch {
 
 /// Branch codes: 2 to 10 uppercase letters or digits (they prefix every PIN).
 pub fn check_code(code: &str) -> Result<(), String> {
-    let ok = (2..=10).contains(&code.len())
-        && code
-            .bytes()
-            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
-    if ok {
-        Ok(())
-    } else {
-        Err("The code must be 2 to 10 uppercase letters or digits.".into())
-    }
+    let ok =
+        (2..=10).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+    if ok { Ok(()) } else { Err("The code must be 2 to 10 uppercase letters or digits.".into()) }
 }
 
 pub fn check_name(name: &str) -> Result<(), String> {
     let len = name.trim().chars().count();
-    if (1..=120).contains(&len) {
-        Ok(())
-    } else {
-        Err("The name must be 1 to 120 characters.".into())
-    }
+    if (1..=120).contains(&len) { Ok(()) } else { Err("The name must be 1 to 120 characters.".into()) }
 }
 
 pub async fn get(registry: &RegistryPool, id: i64) -> ApiResult<Option<Branch>> {
     let client = registry.get().await?;
     let sql = format!("SELECT {BRANCH_COLUMNS} FROM branches WHERE id = $1");
-    Ok(client
-        .query_opt(&sql, &[&id])
-        .await?
-        .as_ref()
-        .map(Branch::from_row))
+    Ok(client.query_opt(&sql, &[&id]).await?.as_ref().map(Branch::from_row))
 }
 
 /// Every branch, archived and provisioning ones included (for operators).
 pub async fn list_all(registry: &RegistryPool) -> ApiResult<Vec<Branch>> {
     let client = registry.get().await?;
     let sql = format!("SELECT {BRANCH_COLUMNS} FROM branches ORDER BY id");
-    Ok(client
-        .query(&sql, &[])
-        .await?
-        .iter()
-        .map(Branch::from_row)
-        .collect())
+    Ok(client.query(&sql, &[]).await?.iter().map(Branch::from_row).collect())
 }
 
 /// Creates a branch and its schema, then lets `grant_to` users access it.
@@ -120,10 +101,7 @@ pub async fn create(directory: &Directory, new: NewBranch, grant_to: &[i64]) -> 
     if let Some(url) = &new.database_url
         && url.parse::<tokio_postgres::Config>().is_err()
     {
-        errors
-            .entry("database_url".into())
-            .or_default()
-            .push("Not a valid PostgreSQL URL.".into());
+        errors.entry("database_url".into()).or_default().push("Not a valid PostgreSQL URL.".into());
     }
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
@@ -149,21 +127,12 @@ pub async fn create(directory: &Directory, new: NewBranch, grant_to: &[i64]) -> 
         }
     };
 
-    let provisioned = provision_schema(
-        directory,
-        new.database_url.as_deref(),
-        id,
-        &schema,
-        &new.code,
-    )
-    .await;
+    let provisioned = provision_schema(directory, new.database_url.as_deref(), id, &schema, &new.code).await;
     let migration = match provisioned {
         Ok(migration) => migration,
         Err(e) => {
             undo_provisioning(directory, new.database_url.as_deref(), id, &schema).await;
-            return Err(ApiError::Internal(
-                e.context(format!("provisioning branch {}", new.code)),
-            ));
+            return Err(ApiError::Internal(e.context(format!("provisioning branch {}", new.code))));
         }
     };
 
@@ -219,17 +188,11 @@ async fn provision_schema(
 /// never became active must not linger); a schema that cannot be dropped, because its server
 /// is unreachable, is logged: its name is never reused, so it cannot be mistaken for another
 /// branch's.
-async fn undo_provisioning(
-    directory: &Directory,
-    database_url: Option<&str>,
-    id: i64,
-    schema: &str,
-) {
+async fn undo_provisioning(directory: &Directory, database_url: Option<&str>, id: i64, schema: &str) {
     let dropped = async {
         let pool = directory.pool_for(database_url)?;
         let conn = BranchConn::unrouted(&pool).await?;
-        conn.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-            .await?;
+        conn.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await?;
         anyhow::Ok(())
     }
     .await;
@@ -243,12 +206,7 @@ async fn undo_provisioning(
     }
     let deleted = async {
         let client = directory.registry().get().await?;
-        client
-            .execute(
-                "DELETE FROM branches WHERE id = $1 AND status = 'provisioning'",
-                &[&id],
-            )
-            .await?;
+        client.execute("DELETE FROM branches WHERE id = $1 AND status = 'provisioning'", &[&id]).await?;
         anyhow::Ok(())
     }
     .await;
@@ -294,20 +252,12 @@ pub async fn migrate_all(
             let current = row.get::<_, Option<i32>>("schema_version") == Some(latest)
                 && row.get::<_, String>("migration_state") == "current";
             if current {
-                return BranchMigrationOutcome {
-                    id,
-                    code,
-                    result: None,
-                };
+                return BranchMigrationOutcome { id, code, result: None };
             }
             let schema: String = row.get("schema_name");
             let database_url: Option<String> = row.get("database_url");
             let result = migrate_one(directory, id, &schema, database_url.as_deref()).await;
-            BranchMigrationOutcome {
-                id,
-                code,
-                result: Some(result),
-            }
+            BranchMigrationOutcome { id, code, result: Some(result) }
         })
         .buffer_unordered(parallelism)
         .collect::<Vec<_>>()
@@ -337,11 +287,7 @@ async fn migrate_one(
         tracing::error!(branch_id = id, schema, error, "branch migration failed");
     }
     if let Err(e) = record_migration(directory, id, &result).await {
-        tracing::error!(
-            branch_id = id,
-            error = format!("{e:#}"),
-            "could not record a branch migration"
-        );
+        tracing::error!(branch_id = id, error = format!("{e:#}"), "could not record a branch migration");
     }
     directory.invalidate(id).await;
     result

@@ -13,42 +13,24 @@ use crate::http::error::ApiError;
 pub const HEADER: &str = "x-branch-id";
 
 #[handler]
-pub async fn require_branch(
-    req: &mut Request,
-    depot: &mut Depot,
-    res: &mut Response,
-    ctrl: &mut FlowCtrl,
-) {
+pub async fn require_branch(req: &mut Request, depot: &mut Depot, res: &mut Response, ctrl: &mut FlowCtrl) {
     let outcome = async {
-        let raw = req
-            .headers()
-            .get(HEADER)
-            .map(|v| v.to_str().unwrap_or_default().trim().to_owned());
+        let raw = req.headers().get(HEADER).map(|v| v.to_str().unwrap_or_default().trim().to_owned());
         let raw = match raw {
             None => {
-                return Err(ApiError::bad_request(
-                    "branch_required",
-                    "The X-Branch-Id header is required.",
-                ));
+                return Err(ApiError::bad_request("branch_required", "The X-Branch-Id header is required."));
             }
             Some(raw) if raw.is_empty() => {
-                return Err(ApiError::bad_request(
-                    "branch_required",
-                    "The X-Branch-Id header is required.",
-                ));
+                return Err(ApiError::bad_request("branch_required", "The X-Branch-Id header is required."));
             }
             Some(raw) => raw,
         };
-        let id = raw
-            .parse::<i64>()
-            .ok()
-            .filter(|id| *id > 0)
-            .ok_or_else(|| {
-                ApiError::bad_request(
-                    "branch_invalid",
-                    "The X-Branch-Id header must be a branch id (an integer).",
-                )
-            })?;
+        let id = raw.parse::<i64>().ok().filter(|id| *id > 0).ok_or_else(|| {
+            ApiError::bad_request(
+                "branch_invalid",
+                "The X-Branch-Id header must be a branch id (an integer).",
+            )
+        })?;
         crate::telemetry::record_branch(id);
         let user = current_user(depot)?;
         let denied = || ApiError::Forbidden {

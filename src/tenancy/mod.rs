@@ -31,10 +31,7 @@ pub struct BranchRoute {
 
 impl std::fmt::Debug for BranchRoute {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BranchRoute")
-            .field("id", &self.id)
-            .field("schema", &self.schema)
-            .finish()
+        f.debug_struct("BranchRoute").field("id", &self.id).field("schema", &self.schema).finish()
     }
 }
 
@@ -55,11 +52,7 @@ pub struct Directory {
 }
 
 impl Directory {
-    pub fn new(
-        registry: RegistryPool,
-        registry_url: &str,
-        settings: &Settings,
-    ) -> anyhow::Result<Self> {
+    pub fn new(registry: RegistryPool, registry_url: &str, settings: &Settings) -> anyhow::Result<Self> {
         let routes = Cache::builder()
             // LRU: TinyLFU may refuse a brand-new entry when full, which would make every
             // request of a new branch re-resolve it.
@@ -114,9 +107,7 @@ impl Directory {
             Ok(route) => Ok(Ok(route)),
             Err(e) => match &*e {
                 None => Ok(Err(Unroutable::Unknown)),
-                Some(cause) => Err(ApiError::Internal(anyhow::anyhow!(
-                    "resolving branch {id}: {cause:#}"
-                ))),
+                Some(cause) => Err(ApiError::Internal(anyhow::anyhow!("resolving branch {id}: {cause:#}"))),
             },
         }
     }

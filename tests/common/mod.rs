@@ -32,9 +32,8 @@ async fn server_url() -> String {
             use std::os::fd::AsRawFd;
             // SAFETY: flock on a file descriptor we own; released when `lock` is dropped.
             unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
-            let (cluster, _) = EmbeddedPostgres::start(&var, "test-pg")
-                .await
-                .expect("embedded PostgreSQL for tests");
+            let (cluster, _) =
+                EmbeddedPostgres::start(&var, "test-pg").await.expect("embedded PostgreSQL for tests");
             drop(lock);
             cluster.url("postgres")
         })
@@ -50,9 +49,7 @@ pub fn database_url(server: &str, database: &str) -> String {
             None => (server, None),
         };
         let scheme_end = head.find("://").unwrap() + 3;
-        let host_end = head[scheme_end..]
-            .find('/')
-            .map_or(head.len(), |i| scheme_end + i);
+        let host_end = head[scheme_end..].find('/').map_or(head.len(), |i| scheme_end + i);
         let mut url = format!("{}/{database}", &head[..host_end]);
         if let Some(q) = query {
             url = format!("{url}?{q}");
@@ -72,22 +69,10 @@ pub struct TestDb {
 impl TestDb {
     pub async fn create() -> Self {
         let server = server_url().await;
-        let name = format!(
-            "clinic_test_{}",
-            &clinic_server::auth::tokens::random_secret()[..16]
-        );
-        let admin = clinic_server::db::connect(&server)
-            .await
-            .expect("connect to the test PostgreSQL server");
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .await
-            .expect("create test database");
-        Self {
-            url: database_url(&server, &name),
-            name,
-            server,
-        }
+        let name = format!("clinic_test_{}", &clinic_server::auth::tokens::random_secret()[..16]);
+        let admin = clinic_server::db::connect(&server).await.expect("connect to the test PostgreSQL server");
+        admin.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create test database");
+        Self { url: database_url(&server, &name), name, server }
     }
 }
 
@@ -97,15 +82,11 @@ impl Drop for TestDb {
         let name = self.name.clone();
         // Drop runs outside async context: use a short-lived runtime on its own thread.
         let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async {
                 if let Ok(client) = clinic_server::db::connect(&server).await {
-                    let _ = client
-                        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                        .await;
+                    let _ =
+                        client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
                 }
             });
         })
@@ -141,22 +122,10 @@ impl TestApp {
         let mut settings = test_settings(&db.url);
         configure(&mut settings);
         let state = app::prepare(settings, &db.url).await.expect("app prepares");
-        let running = app::spawn(state.clone(), "127.0.0.1:0".parse().unwrap())
-            .await
-            .expect("app listens");
+        let running = app::spawn(state.clone(), "127.0.0.1:0".parse().unwrap()).await.expect("app listens");
         let base = format!("http://{}", running.addr);
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap();
-        let mut app = Self {
-            base,
-            http,
-            state,
-            admin_token: String::new(),
-            running: Some(running),
-            db,
-        };
+        let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+        let mut app = Self { base, http, state, admin_token: String::new(), running: Some(running), db };
         app.admin_token = app.login("admin", ADMIN_PASSWORD).await;
         app
     }
@@ -196,11 +165,8 @@ impl TestApp {
         path: &str,
         branch: Option<i64>,
     ) -> reqwest::RequestBuilder {
-        let mut req = self
-            .http
-            .request(method, self.url(path))
-            .bearer_auth(token)
-            .header("accept", "application/json");
+        let mut req =
+            self.http.request(method, self.url(path)).bearer_auth(token).header("accept", "application/json");
         if let Some(branch) = branch {
             req = req.header("x-branch-id", branch.to_string());
         }
@@ -210,42 +176,25 @@ impl TestApp {
     /// The bootstrap branch `MAIN`.
     pub async fn main_branch(&self) -> i64 {
         let client = self.state.registry.get().await.unwrap();
-        client
-            .query_one("SELECT id FROM branches WHERE code = 'MAIN'", &[])
-            .await
-            .unwrap()
-            .get(0)
+        client.query_one("SELECT id FROM branches WHERE code = 'MAIN'", &[]).await.unwrap().get(0)
     }
 
     /// Provisions a branch that the admin may access.
     pub async fn create_branch(&self, code: &str) -> i64 {
         let admin: i64 = {
             let client = self.state.registry.get().await.unwrap();
-            client
-                .query_one("SELECT id FROM users WHERE username = 'admin'", &[])
-                .await
-                .unwrap()
-                .get(0)
+            client.query_one("SELECT id FROM users WHERE username = 'admin'", &[]).await.unwrap().get(0)
         };
         let new = clinic_server::tenancy::branches::NewBranch {
             code: code.into(),
             name: format!("Branch {code}"),
             database_url: None,
         };
-        self.state
-            .create_branch(new, &[admin])
-            .await
-            .expect("branch created")
-            .id
+        self.state.create_branch(new, &[admin]).await.expect("branch created").id
     }
 
     /// Creates a user with the given role names and branch ids; returns (id, token).
-    pub async fn create_user(
-        &self,
-        username: &str,
-        roles: &[&str],
-        branches: &[i64],
-    ) -> (i64, String) {
+    pub async fn create_user(&self, username: &str, roles: &[&str], branches: &[i64]) -> (i64, String) {
         let password = "user-password-1";
         let hash = self.state.hasher.hash(password).await.unwrap();
         let client = self.state.registry.get().await.unwrap();
@@ -259,10 +208,7 @@ impl TestApp {
             .get(0);
         let roles: Vec<String> = roles.iter().map(|r| r.to_string()).collect();
         client
-            .execute(
-                "INSERT INTO user_roles SELECT $1, id FROM roles WHERE name = ANY($2)",
-                &[&id, &roles],
-            )
+            .execute("INSERT INTO user_roles SELECT $1, id FROM roles WHERE name = ANY($2)", &[&id, &roles])
             .await
             .unwrap();
         client
