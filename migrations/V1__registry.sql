@@ -9,9 +9,13 @@ CREATE TABLE permissions (
 CREATE TABLE roles (
     id          bigserial PRIMARY KEY,
     name        text NOT NULL,
-    description text NOT NULL DEFAULT '',
+    description text,
+    version     integer NOT NULL DEFAULT 1,
+    created_by  bigint,
+    updated_by  bigint,
     created_at  timestamptz NOT NULL DEFAULT now(),
-    updated_at  timestamptz NOT NULL DEFAULT now()
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    deleted_at  timestamptz
 );
 CREATE UNIQUE INDEX roles_name_key ON roles (lower(name));
 
@@ -36,8 +40,12 @@ CREATE TABLE branches (
                     CHECK (migration_state IN ('pending', 'current', 'failed')),
     migration_error text,
     migrated_at     timestamptz,
+    version         integer NOT NULL DEFAULT 1,
+    created_by      bigint,
+    updated_by      bigint,
     created_at      timestamptz NOT NULL DEFAULT now(),
-    updated_at      timestamptz NOT NULL DEFAULT now()
+    updated_at      timestamptz NOT NULL DEFAULT now(),
+    deleted_at      timestamptz
 );
 
 CREATE TABLE users (
@@ -45,11 +53,16 @@ CREATE TABLE users (
     name              text NOT NULL,
     email             text NOT NULL,
     username          text NOT NULL,
-    password_hash     text NOT NULL,
+    -- '!' matches no password: a user created without one cannot log in.
+    password_hash     text NOT NULL DEFAULT '!',
     active            boolean NOT NULL DEFAULT true,
     default_branch_id bigint REFERENCES branches ON DELETE SET NULL,
+    version           integer NOT NULL DEFAULT 1,
+    created_by        bigint,
+    updated_by        bigint,
     created_at        timestamptz NOT NULL DEFAULT now(),
-    updated_at        timestamptz NOT NULL DEFAULT now()
+    updated_at        timestamptz NOT NULL DEFAULT now(),
+    deleted_at        timestamptz
 );
 CREATE UNIQUE INDEX users_username_key ON users (lower(username));
 CREATE UNIQUE INDEX users_email_key ON users (lower(email));
@@ -68,6 +81,32 @@ CREATE TABLE branch_users (
     PRIMARY KEY (branch_id, user_id)
 );
 CREATE INDEX branch_users_user_idx ON branch_users (user_id);
+
+-- Counters of a branch where patients queue (reception, refraction, cashier, ...).
+CREATE TABLE branch_services (
+    id          bigserial PRIMARY KEY,
+    branch_id   bigint NOT NULL REFERENCES branches,
+    name        text NOT NULL,
+    -- Prefix of the queue tickets of this service (R-001).
+    code        text NOT NULL,
+    description text,
+    active      boolean NOT NULL DEFAULT true,
+    version     integer NOT NULL DEFAULT 1,
+    created_by  bigint,
+    updated_by  bigint,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    deleted_at  timestamptz
+);
+CREATE UNIQUE INDEX branch_services_code_key ON branch_services (branch_id, code) WHERE deleted_at IS NULL;
+
+-- Staff who serve at a branch service.
+CREATE TABLE branch_service_staff (
+    service_id bigint NOT NULL REFERENCES branch_services ON DELETE CASCADE,
+    user_id    bigint NOT NULL REFERENCES users ON DELETE CASCADE,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (service_id, user_id)
+);
 
 -- Bearer tokens: `<id>|<secret>`; only SHA-256(secret) is kept.
 CREATE TABLE api_tokens (

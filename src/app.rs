@@ -29,6 +29,7 @@ pub struct AppState {
     pub auth: AuthCache,
     pub hasher: Hasher,
     pub limits: Limits,
+    pub mailer: crate::mail::Mailer,
     listener: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -89,6 +90,7 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
     let state = Arc::new(AppState {
         hasher: Hasher::new(settings.password_hash_log_n)?,
         limits: Limits::new(&settings),
+        mailer: crate::mail::Mailer::from_settings(&settings)?,
         auth: AuthCache::default(),
         registry,
         directory,
@@ -120,20 +122,23 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
 fn api_router() -> Router {
     let mut branch_scoped = Router::new().hoop(crate::tenancy::hoop::require_branch);
     let mut global = Router::new();
-    for r in resource::all() {
+    for r in resource::served_generically() {
         match r.scope {
             Scope::Branch => branch_scoped = branch_scoped.push(resource::routes::router(r)),
             Scope::Registry => global = global.push(resource::routes::router(r)),
         }
     }
     let authenticated = Router::new()
-        .hoop(auth::require_user)
+        .hoop(auth::Authenticate { metered: true })
         .push(auth::routes::authenticated())
+        .push(crate::admin::router())
         .push(global)
         .push(branch_scoped);
     Router::with_path("api/v1")
         .push(Router::with_path("public/health").get(health::health))
         .push(auth::routes::public())
+        // Counted by its own per-user limit instead of the general one.
+        .push(auth::routes::change_password())
         .push(authenticated)
 }
 
@@ -142,6 +147,7 @@ pub fn openapi() -> salvo::oapi::OpenApi {
     let mut doc = Doc::default();
     health::document(&mut doc);
     auth::routes::document(&mut doc);
+    crate::admin::document(&mut doc);
     for r in resource::all() {
         resource::routes::document(&mut doc, r);
     }

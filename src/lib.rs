@@ -1,5 +1,6 @@
 //! clinic-server: a multi-branch clinic records server. See ARCHITECTURE.md for the map.
 
+pub mod admin;
 pub mod app;
 pub mod auth;
 pub mod cli;
@@ -9,6 +10,7 @@ pub mod db;
 pub mod embedded_pg;
 pub mod health;
 pub mod http;
+pub mod mail;
 pub mod notify;
 pub mod resource;
 pub mod telemetry;

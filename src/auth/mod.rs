@@ -8,6 +8,7 @@
 pub mod bootstrap;
 pub mod password;
 pub mod permissions;
+pub mod reset;
 pub mod routes;
 pub mod tokens;
 
@@ -225,16 +226,52 @@ async fn load_user(state: &AppState, user_id: i64) -> ApiResult<Option<Arc<UserR
     }
 }
 
+/// Deletes a user's tokens (all, or all but `keep`) and queues their invalidation; call
+/// [`AuthCache::forget_token`] for each returned id after commit.
+pub async fn revoke_tokens(
+    tx: &deadpool_postgres::Transaction<'_>,
+    user_id: i64,
+    keep: Option<i64>,
+) -> Result<Vec<i64>, tokio_postgres::Error> {
+    let rows = tx
+        .query(
+            "DELETE FROM api_tokens WHERE user_id = $1 AND id IS DISTINCT FROM $2 RETURNING id",
+            &[&user_id, &keep],
+        )
+        .await?;
+    let ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+    for id in &ids {
+        crate::notify::publish(tx, Topic::Token(*id)).await?;
+    }
+    Ok(ids)
+}
+
 fn bearer(req: &Request) -> Option<&str> {
     let value = req.headers().get("authorization")?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// Hoop: requires a valid bearer token; puts the [`AuthUser`] in the depot and counts the
-/// request against the user's general rate limit.
-#[handler]
-pub async fn require_user(req: &mut Request, depot: &mut Depot, res: &mut Response, ctrl: &mut FlowCtrl) {
+/// Hoop: requires a valid bearer token and puts the [`AuthUser`] in the depot; `metered`
+/// counts the request against the user's general rate limit.
+pub struct Authenticate {
+    pub metered: bool,
+}
+
+#[async_trait]
+impl Handler for Authenticate {
+    async fn handle(&self, req: &mut Request, depot: &mut Depot, res: &mut Response, ctrl: &mut FlowCtrl) {
+        authenticate_request(self.metered, req, depot, res, ctrl).await
+    }
+}
+
+async fn authenticate_request(
+    metered: bool,
+    req: &mut Request,
+    depot: &mut Depot,
+    res: &mut Response,
+    ctrl: &mut FlowCtrl,
+) {
     let state = AppState::of(depot);
     let outcome = match bearer(req) {
         None => Err(ApiError::Unauthenticated),
@@ -253,7 +290,7 @@ pub async fn require_user(req: &mut Request, depot: &mut Depot, res: &mut Respon
         }
     };
     crate::telemetry::record_user(user.id);
-    if let Err(e) = state.limits.api.hit(&format!("user:{}", user.id), res) {
+    if metered && let Err(e) = state.limits.api.hit(&format!("user:{}", user.id), res) {
         res.render(e);
         ctrl.skip_rest();
         return;
@@ -261,7 +298,7 @@ pub async fn require_user(req: &mut Request, depot: &mut Depot, res: &mut Respon
     depot.insert_typed(Arc::new(user));
 }
 
-/// The authenticated caller; only valid behind [`require_user`].
+/// The authenticated caller; only valid behind [`Authenticate`].
 pub fn current_user(depot: &Depot) -> ApiResult<Arc<AuthUser>> {
     depot.get_typed::<Arc<AuthUser>>().cloned().map_err(|_| ApiError::Unauthenticated)
 }

@@ -53,15 +53,18 @@ impl Hasher {
     /// `None`, in which case the answer is always false.
     pub async fn verify(&self, password: &str, stored: Option<&str>) -> anyhow::Result<bool> {
         let _permit = self.permits.acquire().await?;
-        let known = stored.is_some();
-        let stored = stored.map_or_else(|| (*self.decoy).clone(), str::to_owned);
+        // A missing or unusable stored hash (an account without a password) is checked
+        // against the decoy, so it costs the same and never matches.
+        let parsed = stored.filter(|s| PasswordHash::new(s).is_ok());
+        let usable = parsed.is_some();
+        let stored = parsed.map_or_else(|| (*self.decoy).clone(), str::to_owned);
         let password = password.to_owned();
         let matches = tokio::task::spawn_blocking(move || {
             let hash = PasswordHash::new(&stored).map_err(|e| anyhow::anyhow!("stored hash: {e}"))?;
             anyhow::Ok(Scrypt::new().verify_password(password.as_bytes(), &hash).is_ok())
         })
         .await??;
-        Ok(known && matches)
+        Ok(usable && matches)
     }
 }
 

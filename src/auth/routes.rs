@@ -10,6 +10,7 @@ use crate::http::docs::{self, Access, Doc};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::{self as web};
 use crate::notify;
+use crate::resource::field::Kind;
 
 /// A required string field of a JSON body (422 naming it when missing or not a string).
 pub fn required_string(body: &Map<String, Value>, name: &str, errors: &mut FieldErrors) -> String {
@@ -33,11 +34,66 @@ pub fn required_string(body: &Map<String, Value>, name: &str, errors: &mut Field
 }
 
 pub fn public() -> Router {
-    Router::with_path("auth/login").post(login)
+    Router::with_path("auth")
+        .push(Router::with_path("login").post(login))
+        .push(Router::with_path("reset-code").post(reset_code))
+        .push(Router::with_path("verify-code").post(verify_code))
+        .push(Router::with_path("reset-password").post(reset_password))
 }
 
 pub fn authenticated() -> Router {
-    Router::with_path("auth/logout").post(logout)
+    Router::with_path("auth")
+        .push(Router::with_path("logout").post(logout))
+        .push(Router::with_path("profile").get(profile).put(update_profile))
+        .push(Router::with_path("switch-branch").post(switch_branch))
+        .push(Router::with_path("branches").get(my_branches))
+}
+
+pub fn change_password() -> Router {
+    Router::with_path("profile/change-password")
+        .hoop(super::Authenticate { metered: false })
+        .post(change_password_handler)
+}
+
+/// The active branches a user may work in, as branch summaries.
+async fn branch_summaries(client: &deadpool_postgres::Object, user_id: i64) -> ApiResult<Vec<Value>> {
+    let rows = client
+        .query(
+            "SELECT b.id, b.name, b.code FROM branches b JOIN branch_users bu ON bu.branch_id = b.id
+              WHERE bu.user_id = $1 AND b.status = 'active' ORDER BY b.name, b.id",
+            &[&user_id],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|b| json!({ "id": b.get::<_, i64>("id"), "name": b.get::<_, String>("name"), "code": b.get::<_, String>("code") }))
+        .collect())
+}
+
+/// The user as SPEC.md shows it, plus roles and permissions for front-ends.
+async fn user_view(client: &deadpool_postgres::Object, user_id: i64) -> ApiResult<Value> {
+    let row = client
+        .query_one(
+            "SELECT u.id, u.name, u.email, u.username, u.default_branch_id,
+                    ARRAY(SELECT r.name FROM user_roles ur JOIN roles r ON r.id = ur.role_id
+                           WHERE ur.user_id = u.id ORDER BY r.name) AS roles,
+                    ARRAY(SELECT DISTINCT rp.permission FROM user_roles ur
+                            JOIN role_permissions rp ON rp.role_id = ur.role_id WHERE ur.user_id = u.id) AS permissions
+               FROM users u WHERE u.id = $1",
+            &[&user_id],
+        )
+        .await?;
+    let mut permissions: Vec<String> = row.get("permissions");
+    permissions.sort();
+    Ok(json!({
+        "id": row.get::<_, i64>("id"),
+        "name": row.get::<_, String>("name"),
+        "email": row.get::<_, String>("email"),
+        "username": row.get::<_, String>("username"),
+        "default_branch_id": row.get::<_, Option<i64>>("default_branch_id"),
+        "roles": row.get::<_, Vec<String>>("roles"),
+        "permissions": permissions,
+    }))
 }
 
 #[handler]
@@ -67,17 +123,7 @@ async fn login(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiR
     let row = row.ok_or(ApiError::InvalidCredentials)?;
     let user_id: i64 = row.get("id");
     let token = issue_token(&state, user_id).await?;
-    let branches = client
-        .query(
-            "SELECT b.id, b.name, b.code FROM branches b JOIN branch_users bu ON bu.branch_id = b.id
-              WHERE bu.user_id = $1 AND b.status = 'active' ORDER BY b.name, b.id",
-            &[&user_id],
-        )
-        .await?;
-    let branches: Vec<Value> = branches
-        .iter()
-        .map(|b| json!({ "id": b.get::<_, i64>("id"), "name": b.get::<_, String>("name"), "code": b.get::<_, String>("code") }))
-        .collect();
+    let branches = branch_summaries(&client, user_id).await?;
     web::ok(
         res,
         "Login successful.",
@@ -107,6 +153,265 @@ async fn logout(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     tx.commit().await?;
     state.auth.forget_token(user.token_id).await;
     web::done(res, "Logged out.");
+    Ok(())
+}
+
+#[handler]
+async fn profile(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let state = AppState::of(depot);
+    let user = current_user(depot)?;
+    let client = state.registry.get().await?;
+    web::ok(res, "Profile retrieved.", user_view(&client, user.id).await?);
+    Ok(())
+}
+
+#[handler]
+async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let state = AppState::of(depot);
+    let user = current_user(depot)?;
+    let body = web::json_object(req, state.settings.max_body_bytes).await?;
+    let mut errors = FieldErrors::new();
+    let mut changes = Vec::new();
+    for (name, kind) in [("name", Kind::Text { max: 120 }), ("email", Kind::Email)] {
+        let field = crate::resource::field::Field::new(name, kind).required();
+        match body.get(name) {
+            None => errors.entry(name.into()).or_default().push(format!("The {name} field is required.")),
+            Some(value) => match crate::resource::field::check(&field, value) {
+                Ok(v) => changes.push(v.as_str().unwrap_or_default().to_owned()),
+                Err(m) => errors.entry(name.into()).or_default().push(m),
+            },
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let mut client = state.registry.get().await?;
+    let tx = client.transaction().await?;
+    let updated = tx
+        .execute(
+            "UPDATE users SET name = $2, email = $3, version = version + 1, updated_at = now(), updated_by = $1
+              WHERE id = $1",
+            &[&user.id, &changes[0], &changes[1]],
+        )
+        .await;
+    match updated {
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
+            return Err(ApiError::field("email", "The email has already been taken."));
+        }
+        other => {
+            other?;
+        }
+    }
+    notify::publish(&tx, notify::Topic::User(user.id)).await?;
+    tx.commit().await?;
+    state.auth.forget_user(user.id).await;
+    web::ok(res, "Profile updated.", user_view(&client, user.id).await?);
+    Ok(())
+}
+
+#[handler]
+async fn my_branches(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let state = AppState::of(depot);
+    let user = current_user(depot)?;
+    let client = state.registry.get().await?;
+    web::ok(res, "Branches retrieved.", branch_summaries(&client, user.id).await?);
+    Ok(())
+}
+
+/// Makes `branch_id` the user's active (default) branch: the one front-ends send as
+/// `X-Branch-Id` and the one login reports.
+#[handler]
+async fn switch_branch(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let state = AppState::of(depot);
+    let user = current_user(depot)?;
+    let body = web::json_object(req, state.settings.max_body_bytes).await?;
+    let branch_id = match body.get("branch_id") {
+        Some(Value::Number(n)) if n.as_i64().is_some_and(|id| id > 0) => n.as_i64().unwrap_or_default(),
+        None | Some(Value::Null) => {
+            return Err(ApiError::field("branch_id", "The branch id field is required."));
+        }
+        Some(_) => return Err(ApiError::field("branch_id", "The branch id must be an integer.")),
+    };
+    if !user.branch_ids.contains(&branch_id) {
+        return Err(ApiError::Forbidden {
+            code: "branch_forbidden",
+            message: "You do not have access to this branch.".into(),
+        });
+    }
+    let client = state.registry.get().await?;
+    client
+        .execute(
+            "UPDATE users SET default_branch_id = $2, updated_at = now() WHERE id = $1",
+            &[&user.id, &branch_id],
+        )
+        .await?;
+    client.execute("SELECT pg_notify($1, $2)", &[&notify::CHANNEL, &format!("user:{}", user.id)]).await?;
+    state.auth.forget_user(user.id).await;
+    let branch = branch_summaries(&client, user.id).await?.into_iter().find(|b| b["id"] == json!(branch_id));
+    web::ok(res, "Branch switched.", json!({ "branch": branch, "user": user_view(&client, user.id).await? }));
+    Ok(())
+}
+
+/// Same answer whether or not the address is known, and the mail leaves in the background so
+/// the timing does not tell either.
+#[handler]
+async fn reset_code(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let state = AppState::of(depot);
+    state.limits.reset.hit(&format!("reset:{}", state.client_ip(req)), res)?;
+    let body = web::json_object(req, state.settings.max_body_bytes).await?;
+    let email = checked_email(&body)?;
+    let client = state.registry.get().await?;
+    let user: Option<i64> = client
+        .query_opt("SELECT id FROM users WHERE lower(email) = lower($1) AND active", &[&email])
+        .await?
+        .map(|r| r.get(0));
+    if let Some(user_id) = user {
+        let code = super::reset::new_code();
+        let expires_at = time::OffsetDateTime::now_utc() + super::reset::LIFETIME;
+        client
+            .execute(
+                "INSERT INTO password_reset_codes (user_id, code_hash, expires_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (user_id) DO UPDATE SET code_hash = EXCLUDED.code_hash, attempts = 0,
+                        expires_at = EXCLUDED.expires_at, created_at = now()",
+                &[&user_id, &super::reset::code_hash(user_id, &code), &expires_at],
+            )
+            .await?;
+        let mailer = state.mailer.clone();
+        tokio::spawn(async move {
+            let body = format!(
+                "Your password reset code is {code}.\n\nIt expires in 15 minutes. If you did not ask for it, ignore this message."
+            );
+            if let Err(e) = mailer.send(&email, "Your password reset code", body).await {
+                tracing::error!(error = format!("{e:#}"), "could not send a reset code");
+            }
+        });
+    }
+    web::done(res, "If the e-mail address belongs to an account, a reset code has been sent to it.");
+    Ok(())
+}
+
+fn checked_email(body: &Map<String, Value>) -> ApiResult<String> {
+    let field = crate::resource::field::Field::new("email", Kind::Email).required();
+    match body.get("email") {
+        None | Some(Value::Null) => Err(ApiError::field("email", "The email field is required.")),
+        Some(v) => crate::resource::field::check(&field, v)
+            .map(|v| v.as_str().unwrap_or_default().to_owned())
+            .map_err(|m| ApiError::field("email", m)),
+    }
+}
+
+fn checked_code(body: &Map<String, Value>, errors: &mut FieldErrors) -> String {
+    match body.get("code") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
+        // Codes are digits; a number is taken as typed, leading zeros lost, so it will fail.
+        Some(Value::Number(n)) => n.to_string(),
+        _ => {
+            errors.entry("code".into()).or_default().push("The code field is required.".into());
+            String::new()
+        }
+    }
+}
+
+#[handler]
+async fn verify_code(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let state = AppState::of(depot);
+    state.limits.reset.hit(&format!("reset:{}", state.client_ip(req)), res)?;
+    let body = web::json_object(req, state.settings.max_body_bytes).await?;
+    let email = checked_email(&body)?;
+    let mut errors = FieldErrors::new();
+    let code = checked_code(&body, &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let mut client = state.registry.get().await?;
+    let tx = client.transaction().await?;
+    let outcome = super::reset::check(&tx, &email, &code, false).await;
+    // Commit either way: a wrong try must count.
+    tx.commit().await?;
+    outcome?;
+    web::done(res, "The code is valid.");
+    Ok(())
+}
+
+/// Checks a new password and its confirmation.
+fn checked_new_password(body: &Map<String, Value>, errors: &mut FieldErrors) -> String {
+    let password = required_string(body, "password", errors);
+    let confirmation = required_string(body, "password_confirmation", errors);
+    if !password.is_empty() {
+        if let Err(m) = super::password::check_strength(&password) {
+            errors.entry("password".into()).or_default().push(m);
+        } else if !confirmation.is_empty() && password != confirmation {
+            errors
+                .entry("password".into())
+                .or_default()
+                .push("The password confirmation does not match.".into());
+        }
+    }
+    password
+}
+
+#[handler]
+async fn reset_password(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let state = AppState::of(depot);
+    state.limits.reset.hit(&format!("reset:{}", state.client_ip(req)), res)?;
+    let body = web::json_object(req, state.settings.max_body_bytes).await?;
+    let email = checked_email(&body)?;
+    let mut errors = FieldErrors::new();
+    let code = checked_code(&body, &mut errors);
+    let password = checked_new_password(&body, &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let hash = state.hasher.hash(&password).await?;
+    let mut client = state.registry.get().await?;
+    let tx = client.transaction().await?;
+    let user_id = match super::reset::check(&tx, &email, &code, true).await {
+        Ok(user_id) => user_id,
+        Err(e) => {
+            tx.commit().await?;
+            return Err(e);
+        }
+    };
+    tx.execute("UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1", &[&user_id, &hash])
+        .await?;
+    let revoked = super::revoke_tokens(&tx, user_id, None).await?;
+    tx.commit().await?;
+    for token in revoked {
+        state.auth.forget_token(token).await;
+    }
+    web::done(res, "Your password has been reset. Log in with the new password.");
+    Ok(())
+}
+
+#[handler]
+async fn change_password_handler(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let state = AppState::of(depot);
+    let user = current_user(depot)?;
+    state.limits.change_password.hit(&format!("change-password:{}", user.id), res)?;
+    let body = web::json_object(req, state.settings.max_body_bytes).await?;
+    let mut errors = FieldErrors::new();
+    let current = required_string(&body, "current_password", &mut errors);
+    let password = checked_new_password(&body, &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let mut client = state.registry.get().await?;
+    let stored: String =
+        client.query_one("SELECT password_hash FROM users WHERE id = $1", &[&user.id]).await?.get(0);
+    if !state.hasher.verify(&current, Some(&stored)).await? {
+        return Err(ApiError::field("current_password", "The current password is incorrect."));
+    }
+    let hash = state.hasher.hash(&password).await?;
+    let tx = client.transaction().await?;
+    tx.execute("UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1", &[&user.id, &hash])
+        .await?;
+    // Other sessions end; this one goes on.
+    let revoked = super::revoke_tokens(&tx, user.id, Some(user.token_id)).await?;
+    tx.commit().await?;
+    for token in revoked {
+        state.auth.forget_token(token).await;
+    }
+    web::done(res, "Password changed.");
     Ok(())
 }
 
@@ -156,5 +461,70 @@ pub fn document(doc: &mut Doc) {
         PathItemType::Post,
         "/api/v1/auth/logout",
         Doc::answers(op, "200", "Logged out", Object::new().property("message", docs::string())),
+    );
+    let message = || Object::new().property("message", docs::string());
+    let summary = || {
+        Object::new()
+            .property("id", docs::integer())
+            .property("name", docs::string())
+            .property("code", docs::string())
+    };
+    let strings =
+        |names: &[&str]| names.iter().fold(Object::new(), |o, n| o.property(*n, docs::string()).required(*n));
+    let public = [
+        ("reset-code", "Send a 6-digit reset code to an e-mail address", &["email"][..]),
+        ("verify-code", "Check a reset code", &["email", "code"][..]),
+        (
+            "reset-password",
+            "Set a new password with a reset code (ends every session)",
+            &["email", "code", "password", "password_confirmation"][..],
+        ),
+    ];
+    for (path, summary_text, fields) in public {
+        let op = Doc::with_body(Doc::operation(Access::Public, "auth", summary_text), strings(fields));
+        let op = Doc::answers(
+            Doc::answers(op, "200", "Done", message()),
+            "429",
+            "Too many attempts from this address",
+            message(),
+        );
+        doc.add(PathItemType::Post, &format!("/api/v1/auth/{path}"), op);
+    }
+    let op = Doc::answers(
+        Doc::operation(Access::User, "auth", "The current user"),
+        "200",
+        "Profile",
+        docs::envelope(Object::new()),
+    );
+    doc.add(PathItemType::Get, "/api/v1/auth/profile", op);
+    let op = Doc::with_body(
+        Doc::operation(Access::User, "auth", "Change name and e-mail"),
+        strings(&["name", "email"]),
+    );
+    doc.add(
+        PathItemType::Put,
+        "/api/v1/auth/profile",
+        Doc::answers(op, "200", "Updated", docs::envelope(Object::new())),
+    );
+    let op = Doc::with_body(
+        Doc::operation(Access::User, "auth", "Make a branch the active one"),
+        Object::new().property("branch_id", docs::integer()).required("branch_id"),
+    );
+    doc.add(
+        PathItemType::Post,
+        "/api/v1/auth/switch-branch",
+        Doc::answers(op, "200", "Switched", docs::envelope(Object::new())),
+    );
+    let op = Doc::operation(Access::User, "auth", "Branches the user may work in");
+    let op = Doc::answers(op, "200", "Branches", docs::envelope(salvo::oapi::Array::new().items(summary())));
+    doc.add(PathItemType::Get, "/api/v1/auth/branches", op);
+    let op = Doc::with_body(
+        Doc::operation(Access::User, "auth", "Change the password (ends the user's other sessions)"),
+        strings(&["current_password", "password", "password_confirmation"]),
+    );
+    doc.add(
+        PathItemType::Post,
+        "/api/v1/profile/change-password",
+        Doc::answers(op, "200", "Changed", message()),
     );
 }

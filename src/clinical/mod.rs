@@ -56,6 +56,7 @@ pub static PATIENTS: Resource = Resource {
     read_permission: PATIENTS_READ,
     write_permission: PATIENTS_WRITE,
     audit_reads: true,
+    ..Resource::DEFAULTS
 };
 
 pub static PATIENT_VISITS: Resource = Resource {
@@ -82,7 +83,7 @@ pub static PATIENT_VISITS: Resource = Resource {
     derived: &[],
     read_permission: PATIENTS_READ,
     write_permission: PATIENTS_WRITE,
-    audit_reads: false,
+    ..Resource::DEFAULTS
 };
 
 pub static COMPLAINTS: Resource = Resource {
@@ -110,7 +111,7 @@ pub static COMPLAINTS: Resource = Resource {
     derived: &[PATIENT_OF_VISIT],
     read_permission: PATIENTS_READ,
     write_permission: PATIENTS_WRITE,
-    audit_reads: false,
+    ..Resource::DEFAULTS
 };
 
 pub static RESOURCES: &[&Resource] = &[&PATIENTS, &PATIENT_VISITS, &COMPLAINTS];

@@ -112,7 +112,11 @@ pub fn query(name: &str, schema: impl Into<RefOr<Schema>>, description: &str) ->
 }
 
 pub fn path_id() -> Parameter {
-    Parameter::new("id").location(ParameterIn::Path).required(Required::True).schema(integer())
+    path_param("id")
+}
+
+pub fn path_param(name: &str) -> Parameter {
+    Parameter::new(name).location(ParameterIn::Path).required(Required::True).schema(integer())
 }
 
 impl Default for Doc {

@@ -37,6 +37,20 @@ pub enum Kind {
     Enum(&'static [&'static str]),
     /// The id of another record, which must exist.
     Ref(Target),
+    /// A short code of uppercase letters and digits (branch codes, ticket prefixes);
+    /// lowercase input is uppercased.
+    Code {
+        min: usize,
+        max: usize,
+    },
+    /// A login name: letters, digits, `.`, `_`, `-` (never an e-mail address).
+    Username,
+    /// A password: kept exactly as typed, length rules of `auth::password`.
+    Password,
+    /// A list of distinct positive ids (checked by the resource's own handler).
+    IdList,
+    /// A list of distinct non-empty names (checked by the resource's own handler).
+    NameList,
 }
 
 impl Kind {
@@ -91,6 +105,9 @@ pub const fn branch_ref(name: &'static str, table: &'static str) -> Field {
 }
 pub const fn registry_ref(name: &'static str, table: &'static str) -> Field {
     Field::new(name, Kind::Ref(Target::Registry(table)))
+}
+pub const fn boolean(name: &'static str) -> Field {
+    Field::new(name, Kind::Bool)
 }
 pub const fn integer(name: &'static str, min: i64, max: i64) -> Field {
     Field::new(name, Kind::Integer { min, max })
@@ -172,6 +189,60 @@ pub fn check(field: &Field, value: &Value) -> Result<Value, String> {
             Value::Bool(b) => Ok(Value::Bool(*b)),
             _ => Err(format!("The {name} field must be true or false.")),
         },
+        Kind::Code { min, max } => {
+            let Value::String(s) = value else { return Err(format!("The {name} must be a string.")) };
+            let code = s.trim().to_ascii_uppercase();
+            let ok = (min..=max).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_alphanumeric());
+            if !ok {
+                return Err(format!("The {name} must be {min} to {max} letters or digits."));
+            }
+            Ok(Value::String(code))
+        }
+        Kind::Username => {
+            let Value::String(s) = value else { return Err(format!("The {name} must be a string.")) };
+            let s = s.trim();
+            let ok = (3..=50).contains(&s.len())
+                && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+            if !ok {
+                return Err(format!(
+                    "The {name} must be 3 to 50 letters, digits, dots, dashes or underscores."
+                ));
+            }
+            Ok(Value::String(s.to_owned()))
+        }
+        Kind::Password => {
+            let Value::String(s) = value else { return Err(format!("The {name} must be a string.")) };
+            crate::auth::password::check_strength(s)?;
+            Ok(Value::String(s.clone()))
+        }
+        Kind::IdList => {
+            let Value::Array(items) = value else { return Err(format!("The {name} must be a list of ids.")) };
+            let mut ids: Vec<i64> = Vec::with_capacity(items.len());
+            for item in items {
+                match integer_of(item) {
+                    Some(id) if id > 0 => ids.push(id),
+                    _ => return Err(format!("The {name} must be a list of ids.")),
+                }
+            }
+            ids.sort_unstable();
+            ids.dedup();
+            Ok(Value::from(ids))
+        }
+        Kind::NameList => {
+            let Value::Array(items) = value else {
+                return Err(format!("The {name} must be a list of names."));
+            };
+            let mut names: Vec<String> = Vec::with_capacity(items.len());
+            for item in items {
+                match item.as_str().map(str::trim) {
+                    Some(n) if !n.is_empty() && n.len() <= 100 => names.push(n.to_owned()),
+                    _ => return Err(format!("The {name} must be a list of names.")),
+                }
+            }
+            names.sort();
+            names.dedup();
+            Ok(Value::from(names))
+        }
         Kind::Enum(values) => {
             let s = value.as_str().map(|s| s.trim().to_ascii_lowercase());
             match s {

@@ -36,6 +36,26 @@ pub struct Derived {
 pub const PATIENT_OF_VISIT: Derived =
     Derived { field: "patient_id", from: "patient_visit_id", table: "patient_visits", column: "patient_id" };
 
+/// A resource nested under another: `/branches/{branch_id}/services`. Rows carry the parent's
+/// id in `column`; a parent that does not exist is a 404 for every operation.
+#[derive(Debug, Clone, Copy)]
+pub struct Parent {
+    /// The path parameter naming the parent, as in `path`.
+    pub param: &'static str,
+    pub column: &'static str,
+    pub table: &'static str,
+    /// Whether the parent table hides soft-deleted rows.
+    pub soft_deleted: bool,
+}
+
+/// A unique index whose violation is the client's mistake: a 422 on `field`.
+#[derive(Debug, Clone, Copy)]
+pub struct Unique {
+    pub index: &'static str,
+    pub field: &'static str,
+    pub message: &'static str,
+}
+
 #[derive(Debug)]
 pub struct Resource {
     /// URL segment under `/api/v1`, e.g. `complaints`.
@@ -62,6 +82,36 @@ pub struct Resource {
     pub write_permission: &'static str,
     /// Record who opened a single record (patient charts).
     pub audit_reads: bool,
+    pub parent: Option<Parent>,
+    pub unique: &'static [Unique],
+    /// Accepted on input and documented, but not columns (e.g. a password, role ids); the
+    /// resource's own handlers deal with them.
+    pub write_only: &'static [Field],
+}
+
+impl Resource {
+    /// Everything but the identity of a resource, for `..Resource::DEFAULTS` in declarations.
+    pub const DEFAULTS: Resource = Resource {
+        path: "",
+        table: "",
+        label: "",
+        scope: Scope::Branch,
+        fields: &[],
+        read_only: &[],
+        computed: &[],
+        sort_fields: &["id"],
+        default_sort: "id",
+        default_direction: SortDirection::Asc,
+        search: &[],
+        filters: &[],
+        derived: &[],
+        read_permission: "",
+        write_permission: "",
+        audit_reads: false,
+        parent: None,
+        unique: &[],
+        write_only: &[],
+    };
 }
 
 impl Resource {
@@ -69,18 +119,30 @@ impl Resource {
         self.fields.iter().find(|f| f.name == name)
     }
 
+    /// `/api/v1/...` of the collection, with `{param}` placeholders.
+    pub fn collection_path(&self) -> String {
+        format!("/api/v1/{}", self.path)
+    }
+
     /// Every column of an answer, in order.
     pub fn output_columns(&self) -> impl Iterator<Item = &'static str> + '_ {
         std::iter::once("id")
+            .chain(self.parent.map(|p| p.column))
             .chain(self.read_only.iter().copied())
             .chain(self.fields.iter().map(|f| f.name))
             .chain(["version", "created_at", "updated_at"])
     }
 }
 
-/// All declared resources, for routing and documentation.
-pub fn all() -> Vec<&'static Resource> {
+/// Resources whose five operations are all the shared handlers (the rest compose their own
+/// routes from the shared parts, see `admin`).
+pub fn served_generically() -> Vec<&'static Resource> {
     crate::clinical::RESOURCES.to_vec()
+}
+
+/// All declared resources, for documentation and checks.
+pub fn all() -> Vec<&'static Resource> {
+    crate::clinical::RESOURCES.iter().chain(crate::admin::RESOURCES).copied().collect()
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use crate::http::{self as web, list};
 use crate::tenancy::BranchRoute;
 
 #[derive(Clone, Copy, Debug)]
-enum Op {
+pub enum Op {
     List,
     Create,
     Show,
@@ -25,9 +25,14 @@ enum Op {
     Delete,
 }
 
-struct ResourceHandler {
+/// The shared handler of one operation on one resource.
+pub struct ResourceHandler {
     resource: &'static Resource,
     op: Op,
+}
+
+pub fn handler(resource: &'static Resource, op: Op) -> ResourceHandler {
+    ResourceHandler { resource, op }
 }
 
 #[async_trait]
@@ -37,6 +42,29 @@ impl Handler for ResourceHandler {
             res.render(e);
         }
     }
+}
+
+/// The `If-Match` of a request, if any.
+pub fn if_match(req: &Request) -> Option<IfMatch> {
+    req.headers().get("if-match").and_then(|v| v.to_str().ok()).map(IfMatch::parse)
+}
+
+/// 201 with the record, its ETag and its Location.
+pub fn respond_created(req: &Request, res: &mut Response, resource: &Resource, record: serde_json::Value) {
+    set_etag(res, &record);
+    if let Some(id) = record.get("id").and_then(|v| v.as_i64())
+        && let Ok(location) =
+            HeaderValue::from_str(&format!("{}/{id}", req.uri().path().trim_end_matches('/')))
+    {
+        res.headers_mut().insert(LOCATION, location);
+    }
+    web::created(res, &format!("{} created.", resource.label), record);
+}
+
+/// 200 with the record and its ETag.
+pub fn respond_updated(res: &mut Response, resource: &Resource, record: serde_json::Value) {
+    set_etag(res, &record);
+    web::ok(res, &format!("{} updated.", resource.label), record);
 }
 
 fn set_etag(res: &mut Response, record: &serde_json::Value) {
@@ -70,7 +98,17 @@ impl ResourceHandler {
             return Err(ApiError::forbidden("You do not have permission to do this."));
         }
         let writer = Writer { user_id: user.id, registry: &state.registry };
-        let if_match = || req.headers().get("if-match").and_then(|v| v.to_str().ok()).map(IfMatch::parse);
+        let if_match = || if_match(req);
+        let within = match resource.parent {
+            Some(parent) => Some((parent.column, web::path_id(req, parent.param)?)),
+            None => None,
+        };
+        let mut conn = self.connect(&state, depot).await?;
+        if let Some((_, parent_id)) = within
+            && !store::parent_exists(&mut conn, resource, parent_id).await?
+        {
+            return Err(ApiError::NotFound);
+        }
         match self.op {
             Op::List => {
                 let pairs = list::query_pairs(req);
@@ -81,46 +119,34 @@ impl ResourceHandler {
                     filters: resource.filters,
                 };
                 let query = list::parse(&pairs, &rules)?;
-                let mut conn = self.connect(&state, depot).await?;
-                let (total, rows) = store::list(&mut conn, resource, &query).await?;
+                let (total, rows) = store::list(&mut conn, resource, within, &query).await?;
                 let base = web::base_url(req, state.trusts_forwarded_headers(req));
                 res.render(Json(list::envelope(&base, req.uri().path(), &pairs, &query, total, rows)));
             }
             Op::Show => {
                 let id = web::path_id(req, "id")?;
-                let mut conn = self.connect(&state, depot).await?;
-                let record = store::fetch(&mut conn, resource, id, user.id).await?;
+                let record = store::fetch(&mut conn, resource, within, id, user.id).await?;
                 set_etag(res, &record);
                 web::ok(res, &format!("{} retrieved.", resource.label), record);
             }
             Op::Create => {
                 let body = web::json_object(req, state.settings.max_body_bytes).await?;
                 let input = store::validate(resource, &body, true).map_err(ApiError::Validation)?;
-                let mut conn = self.connect(&state, depot).await?;
-                let record = store::create(&mut conn, &writer, resource, input).await?;
-                set_etag(res, &record);
-                if let Some(id) = record.get("id").and_then(|v| v.as_i64())
-                    && let Ok(location) = HeaderValue::from_str(&format!("/api/v1/{}/{id}", resource.path))
-                {
-                    res.headers_mut().insert(LOCATION, location);
-                }
-                web::created(res, &format!("{} created.", resource.label), record);
+                let record = store::create(&mut conn, &writer, resource, within, input).await?;
+                respond_created(req, res, resource, record);
             }
             Op::Update => {
                 let id = web::path_id(req, "id")?;
                 let if_match = if_match();
                 let body = web::json_object(req, state.settings.max_body_bytes).await?;
                 let input = store::validate(resource, &body, false).map_err(ApiError::Validation)?;
-                let mut conn = self.connect(&state, depot).await?;
-                let record = store::update(&mut conn, &writer, resource, id, input, if_match).await?;
-                set_etag(res, &record);
-                web::ok(res, &format!("{} updated.", resource.label), record);
+                let record = store::update(&mut conn, &writer, resource, within, id, input, if_match).await?;
+                respond_updated(res, resource, record);
             }
             Op::Delete => {
                 let id = web::path_id(req, "id")?;
                 let if_match = if_match();
-                let mut conn = self.connect(&state, depot).await?;
-                store::delete(&mut conn, &writer, resource, id, if_match).await?;
+                store::delete(&mut conn, &writer, resource, within, id, if_match).await?;
                 web::done(res, &format!("{} deleted.", resource.label));
             }
         }
@@ -153,6 +179,16 @@ fn field_schema(kind: Kind) -> Object {
         Kind::Date { .. } => docs::date(),
         Kind::Bool => Object::with_type(BasicType::Boolean),
         Kind::Enum(values) => docs::string().enum_values(values.iter().copied()),
+        Kind::Code { min, max } => {
+            docs::string().min_length(min).max_length(max).description("Uppercase letters and digits")
+        }
+        Kind::Username => docs::string().min_length(3).max_length(50),
+        Kind::Password => docs::string()
+            .min_length(8)
+            .max_length(128)
+            .format(salvo::oapi::SchemaFormat::KnownFormat(salvo::oapi::KnownFormat::Password)),
+        Kind::IdList => salvo::oapi::Object::with_type(BasicType::Array).description("List of ids"),
+        Kind::NameList => salvo::oapi::Object::with_type(BasicType::Array).description("List of names"),
     }
 }
 
@@ -164,9 +200,18 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
     for column in resource.read_only {
         output = output.property(*column, docs::string().read_only(true));
     }
+    if let Some(parent) = resource.parent {
+        output = output.property(parent.column, docs::integer());
+    }
     for f in resource.fields {
         input = input.property(f.name, field_schema(f.kind));
         output = output.property(f.name, field_schema(f.kind));
+        if f.required {
+            input = input.required(f.name);
+        }
+    }
+    for f in resource.write_only {
+        input = input.property(f.name, field_schema(f.kind));
         if f.required {
             input = input.required(f.name);
         }
@@ -186,11 +231,24 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
         Scope::Branch => Access::Branch,
         Scope::Registry => Access::User,
     };
-    let tag = resource.path;
-    let collection = format!("/api/v1/{}", resource.path);
+    let tag = resource.path.split('/').next().unwrap_or(resource.path);
+    let collection = resource.collection_path();
     let member = format!("{collection}/{{id}}");
+    let parent_param = resource.parent.map(|p| {
+        salvo::oapi::Parameter::new(p.param)
+            .location(salvo::oapi::ParameterIn::Path)
+            .required(salvo::oapi::Required::True)
+            .schema(docs::integer())
+    });
+    let operation = |summary: &str| {
+        let op = Doc::operation(access, tag, summary);
+        match &parent_param {
+            Some(p) => op.add_parameter(p.clone()),
+            None => op,
+        }
+    };
 
-    let mut list_op = Doc::operation(access, tag, &format!("List {}", resource.path.replace('-', " ")))
+    let mut list_op = operation(&format!("List {}", resource.label.to_lowercase()))
         .add_parameter(docs::query("page", docs::integer().minimum(1), "Page number (default 1)"))
         .add_parameter(docs::query(
             "perPage",
@@ -221,7 +279,7 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
     let list_op = Doc::answers(list_op, "200", "One page", docs::paginated(item()));
     doc.add(PathItemType::Get, &collection, list_op);
 
-    let create = Doc::operation(access, tag, &format!("Create a {}", resource.label.to_lowercase()));
+    let create = operation(&format!("Create a {}", resource.label.to_lowercase()));
     doc.add(
         PathItemType::Post,
         &collection,

@@ -10,8 +10,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error as PgError, Row, Statement};
 use tracing::Instrument;
 
+use super::Resource;
 use super::field::{self, Kind, Target};
-use super::{Resource, Scope};
 use crate::db::{BranchConn, RegistryPool};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::list::ListQuery;
@@ -118,7 +118,7 @@ pub fn validate(
 ) -> Result<Map<String, Value>, FieldErrors> {
     let mut errors = FieldErrors::new();
     let mut clean = Map::new();
-    for f in resource.fields {
+    for f in resource.fields.iter().chain(resource.write_only) {
         match body.get(f.name) {
             None if creating && f.required && !resource.derived.iter().any(|d| d.field == f.name) => {
                 errors
@@ -151,13 +151,52 @@ pub fn validate(
     if errors.is_empty() { Ok(clean) } else { Err(errors) }
 }
 
+/// The parent a nested resource's rows must belong to: `(column, id)`.
+pub type Within = Option<(&'static str, i64)>;
+
+/// Whether the parent named in the path exists (nested resources answer 404 otherwise).
+pub async fn parent_exists(conn: &mut Conn, resource: &Resource, id: i64) -> ApiResult<bool> {
+    let Some(parent) = resource.parent else { return Ok(true) };
+    let sql = format!(
+        "SELECT EXISTS (SELECT 1 FROM {} WHERE id = $1{})",
+        parent.table,
+        if parent.soft_deleted { " AND deleted_at IS NULL" } else { "" }
+    );
+    let client = conn.client();
+    let stmt = Sql::prepare_cached(&*client, &sql).await?;
+    Ok(client.fetch_one(&stmt, &[&id]).await?.get(0))
+}
+
+/// A unique violation the resource declared is the client's mistake (422), not a 500.
+fn unique_violation(resource: &Resource, e: tokio_postgres::Error) -> ApiError {
+    if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
+        && let Some(db) = e.as_db_error()
+        && let Some(rule) = resource.unique.iter().find(|u| Some(u.index) == db.constraint())
+    {
+        return ApiError::field(rule.field, rule.message);
+    }
+    e.into()
+}
+
 /// Rows of one page and the total, for the list envelope.
-pub async fn list(conn: &mut Conn, resource: &Resource, query: &ListQuery) -> ApiResult<(i64, Vec<Value>)> {
+pub async fn list(
+    conn: &mut Conn,
+    resource: &Resource,
+    within: Within,
+    query: &ListQuery,
+) -> ApiResult<(i64, Vec<Value>)> {
     let mut params: Vec<Param> = Vec::new();
     let mut conditions = vec!["t.deleted_at IS NULL".to_owned()];
+    if let Some((column, id)) = within {
+        params.push(Box::new(id));
+        conditions.push(format!("t.{column} = $1"));
+    }
     let mut errors = FieldErrors::new();
     for (name, raw) in &query.filters {
         let kind = resource.field(name).map_or(Kind::Text { max: 200 }, |f| f.kind);
+        if matches!(kind, Kind::IdList | Kind::NameList) {
+            continue;
+        }
         let value: Param = match kind {
             Kind::Integer { .. } | Kind::Ref(_) => match raw.parse::<i64>() {
                 Ok(v) => Box::new(v),
@@ -249,17 +288,28 @@ pub async fn list(conn: &mut Conn, resource: &Resource, query: &ListQuery) -> Ap
 async fn select_one(
     client: &impl Sql,
     resource: &Resource,
+    within: Within,
     id: i64,
     lock: bool,
 ) -> Result<Option<Value>, tokio_postgres::Error> {
     let sql = format!(
-        "SELECT to_jsonb(r) FROM (SELECT {} FROM {} t WHERE t.id = $1 AND t.deleted_at IS NULL{}) r",
+        "SELECT to_jsonb(r) FROM (SELECT {} FROM {} t WHERE t.id = $1 AND t.deleted_at IS NULL{}{}) r",
         select_columns(resource),
         resource.table,
-        if lock { " FOR UPDATE" } else { "" },
+        within.map(|(column, _)| format!(" AND t.{column} = $2")).unwrap_or_default(),
+        if lock { " FOR UPDATE OF t" } else { "" },
     );
     let stmt = client.prepare_cached(&sql).await?;
-    Ok(client.fetch_opt(&stmt, &[&id]).await?.map(|r| r.get(0)))
+    let rows = match within {
+        Some((_, parent)) => client.fetch_opt(&stmt, &[&id, &parent]).await?,
+        None => client.fetch_opt(&stmt, &[&id]).await?,
+    };
+    Ok(rows.map(|r| r.get(0)))
+}
+
+/// Re-reads a record after a write, for the answer.
+pub async fn reload(client: &impl Sql, resource: &Resource, id: i64) -> ApiResult<Value> {
+    select_one(client, resource, None, id, false).await?.ok_or(ApiError::NotFound)
 }
 
 async fn audit(
@@ -281,10 +331,16 @@ async fn audit(
 }
 
 /// One record; opening a record of a resource that audits reads is recorded.
-pub async fn fetch(conn: &mut Conn, resource: &Resource, id: i64, reader: i64) -> ApiResult<Value> {
+pub async fn fetch(
+    conn: &mut Conn,
+    resource: &Resource,
+    within: Within,
+    id: i64,
+    reader: i64,
+) -> ApiResult<Value> {
     let client = conn.client();
     async {
-        let row = select_one(&*client, resource, id, false).await?.ok_or(ApiError::NotFound)?;
+        let row = select_one(&*client, resource, within, id, false).await?.ok_or(ApiError::NotFound)?;
         if resource.audit_reads {
             audit(&*client, reader, "view", resource, id, None, None).await?;
         }
@@ -424,14 +480,37 @@ pub async fn create(
     conn: &mut Conn,
     writer: &Writer<'_>,
     resource: &Resource,
-    mut input: Map<String, Value>,
+    within: Within,
+    input: Map<String, Value>,
 ) -> ApiResult<Value> {
     let client = conn.client();
     async {
         let tx = client.transaction().await?;
-        check_references(&tx, writer, resource, &mut input, None).await?;
-        let columns: Vec<&str> =
+        let after = insert(&tx, writer, resource, within, input).await?;
+        tx.commit().await?;
+        Ok(after)
+    }
+    .instrument(db_span(resource, "INSERT"))
+    .await
+}
+
+/// Inserts and audits inside the caller's transaction (for handlers that write more rows
+/// alongside, such as a user's roles).
+pub async fn insert(
+    tx: &deadpool_postgres::Transaction<'_>,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    within: Within,
+    mut input: Map<String, Value>,
+) -> ApiResult<Value> {
+    {
+        check_references(tx, writer, resource, &mut input, None).await?;
+        let mut columns: Vec<&str> =
             resource.fields.iter().map(|f| f.name).filter(|n| input.contains_key(*n)).collect();
+        if let Some((column, id)) = within {
+            input.insert(column.into(), Value::from(id));
+            columns.push(column);
+        }
         let list = columns.iter().map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ");
         let sql = format!(
             "INSERT INTO {table} ({cols}{sep}created_by, updated_by)
@@ -441,33 +520,50 @@ pub async fn create(
             sep = if columns.is_empty() { "" } else { ", " },
         );
         let stmt = tx.prepare_cached(&sql).await?;
-        let id: i64 = tx.fetch_one(&stmt, &[&Value::Object(input), &writer.user_id]).await?.get(0);
-        let after = select_one(&tx, resource, id, false).await?.ok_or(ApiError::NotFound)?;
-        audit(&tx, writer.user_id, "create", resource, id, None, Some(&after)).await?;
-        tx.commit().await?;
+        let id: i64 = tx
+            .fetch_one(&stmt, &[&Value::Object(input), &writer.user_id])
+            .await
+            .map_err(|e| unique_violation(resource, e))?
+            .get(0);
+        let after = reload(tx, resource, id).await?;
+        audit(tx, writer.user_id, "create", resource, id, None, Some(&after)).await?;
         Ok(after)
     }
-    .instrument(db_span(resource, "INSERT"))
-    .await
 }
 
 pub async fn update(
     conn: &mut Conn,
     writer: &Writer<'_>,
     resource: &Resource,
+    within: Within,
     id: i64,
-    mut input: Map<String, Value>,
+    input: Map<String, Value>,
     if_match: Option<IfMatch>,
 ) -> ApiResult<Value> {
     let client = conn.client();
     async {
         let tx = client.transaction().await?;
-        let before = select_one(&tx, resource, id, true).await?.ok_or(ApiError::NotFound)?;
-        let version = before.get("version").and_then(Value::as_i64).unwrap_or_default();
-        if if_match.is_some_and(|m| !m.allows(version)) {
-            return Err(ApiError::PreconditionFailed);
-        }
-        check_references(&tx, writer, resource, &mut input, Some(&before)).await?;
+        let after = change(&tx, writer, resource, within, id, input, if_match).await?;
+        tx.commit().await?;
+        Ok(after)
+    }
+    .instrument(db_span(resource, "UPDATE"))
+    .await
+}
+
+/// Updates and audits inside the caller's transaction.
+pub async fn change(
+    tx: &deadpool_postgres::Transaction<'_>,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    within: Within,
+    id: i64,
+    mut input: Map<String, Value>,
+    if_match: Option<IfMatch>,
+) -> ApiResult<Value> {
+    {
+        let before = lock_for_change(tx, resource, within, id, if_match).await?;
+        check_references(tx, writer, resource, &mut input, Some(&before)).await?;
         let columns: Vec<&str> =
             resource.fields.iter().map(|f| f.name).filter(|n| input.contains_key(*n)).collect();
         let sets: String = columns.iter().map(|c| format!("{c} = r.{c}, ")).collect();
@@ -477,14 +573,13 @@ pub async fn update(
             table = resource.table,
         );
         let stmt = tx.prepare_cached(&sql).await?;
-        tx.run_stmt(&stmt, &[&Value::Object(input), &id, &writer.user_id]).await?;
-        let after = select_one(&tx, resource, id, false).await?.ok_or(ApiError::NotFound)?;
-        audit(&tx, writer.user_id, "update", resource, id, Some(&before), Some(&after)).await?;
-        tx.commit().await?;
+        tx.run_stmt(&stmt, &[&Value::Object(input), &id, &writer.user_id])
+            .await
+            .map_err(|e| unique_violation(resource, e))?;
+        let after = reload(tx, resource, id).await?;
+        audit(tx, writer.user_id, "update", resource, id, Some(&before), Some(&after)).await?;
         Ok(after)
     }
-    .instrument(db_span(resource, "UPDATE"))
-    .await
 }
 
 /// Soft delete: later reads give 404; the row and its history stay.
@@ -492,17 +587,14 @@ pub async fn delete(
     conn: &mut Conn,
     writer: &Writer<'_>,
     resource: &Resource,
+    within: Within,
     id: i64,
     if_match: Option<IfMatch>,
 ) -> ApiResult<()> {
     let client = conn.client();
     async {
         let tx = client.transaction().await?;
-        let before = select_one(&tx, resource, id, true).await?.ok_or(ApiError::NotFound)?;
-        let version = before.get("version").and_then(Value::as_i64).unwrap_or_default();
-        if if_match.is_some_and(|m| !m.allows(version)) {
-            return Err(ApiError::PreconditionFailed);
-        }
+        let before = lock_for_change(&tx, resource, within, id, if_match).await?;
         let sql = format!(
             "UPDATE {} SET deleted_at = now(), updated_at = now(), version = version + 1, updated_by = $2 WHERE id = $1",
             resource.table
@@ -517,7 +609,32 @@ pub async fn delete(
     .await
 }
 
-/// Scope sanity: a branch resource must never be served from the registry and vice versa.
-pub fn expects(resource: &Resource, conn: &Conn) -> bool {
-    matches!((resource.scope, conn), (Scope::Branch, Conn::Branch(_)) | (Scope::Registry, Conn::Registry(_)))
+/// Appends an audit record for a change a resource's own handler made.
+pub async fn audit_change(
+    tx: &deadpool_postgres::Transaction<'_>,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    action: &str,
+    id: i64,
+    before: Option<&Value>,
+    after: Option<&Value>,
+) -> ApiResult<()> {
+    Ok(audit(tx, writer.user_id, action, resource, id, before, after).await?)
+}
+
+/// Locks and returns a record for a resource's own write handler (404 when absent, 412 when
+/// `If-Match` no longer matches).
+pub async fn lock_for_change(
+    tx: &deadpool_postgres::Transaction<'_>,
+    resource: &Resource,
+    within: Within,
+    id: i64,
+    if_match: Option<IfMatch>,
+) -> ApiResult<Value> {
+    let before = select_one(tx, resource, within, id, true).await?.ok_or(ApiError::NotFound)?;
+    let version = before.get("version").and_then(Value::as_i64).unwrap_or_default();
+    if if_match.is_some_and(|m| !m.allows(version)) {
+        return Err(ApiError::PreconditionFailed);
+    }
+    Ok(before)
 }

@@ -1,0 +1,121 @@
+//! Administration (permission `admin.access`): roles, branches, branch services and their
+//! staff, users. Reads go through the shared resource handlers; writes that touch more than
+//! one table (a role's permissions, a user's roles, provisioning a branch) have handlers of
+//! their own, which still validate, audit and answer through the shared machinery.
+
+pub mod branches;
+pub mod roles;
+pub mod services;
+pub mod users;
+
+use salvo::oapi::PathItemType;
+use salvo::prelude::*;
+
+use crate::auth::Require;
+use crate::auth::permissions::ADMIN_ACCESS;
+use crate::http::docs::{self, Access, Doc};
+use crate::resource::Resource;
+use crate::resource::routes::{Op, handler};
+
+/// What every admin write handler starts from.
+pub(crate) struct Ctx {
+    pub state: std::sync::Arc<crate::app::AppState>,
+    pub user: std::sync::Arc<crate::auth::AuthUser>,
+}
+
+impl Ctx {
+    pub fn of(depot: &Depot) -> crate::http::error::ApiResult<Self> {
+        Ok(Self { state: crate::app::AppState::of(depot), user: crate::auth::current_user(depot)? })
+    }
+
+    pub fn writer(&self) -> crate::resource::store::Writer<'_> {
+        crate::resource::store::Writer { user_id: self.user.id, registry: &self.state.registry }
+    }
+
+    /// The request body, checked against `resource`'s declaration.
+    pub async fn input(
+        &self,
+        req: &mut Request,
+        resource: &Resource,
+        creating: bool,
+    ) -> crate::http::error::ApiResult<serde_json::Map<String, serde_json::Value>> {
+        let body = crate::http::json_object(req, self.state.settings.max_body_bytes).await?;
+        crate::resource::store::validate(resource, &body, creating)
+            .map_err(crate::http::error::ApiError::Validation)
+    }
+}
+
+/// Ids from a validated id-list field.
+pub(crate) fn ids(input: &serde_json::Map<String, serde_json::Value>, field: &str) -> Option<Vec<i64>> {
+    input.get(field).and_then(|v| v.as_array()).map(|a| a.iter().filter_map(|v| v.as_i64()).collect())
+}
+
+pub static RESOURCES: &[&Resource] =
+    &[&roles::ROLES, &branches::BRANCHES, &services::BRANCH_SERVICES, &users::USERS];
+
+/// `/{path}` and `/{path}/{id}` with shared reads and the resource's own writes.
+fn routes(
+    resource: &'static Resource,
+    create: impl Handler,
+    update: impl Handler,
+    delete: impl Handler,
+) -> Router {
+    Router::with_path(resource.path)
+        .get(handler(resource, Op::List))
+        .post(create)
+        .push(Router::with_path("{id}").get(handler(resource, Op::Show)).put(update).delete(delete))
+}
+
+pub fn router() -> Router {
+    Router::new()
+        .hoop(Require(ADMIN_ACCESS))
+        .push(Router::with_path("permissions").get(roles::catalogue))
+        .push(routes(&roles::ROLES, roles::create, roles::update, roles::delete))
+        .push(
+            crate::resource::routes::router(&services::BRANCH_SERVICES).push(
+                Router::with_path("{id}/staff")
+                    .post(services::assign)
+                    .push(Router::with_path("{user}").delete(services::unassign)),
+            ),
+        )
+        .push(routes(&branches::BRANCHES, branches::create, branches::update, branches::archive))
+        .push(routes(&users::USERS, users::create, users::update, users::deactivate))
+}
+
+/// The routes that are not plain resource operations.
+pub fn document(doc: &mut Doc) {
+    let op = Doc::operation(Access::User, "roles", "The permission catalogue");
+    let op = Doc::answers(
+        op,
+        "200",
+        "Every permission",
+        docs::envelope(
+            salvo::oapi::Object::new()
+                .property("name", docs::string())
+                .property("description", docs::string()),
+        ),
+    );
+    doc.add(PathItemType::Get, "/api/v1/permissions", op);
+    let staff = "/api/v1/branches/{branch_id}/services/{id}/staff";
+    let op = Doc::operation(Access::User, "branches", "Assign a user to serve at a branch service")
+        .add_parameter(docs::path_param("branch_id"))
+        .add_parameter(docs::path_id());
+    let op = Doc::with_body(
+        op,
+        salvo::oapi::Object::new().property("user_id", docs::integer()).required("user_id"),
+    );
+    doc.add(
+        PathItemType::Post,
+        staff,
+        Doc::not_found(Doc::answers(op, "200", "Assigned", docs::envelope(docs::string()))),
+    );
+    let op = Doc::operation(Access::User, "branches", "Remove a user from a branch service")
+        .add_parameter(docs::path_param("branch_id"))
+        .add_parameter(docs::path_id())
+        .add_parameter(docs::path_param("user"));
+    doc.add(
+        PathItemType::Delete,
+        &format!("{staff}/{{user}}"),
+        Doc::not_found(Doc::answers(op, "200", "Removed", docs::envelope(docs::string()))),
+    );
+}

@@ -1,0 +1,131 @@
+//! `/branches/{branch_id}/services`: the counters of a branch where patients queue, and the
+//! staff who serve at each.
+
+use salvo::prelude::*;
+use serde_json::{Value, json};
+
+use super::Ctx;
+use crate::auth::permissions::ADMIN_ACCESS;
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::{self as web};
+use crate::resource::field::{self, Field, Kind, boolean, registry_ref, text};
+use crate::resource::store;
+use crate::resource::{Parent, Resource, Scope, Unique};
+
+pub static BRANCH_SERVICES: Resource = Resource {
+    path: "branches/{branch_id}/services",
+    table: "branch_services",
+    label: "Branch service",
+    scope: Scope::Registry,
+    fields: &[
+        text("name", 100).required(),
+        // Prefix of this service's queue tickets.
+        Field::new("code", Kind::Code { min: 1, max: 5 }).required(),
+        text("description", 500),
+        boolean("active"),
+    ],
+    computed: &[(
+        "staff_ids",
+        "ARRAY(SELECT s.user_id FROM branch_service_staff s WHERE s.service_id = t.id ORDER BY 1)",
+    )],
+    parent: Some(Parent { param: "branch_id", column: "branch_id", table: "branches", soft_deleted: false }),
+    sort_fields: &["name", "code", "created_at", "id"],
+    default_sort: "name",
+    search: &["name", "code"],
+    filters: &["active"],
+    read_permission: ADMIN_ACCESS,
+    write_permission: ADMIN_ACCESS,
+    unique: &[Unique {
+        index: "branch_services_code_key",
+        field: "code",
+        message: "The code is already used by another service of this branch.",
+    }],
+    ..Resource::DEFAULTS
+};
+
+/// The service named by the path, locked, or 404.
+async fn service(tx: &deadpool_postgres::Transaction<'_>, req: &Request) -> ApiResult<(i64, i64, Value)> {
+    let branch = web::path_id(req, "branch_id")?;
+    let id = web::path_id(req, "id")?;
+    let record = store::lock_for_change(tx, &BRANCH_SERVICES, Some(("branch_id", branch)), id, None).await?;
+    Ok((branch, id, record))
+}
+
+#[handler]
+pub async fn assign(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let ctx = Ctx::of(depot)?;
+    let body = web::json_object(req, ctx.state.settings.max_body_bytes).await?;
+    let user_id = match body.get("user_id").filter(|v| !v.is_null()) {
+        None => return Err(ApiError::field("user_id", "The user id field is required.")),
+        Some(v) => field::check(&registry_ref("user_id", "users"), v)
+            .map_err(|message| ApiError::field("user_id", message))?
+            .as_i64()
+            .unwrap_or_default(),
+    };
+    let mut client = ctx.state.registry.get().await?;
+    let tx = client.transaction().await?;
+    let (branch, id, _) = service(&tx, req).await?;
+    let row = tx
+        .query_opt(
+            "SELECT u.active, EXISTS (SELECT 1 FROM branch_users bu WHERE bu.user_id = u.id AND bu.branch_id = $2)
+               FROM users u WHERE u.id = $1",
+            &[&user_id, &branch],
+        )
+        .await?;
+    match row.map(|r| (r.get::<_, bool>(0), r.get::<_, bool>(1))) {
+        None | Some((false, _)) => {
+            return Err(ApiError::field("user_id", "The selected user id is invalid."));
+        }
+        Some((true, false)) => {
+            return Err(ApiError::field("user_id", "The user has no access to this branch; grant it first."));
+        }
+        Some((true, true)) => {}
+    }
+    tx.execute(
+        "INSERT INTO branch_service_staff (service_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        &[&id, &user_id],
+    )
+    .await?;
+    let after = store::reload(&tx, &BRANCH_SERVICES, id).await?;
+    store::audit_change(
+        &tx,
+        &ctx.writer(),
+        &BRANCH_SERVICES,
+        "assign_staff",
+        id,
+        None,
+        Some(&json!({ "user_id": user_id })),
+    )
+    .await?;
+    tx.commit().await?;
+    web::ok(res, "Staff assigned.", after);
+    Ok(())
+}
+
+#[handler]
+pub async fn unassign(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let ctx = Ctx::of(depot)?;
+    let user_id = web::path_id(req, "user")?;
+    let mut client = ctx.state.registry.get().await?;
+    let tx = client.transaction().await?;
+    let (_, id, _) = service(&tx, req).await?;
+    let removed = tx
+        .execute("DELETE FROM branch_service_staff WHERE service_id = $1 AND user_id = $2", &[&id, &user_id])
+        .await?;
+    if removed == 0 {
+        return Err(ApiError::NotFound);
+    }
+    store::audit_change(
+        &tx,
+        &ctx.writer(),
+        &BRANCH_SERVICES,
+        "remove_staff",
+        id,
+        Some(&json!({ "user_id": user_id })),
+        None,
+    )
+    .await?;
+    tx.commit().await?;
+    web::done(res, "Staff removed.");
+    Ok(())
+}
