@@ -136,8 +136,12 @@ impl Settings {
     }
 
     fn check(&self) -> anyhow::Result<()> {
-        if self.registry_pool_size == 0 || self.branch_pool_size == 0 {
-            bail!("pool sizes must be at least 1");
+        // Start-up holds one registry connection (a lock) while provisioning uses another.
+        if self.registry_pool_size < 2 {
+            bail!("REGISTRY_POOL_SIZE must be at least 2");
+        }
+        if self.branch_pool_size == 0 {
+            bail!("BRANCH_POOL_SIZE must be at least 1");
         }
         if !(1..=20).contains(&self.password_hash_log_n) {
             bail!("PASSWORD_HASH_COST must be between 1 and 20");
