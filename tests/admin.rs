@@ -1,0 +1,997 @@
+//! SPEC.md "Admin routes" (permission `admin.access`) and DESIGN.md's decisions on roles,
+//! branches, branch services, staff and users, over HTTP against a real server.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::TestApp;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const BRANCHES: &str = "/api/v1/branches";
+const ROLES: &str = "/api/v1/roles";
+const USERS: &str = "/api/v1/users";
+const PERMISSIONS: &str = "/api/v1/permissions";
+const PATIENTS: &str = "/api/v1/patients";
+const LOGIN: &str = "/api/v1/auth/login";
+const USER_PASSWORD: &str = "user-password-1";
+const DEFAULT_ROLES: [&str; 6] = ["admin", "cashier", "doctor", "nurse", "pharmacist", "receptionist"];
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------
+
+struct Reply {
+    status: u16,
+    text: String,
+    body: Value,
+}
+
+async fn reply(req: reqwest::RequestBuilder) -> Reply {
+    let res = req.send().await.expect("request sent");
+    let status = res.status().as_u16();
+    let text = res.text().await.expect("body read");
+    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Reply { status, text, body }
+}
+
+#[track_caller]
+fn assert_error(r: &Reply, status: u16, code: &str) {
+    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
+    assert!(
+        r.body["message"].as_str().is_some_and(|m| !m.trim().is_empty()),
+        "error without a message: {}",
+        r.text
+    );
+    assert_eq!(r.body["code"], code, "error code; body: {}", r.text);
+}
+
+/// A 422 whose `errors` names exactly `fields`, each with a non-empty list of messages.
+#[track_caller]
+fn assert_invalid(r: &Reply, fields: &[&str]) {
+    assert_eq!(r.status, 422, "expected a 422 on {fields:?}; body: {}", r.text);
+    assert!(r.body["message"].as_str().is_some_and(|m| !m.trim().is_empty()), "no message: {}", r.text);
+    let errors = r.body["errors"].as_object().unwrap_or_else(|| panic!("no errors object: {}", r.text));
+    let named: BTreeSet<&str> = errors.keys().map(String::as_str).collect();
+    let expected: BTreeSet<&str> = fields.iter().copied().collect();
+    assert_eq!(named, expected, "fields named by the 422: {}", r.text);
+    for (field, messages) in errors {
+        let messages = messages.as_array().unwrap_or_else(|| panic!("errors.{field} is not an array"));
+        assert!(!messages.is_empty(), "errors.{field} is empty");
+        assert!(messages.iter().all(|m| m.as_str().is_some_and(|m| !m.trim().is_empty())));
+    }
+}
+
+#[track_caller]
+fn assert_message(r: &Reply) {
+    assert!(r.body["message"].as_str().is_some_and(|m| !m.trim().is_empty()), "no message: {}", r.text);
+}
+
+/// A refusal of a self-deactivation: 409 or 422, with a message.
+#[track_caller]
+fn assert_refused(r: &Reply) {
+    assert!(r.status == 409 || r.status == 422, "expected 409 or 422: {} {}", r.status, r.text);
+    assert_message(r);
+}
+
+/// Admin tests log in often; the login limit is not what they are about.
+async fn spawn() -> TestApp {
+    TestApp::spawn_with(|s| s.rate_limit_login = 1000).await
+}
+
+async fn get(app: &TestApp, path: &str) -> Reply {
+    reply(app.request(Method::GET, path, None)).await
+}
+
+async fn post(app: &TestApp, path: &str, body: Value) -> Reply {
+    reply(app.request(Method::POST, path, None).json(&body)).await
+}
+
+async fn put(app: &TestApp, path: &str, body: Value) -> Reply {
+    reply(app.request(Method::PUT, path, None).json(&body)).await
+}
+
+async fn delete(app: &TestApp, path: &str) -> Reply {
+    reply(app.request(Method::DELETE, path, None)).await
+}
+
+fn id_of(r: &Reply) -> i64 {
+    r.body["data"]["id"].as_i64().unwrap_or_else(|| panic!("no data.id in {}", r.text))
+}
+
+async fn admin_id(app: &TestApp) -> i64 {
+    let client = app.state.registry.get().await.unwrap();
+    client.query_one("SELECT id FROM users WHERE username = 'admin'", &[]).await.unwrap().get(0)
+}
+
+async fn role_id(app: &TestApp, name: &str) -> i64 {
+    let client = app.state.registry.get().await.unwrap();
+    client.query_one("SELECT id FROM roles WHERE name = $1", &[&name]).await.unwrap().get(0)
+}
+
+async fn login_reply(app: &TestApp, username: &str, password: &str) -> Reply {
+    reply(app.http.post(app.url(LOGIN)).json(&json!({ "username": username, "password": password }))).await
+}
+
+async fn profile_status(app: &TestApp, token: &str) -> u16 {
+    reply(app.request_as(token, Method::GET, "/api/v1/auth/profile", None)).await.status
+}
+
+fn ids(list: &Value) -> BTreeSet<i64> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .map(|v| v["id"].as_i64().unwrap_or_else(|| panic!("no id in {v}")))
+        .collect()
+}
+
+fn int_list(v: &Value) -> Vec<i64> {
+    v.as_array().unwrap_or_else(|| panic!("not an array: {v}")).iter().map(|x| x.as_i64().unwrap()).collect()
+}
+
+/// No key of `value`, at any depth, mentions a password.
+#[track_caller]
+fn assert_no_password_fields(value: &Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map {
+                assert!(!key.contains("password"), "a password field is shown: {key} in {value}");
+                assert_no_password_fields(inner);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(assert_no_password_fields),
+        _ => {}
+    }
+}
+
+/// Creates a branch service; returns its id.
+async fn new_service(app: &TestApp, branch: i64, name: &str, code: &str) -> i64 {
+    let r = post(app, &format!("{BRANCHES}/{branch}/services"), json!({ "name": name, "code": code })).await;
+    assert_eq!(r.status, 201, "create service: {}", r.text);
+    id_of(&r)
+}
+
+// ---------------------------------------------------------------------------------------
+// admin.access (rule 6)
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn admin_routes_are_403_without_admin_access_and_401_without_a_token() {
+    let app = spawn().await;
+    let main = app.main_branch().await;
+    let admin = admin_id(&app).await;
+    let nurse_role = role_id(&app, "nurse").await;
+    let admin_role = role_id(&app, "admin").await;
+    let (doctor_id, doctor) = app.create_user("doc", &["doctor"], &[main]).await;
+    let svc = new_service(&app, main, "Reception", "R").await;
+    let services = format!("{BRANCHES}/{main}/services");
+    let routes: Vec<(Method, String, Value)> = vec![
+        (Method::GET, BRANCHES.into(), json!({})),
+        (Method::POST, BRANCHES.into(), json!({ "code": "HACK", "name": "Hacked" })),
+        (Method::GET, format!("{BRANCHES}/{main}"), json!({})),
+        (Method::PUT, format!("{BRANCHES}/{main}"), json!({ "name": "Hacked" })),
+        (Method::DELETE, format!("{BRANCHES}/{main}"), json!({})),
+        (Method::GET, services.clone(), json!({})),
+        (Method::POST, services.clone(), json!({ "name": "Hack", "code": "H" })),
+        (Method::GET, format!("{services}/{svc}"), json!({})),
+        (Method::PUT, format!("{services}/{svc}"), json!({ "name": "Hacked" })),
+        (Method::DELETE, format!("{services}/{svc}"), json!({})),
+        (Method::POST, format!("{services}/{svc}/staff"), json!({ "user_id": doctor_id })),
+        (Method::DELETE, format!("{services}/{svc}/staff/{doctor_id}"), json!({})),
+        (Method::GET, ROLES.into(), json!({})),
+        (Method::POST, ROLES.into(), json!({ "name": "hack", "permissions": ["admin.access"] })),
+        (Method::GET, format!("{ROLES}/{nurse_role}"), json!({})),
+        (Method::PUT, format!("{ROLES}/{nurse_role}"), json!({ "permissions": ["admin.access"] })),
+        (Method::DELETE, format!("{ROLES}/{nurse_role}"), json!({})),
+        (Method::GET, USERS.into(), json!({})),
+        (
+            Method::POST,
+            USERS.into(),
+            json!({ "name": "H", "email": "h@example.test", "username": "hack", "password": "hack-password-1" }),
+        ),
+        (Method::GET, format!("{USERS}/{admin}"), json!({})),
+        (Method::PUT, format!("{USERS}/{doctor_id}"), json!({ "role_ids": [admin_role] })),
+        (Method::PUT, format!("{USERS}/{admin}"), json!({ "active": false })),
+        (Method::DELETE, format!("{USERS}/{admin}"), json!({})),
+        (Method::GET, PERMISSIONS.into(), json!({})),
+    ];
+    for (method, path, body) in &routes {
+        let r = reply(app.request_as(&doctor, method.clone(), path, None).json(body)).await;
+        assert_eq!(r.status, 403, "doctor {method} {path}: {}", r.text);
+        assert_error(&r, 403, "forbidden");
+        let r = reply(app.http.request(method.clone(), app.url(path)).json(body)).await;
+        assert_error(&r, 401, "unauthenticated");
+    }
+    // Nothing was changed by the refused requests.
+    let client = app.state.registry.get().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT (SELECT count(*) FROM branches WHERE code = 'HACK'),
+                    (SELECT name FROM branches WHERE id = $1),
+                    (SELECT status FROM branches WHERE id = $1),
+                    (SELECT count(*) FROM roles WHERE name = 'hack'),
+                    (SELECT count(*) FROM users WHERE username = 'hack'),
+                    (SELECT active FROM users WHERE id = $2),
+                    (SELECT count(*) FROM user_roles WHERE user_id = $3 AND role_id = $4),
+                    (SELECT count(*) FROM role_permissions WHERE role_id = $5 AND permission = 'admin.access'),
+                    (SELECT count(*) FROM branch_services WHERE id = $6 AND deleted_at IS NULL)",
+            &[&main, &admin, &doctor_id, &admin_role, &nurse_role, &svc],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 0, "branch created");
+    assert_eq!(row.get::<_, String>(1), "Main Branch", "branch renamed");
+    assert_eq!(row.get::<_, String>(2), "active", "branch archived");
+    assert_eq!(row.get::<_, i64>(3), 0, "role created");
+    assert_eq!(row.get::<_, i64>(4), 0, "user created");
+    assert!(row.get::<_, bool>(5), "admin deactivated");
+    assert_eq!(row.get::<_, i64>(6), 0, "doctor made admin");
+    assert_eq!(row.get::<_, i64>(7), 0, "nurse role given admin.access");
+    assert_eq!(row.get::<_, i64>(8), 1, "service deleted");
+    // The doctor is not refused everything: clinical work goes on.
+    let r = reply(app.request_as(&doctor, Method::GET, PATIENTS, Some(main))).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+}
+
+#[tokio::test]
+async fn the_permission_not_the_role_name_opens_the_admin_routes() {
+    let app = spawn().await;
+    let r = post(&app, ROLES, json!({ "name": "operators", "permissions": ["admin.access"] })).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let (_, token) = app.create_user("opal", &["operators"], &[]).await;
+    for path in [ROLES, USERS, BRANCHES, PERMISSIONS] {
+        let r = reply(app.request_as(&token, Method::GET, path, None)).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.text);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Roles and permissions
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn roles_list_is_paginated_and_holds_the_default_roles() {
+    let app = spawn().await;
+    let r = get(&app, ROLES).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let names: BTreeSet<&str> =
+        r.body["data"].as_array().unwrap().iter().map(|role| role["name"].as_str().unwrap()).collect();
+    assert_eq!(names, DEFAULT_ROLES.into_iter().collect(), "{}", r.text);
+    let meta = &r.body["meta"];
+    assert_eq!(meta["total"], 6);
+    assert_eq!(meta["current_page"], 1);
+    assert_eq!(meta["per_page"], 15);
+    assert_eq!(meta["last_page"], 1);
+    assert_eq!(meta["from"], 1);
+    assert_eq!(meta["to"], 6);
+    let links = &r.body["links"];
+    assert!(links["first"].as_str().is_some_and(|l| l.contains("/api/v1/roles")), "{links}");
+    assert!(links["last"].as_str().is_some(), "{links}");
+    assert!(links["prev"].is_null() && links["next"].is_null(), "{links}");
+    // Sorted by name by default.
+    let listed: Vec<&str> =
+        r.body["data"].as_array().unwrap().iter().map(|role| role["name"].as_str().unwrap()).collect();
+    assert_eq!(listed, DEFAULT_ROLES.to_vec());
+    // A second page.
+    let r = get(&app, &format!("{ROLES}?perPage=4&page=2")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 2);
+    assert_eq!(r.body["meta"]["from"], 5);
+    assert!(r.body["links"]["prev"].is_string() && r.body["links"]["next"].is_null(), "{}", r.text);
+}
+
+#[tokio::test]
+async fn admin_role_holds_every_permission_of_the_catalogue() {
+    let app = spawn().await;
+    let r = get(&app, PERMISSIONS).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let catalogue: Vec<String> =
+        r.body["data"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
+    assert!(catalogue.contains(&"admin.access".to_owned()), "{}", r.text);
+    assert!(catalogue.contains(&"patients.read".to_owned()), "{}", r.text);
+    assert!(
+        r.body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["description"].as_str().is_some_and(|d| !d.is_empty())),
+        "every permission is described: {}",
+        r.text
+    );
+    let admin_role = role_id(&app, "admin").await;
+    let r = get(&app, &format!("{ROLES}/{admin_role}")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let mut expected = catalogue.clone();
+    expected.sort();
+    let held: Vec<String> = serde_json::from_value(r.body["data"]["permissions"].clone()).unwrap();
+    assert_eq!(held, expected);
+    // The doctor role is clinical, not administrative.
+    let r = get(&app, &format!("{ROLES}/{}", role_id(&app, "doctor").await)).await;
+    let held: Vec<String> = serde_json::from_value(r.body["data"]["permissions"].clone()).unwrap();
+    assert!(held.contains(&"patients.read".to_owned()), "{held:?}");
+    assert!(!held.contains(&"admin.access".to_owned()), "{held:?}");
+}
+
+#[tokio::test]
+async fn role_create_and_get_show_sorted_permissions() {
+    let app = spawn().await;
+    let r = post(
+        &app,
+        ROLES,
+        json!({
+            "name": "front office",
+            "description": "Desk and till",
+            "permissions": ["patients.write", "billing.read", "patients.read", "billing.read"],
+        }),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_message(&r);
+    let id = id_of(&r);
+    assert_eq!(r.body["data"]["name"], "front office");
+    assert_eq!(r.body["data"]["description"], "Desk and till");
+    assert_eq!(r.body["data"]["permissions"], json!(["billing.read", "patients.read", "patients.write"]));
+    let r = get(&app, &format!("{ROLES}/{id}")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["data"]["id"], id);
+    assert_eq!(r.body["data"]["name"], "front office");
+    assert_eq!(r.body["data"]["permissions"], json!(["billing.read", "patients.read", "patients.write"]));
+    let r = get(&app, &format!("{ROLES}/987654")).await;
+    assert_error(&r, 404, "not_found");
+}
+
+#[tokio::test]
+async fn role_create_validates_name_and_permissions() {
+    let app = spawn().await;
+    let r =
+        post(&app, ROLES, json!({ "name": "auditor", "permissions": ["patients.read", "root.everything"] }))
+            .await;
+    assert_invalid(&r, &["permissions"]);
+    let r = post(&app, ROLES, json!({ "name": "auditor", "permissions": "patients.read" })).await;
+    assert_invalid(&r, &["permissions"]);
+    for name in ["doctor", "DOCTOR", " Doctor "] {
+        let r = post(&app, ROLES, json!({ "name": name, "permissions": [] })).await;
+        assert_invalid(&r, &["name"]);
+    }
+    let r = post(&app, ROLES, json!({ "permissions": ["patients.read"] })).await;
+    assert_invalid(&r, &["name"]);
+    let client = app.state.registry.get().await.unwrap();
+    let roles: i64 = client.query_one("SELECT count(*) FROM roles", &[]).await.unwrap().get(0);
+    assert_eq!(roles, 6, "no role was created by a refused request");
+}
+
+#[tokio::test]
+async fn role_permission_changes_apply_to_holders_at_once() {
+    let app = spawn().await;
+    let main = app.main_branch().await;
+    let r = post(&app, ROLES, json!({ "name": "viewer", "permissions": ["dashboard.read"] })).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let role = id_of(&r);
+    let (_, token) = app.create_user("vera", &["viewer"], &[main]).await;
+    let list = || app.request_as(&token, Method::GET, PATIENTS, Some(main));
+    assert_eq!(reply(list()).await.status, 403, "no patients.read yet");
+
+    let r = put(&app, &format!("{ROLES}/{role}"), json!({ "permissions": ["patients.read"] })).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["data"]["permissions"], json!(["patients.read"]));
+    assert_eq!(r.body["data"]["name"], "viewer", "fields not sent are kept");
+    let r = reply(list()).await;
+    assert_eq!(r.status, 200, "the holder gains access without logging in again: {}", r.text);
+    let r = reply(app.request_as(&token, Method::POST, PATIENTS, Some(main)).json(&json!({
+        "first_name": "A", "last_name": "B", "birth_date": "1980-01-02", "sex": "female",
+    })))
+    .await;
+    assert_eq!(r.status, 403, "reading is not writing: {}", r.text);
+
+    let r = put(&app, &format!("{ROLES}/{role}"), json!({ "permissions": [] })).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["data"]["permissions"], json!([]));
+    assert_eq!(reply(list()).await.status, 403, "the holder loses access at once");
+
+    // Renaming keeps the permissions; an unknown permission changes nothing.
+    let r = put(&app, &format!("{ROLES}/{role}"), json!({ "name": "viewers" })).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["data"]["name"], "viewers");
+    let r = put(&app, &format!("{ROLES}/{role}"), json!({ "permissions": ["nope.never"] })).await;
+    assert_invalid(&r, &["permissions"]);
+    let r = put(&app, &format!("{ROLES}/{role}"), json!({ "name": "nurse" })).await;
+    assert_invalid(&r, &["name"]);
+}
+
+#[tokio::test]
+async fn role_held_by_a_user_cannot_be_deleted_an_unheld_one_can() {
+    let app = spawn().await;
+    let r = post(&app, ROLES, json!({ "name": "held", "permissions": ["queue.read"] })).await;
+    let held = id_of(&r);
+    let r = post(&app, ROLES, json!({ "name": "spare", "permissions": ["queue.read"] })).await;
+    let spare = id_of(&r);
+    let (_, token) = app.create_user("hal", &["held"], &[]).await;
+
+    let r = delete(&app, &format!("{ROLES}/{held}")).await;
+    assert!(r.status == 409 || r.status == 422, "deleting a held role: {} {}", r.status, r.text);
+    assert_message(&r);
+    assert_eq!(get(&app, &format!("{ROLES}/{held}")).await.status, 200, "the held role is kept");
+    assert_eq!(profile_status(&app, &token).await, 200);
+
+    let r = delete(&app, &format!("{ROLES}/{spare}")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_message(&r);
+    assert_error(&get(&app, &format!("{ROLES}/{spare}")).await, 404, "not_found");
+    assert_error(&delete(&app, &format!("{ROLES}/{spare}")).await, 404, "not_found");
+    let r = get(&app, ROLES).await;
+    assert_eq!(r.body["meta"]["total"], 7, "{}", r.text);
+}
+
+// ---------------------------------------------------------------------------------------
+// Branches
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn branch_create_provisions_a_branch_usable_at_once() {
+    let app = spawn().await;
+    let r = post(&app, BRANCHES, json!({ "code": "NORTH", "name": "North Branch" })).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_message(&r);
+    let id = id_of(&r);
+    let data = &r.body["data"];
+    assert_eq!(data["code"], "NORTH");
+    assert_eq!(data["name"], "North Branch");
+    assert_eq!(data["status"], "active");
+    assert_eq!(data["schema_name"], format!("branch_{id}"));
+    assert!(data.get("database_url").is_none(), "database_url shown: {data}");
+
+    let r = reply(app.request(Method::POST, PATIENTS, Some(id)).json(&json!({
+        "first_name": "Nora", "last_name": "North", "birth_date": "1980-01-02", "sex": "female",
+    })))
+    .await;
+    assert_eq!(r.status, 201, "the new branch serves at once: {}", r.text);
+    assert_eq!(r.body["data"]["pin"], "NORTH-000001");
+
+    let r = get(&app, &format!("{BRANCHES}/{id}")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["data"]["code"], "NORTH");
+    assert_eq!(r.body["data"]["status"], "active");
+    assert!(r.body["data"].get("database_url").is_none(), "{}", r.text);
+    let r = get(&app, &format!("{BRANCHES}?perPage=100")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(ids(&r.body["data"]).contains(&id), "{}", r.text);
+    assert!(r.body["data"].as_array().unwrap().iter().all(|b| b.get("database_url").is_none()), "{}", r.text);
+    let client = app.state.registry.get().await.unwrap();
+    let exists: bool = client
+        .query_one(&format!("SELECT to_regclass('branch_{id}.patients') IS NOT NULL"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(exists, "the branch schema was provisioned");
+}
+
+#[tokio::test]
+async fn branch_codes_are_2_to_10_uppercase_letters_or_digits_and_unique() {
+    let app = spawn().await;
+    for code in ["A", "ABCDEFGHIJK", "AB-1", "AB 1", "", "ÄBC"] {
+        let r = post(&app, BRANCHES, json!({ "code": code, "name": "Bad" })).await;
+        assert_invalid(&r, &["code"]);
+    }
+    assert_invalid(&post(&app, BRANCHES, json!({ "name": "No code" })).await, &["code"]);
+    assert_invalid(&post(&app, BRANCHES, json!({ "code": "NONAME" })).await, &["name"]);
+    assert_invalid(&post(&app, BRANCHES, json!({ "code": "MAIN", "name": "Again" })).await, &["code"]);
+    // Lowercase input is taken as the uppercase code: stored codes are always uppercase.
+    let r = post(&app, BRANCHES, json!({ "code": "south2", "name": "South" })).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["data"]["code"], "SOUTH2");
+    assert_invalid(&post(&app, BRANCHES, json!({ "code": "SOUTH2", "name": "Dup" })).await, &["code"]);
+    assert_invalid(&post(&app, BRANCHES, json!({ "code": "main", "name": "Dup" })).await, &["code"]);
+    let r = post(&app, BRANCHES, json!({ "code": "AB", "name": "Two" })).await;
+    assert_eq!(r.status, 201, "two characters are enough: {}", r.text);
+    let r = post(&app, BRANCHES, json!({ "code": "ABCDEFGHIJ", "name": "Ten" })).await;
+    assert_eq!(r.status, 201, "ten characters are allowed: {}", r.text);
+    let client = app.state.registry.get().await.unwrap();
+    let codes: Vec<String> = client
+        .query("SELECT code FROM branches ORDER BY code", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(codes, vec!["AB", "ABCDEFGHIJ", "MAIN", "SOUTH2"], "refused requests created nothing");
+}
+
+#[tokio::test]
+async fn branch_update_changes_the_name_but_never_the_code() {
+    let app = spawn().await;
+    let r = post(&app, BRANCHES, json!({ "code": "EAST", "name": "East" })).await;
+    let id = id_of(&r);
+    let path = format!("{BRANCHES}/{id}");
+    let r = put(&app, &path, json!({ "name": "East Wing" })).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["data"]["name"], "East Wing");
+    assert_eq!(r.body["data"]["code"], "EAST");
+    assert!(r.body["data"].get("database_url").is_none(), "{}", r.text);
+    assert_eq!(get(&app, &path).await.body["data"]["name"], "East Wing");
+
+    assert_invalid(&put(&app, &path, json!({ "code": "WEST" })).await, &["code"]);
+    assert_invalid(&put(&app, &path, json!({ "code": "WEST", "name": "West" })).await, &["code"]);
+    assert_invalid(&put(&app, &path, json!({ "name": "" })).await, &["name"]);
+    assert_invalid(
+        &put(&app, &path, json!({ "database_url": "postgres://elsewhere/db" })).await,
+        &["database_url"],
+    );
+    // Echoing the unchanged code back is fine.
+    let r = put(&app, &path, json!({ "code": "EAST", "name": "East Side" })).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = get(&app, &path).await;
+    assert_eq!(r.body["data"]["code"], "EAST");
+    assert_eq!(r.body["data"]["name"], "East Side");
+    assert_error(&put(&app, &format!("{BRANCHES}/987654"), json!({ "name": "X" })).await, 404, "not_found");
+}
+
+#[tokio::test]
+async fn branch_delete_archives_and_keeps_the_schema() {
+    let app = spawn().await;
+    let main = app.main_branch().await;
+    let r = post(&app, BRANCHES, json!({ "code": "GONE", "name": "Closing" })).await;
+    let id = id_of(&r);
+    let (_, token) = app.create_user("greta", &["nurse"], &[main, id]).await;
+    app.create_patient(id, "Kept", "Record").await;
+    assert_eq!(reply(app.request_as(&token, Method::GET, PATIENTS, Some(id))).await.status, 200);
+
+    let r = delete(&app, &format!("{BRANCHES}/{id}")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_message(&r);
+
+    let r = get(&app, &format!("{BRANCHES}/{id}")).await;
+    assert_eq!(r.status, 200, "an archived branch can still be looked at: {}", r.text);
+    assert_eq!(r.body["data"]["status"], "archived");
+    let r = reply(app.request(Method::GET, PATIENTS, Some(id))).await;
+    assert_eq!(r.status, 403, "admin in an archived branch: {}", r.text);
+    let r = reply(app.request_as(&token, Method::GET, PATIENTS, Some(id))).await;
+    assert_eq!(r.status, 403, "user in an archived branch: {}", r.text);
+    assert_eq!(reply(app.request_as(&token, Method::GET, PATIENTS, Some(main))).await.status, 200);
+
+    for t in [&token, &app.admin_token] {
+        let r = reply(app.request_as(t, Method::GET, "/api/v1/auth/branches", None)).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert!(!ids(&r.body["data"]).contains(&id), "archived branch listed: {}", r.text);
+        assert!(ids(&r.body["data"]).contains(&main), "{}", r.text);
+    }
+    let r = login_reply(&app, "greta", USER_PASSWORD).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(ids(&r.body["data"]["branches"]), BTreeSet::from([main]), "{}", r.text);
+
+    let client = app.state.registry.get().await.unwrap();
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT to_regclass('branch_{id}.patients') IS NOT NULL,
+                        (SELECT count(*) FROM branch_{id}.patients)"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(row.get::<_, bool>(0), "the schema is kept");
+    assert_eq!(row.get::<_, i64>(1), 1, "the records are kept");
+    assert_error(&delete(&app, &format!("{BRANCHES}/987654")).await, 404, "not_found");
+}
+
+// ---------------------------------------------------------------------------------------
+// Branch services and staff
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn branch_services_crud() {
+    let app = spawn().await;
+    let main = app.main_branch().await;
+    let other = app.create_branch("OTHR").await;
+    let base = format!("{BRANCHES}/{main}/services");
+    let r = post(
+        &app,
+        &base,
+        json!({ "name": "Refraction", "code": "rf", "description": "Eye tests", "active": true }),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_message(&r);
+    let id = id_of(&r);
+    assert_eq!(r.body["data"]["name"], "Refraction");
+    assert_eq!(r.body["data"]["code"], "RF");
+    assert_eq!(r.body["data"]["description"], "Eye tests");
+    assert_eq!(r.body["data"]["active"], true);
+    assert_eq!(r.body["data"]["staff_ids"], json!([]));
+
+    let r = get(&app, &base).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(ids(&r.body["data"]), BTreeSet::from([id]));
+    assert_eq!(r.body["meta"]["total"], 1);
+    let r = get(&app, &format!("{BRANCHES}/{other}/services")).await;
+    assert_eq!(r.body["meta"]["total"], 0, "another branch has its own services: {}", r.text);
+    assert_error(&get(&app, &format!("{BRANCHES}/{other}/services/{id}")).await, 404, "not_found");
+
+    let r = get(&app, &format!("{base}/{id}")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["data"]["code"], "RF");
+
+    let r = put(&app, &format!("{base}/{id}"), json!({ "name": "Refraction room", "active": false })).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["data"]["name"], "Refraction room");
+    assert_eq!(r.body["data"]["active"], false);
+    assert_eq!(r.body["data"]["description"], "Eye tests");
+    let r = get(&app, &format!("{base}/{id}")).await;
+    assert_eq!(r.body["data"]["name"], "Refraction room");
+    assert_eq!(r.body["data"]["active"], false);
+
+    assert_invalid(&post(&app, &base, json!({ "code": "X" })).await, &["name"]);
+    assert_invalid(&post(&app, &base, json!({ "name": "No code" })).await, &["code"]);
+    assert_invalid(&post(&app, &base, json!({ "name": "Bad", "code": "TOOLONG" })).await, &["code"]);
+
+    let r = delete(&app, &format!("{base}/{id}")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_error(&get(&app, &format!("{base}/{id}")).await, 404, "not_found");
+    assert_eq!(get(&app, &base).await.body["meta"]["total"], 0);
+    assert_error(&delete(&app, &format!("{base}/{id}")).await, 404, "not_found");
+}
+
+#[tokio::test]
+async fn branch_services_of_a_nonexistent_branch_are_404() {
+    let app = spawn().await;
+    let base = format!("{BRANCHES}/987654/services");
+    assert_error(&get(&app, &base).await, 404, "not_found");
+    assert_error(&post(&app, &base, json!({ "name": "Ghost", "code": "G" })).await, 404, "not_found");
+    assert_error(&get(&app, &format!("{base}/1")).await, 404, "not_found");
+    let client = app.state.registry.get().await.unwrap();
+    let n: i64 = client.query_one("SELECT count(*) FROM branch_services", &[]).await.unwrap().get(0);
+    assert_eq!(n, 0);
+}
+
+#[tokio::test]
+async fn service_codes_are_unique_within_a_branch_only() {
+    let app = spawn().await;
+    let main = app.main_branch().await;
+    let other = app.create_branch("SECOND").await;
+    new_service(&app, main, "Reception", "RC").await;
+    let r =
+        post(&app, &format!("{BRANCHES}/{main}/services"), json!({ "name": "Again", "code": "rc" })).await;
+    assert_invalid(&r, &["code"]);
+    let r = post(&app, &format!("{BRANCHES}/{other}/services"), json!({ "name": "Reception", "code": "RC" }))
+        .await;
+    assert_eq!(r.status, 201, "the same code in another branch: {}", r.text);
+    assert_eq!(r.body["data"]["code"], "RC");
+}
+
+#[tokio::test]
+async fn staff_are_assigned_from_users_with_access_to_the_branch() {
+    let app = spawn().await;
+    let main = app.main_branch().await;
+    let other = app.create_branch("FAR").await;
+    let svc = new_service(&app, main, "Cashier", "C").await;
+    let (staff, _) = app.create_user("stan", &["cashier"], &[main]).await;
+    let (outsider, _) = app.create_user("olga", &["cashier"], &[other]).await;
+    let path = format!("{BRANCHES}/{main}/services/{svc}");
+
+    let r = post(&app, &format!("{path}/staff"), json!({ "user_id": staff })).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_message(&r);
+    let r = get(&app, &path).await;
+    assert_eq!(int_list(&r.body["data"]["staff_ids"]), vec![staff], "{}", r.text);
+
+    assert_invalid(&post(&app, &format!("{path}/staff"), json!({ "user_id": outsider })).await, &["user_id"]);
+    assert_invalid(&post(&app, &format!("{path}/staff"), json!({ "user_id": 987_654 })).await, &["user_id"]);
+    assert_invalid(&post(&app, &format!("{path}/staff"), json!({})).await, &["user_id"]);
+    assert_invalid(&post(&app, &format!("{path}/staff"), json!({ "user_id": "abc" })).await, &["user_id"]);
+    let r = get(&app, &path).await;
+    assert_eq!(int_list(&r.body["data"]["staff_ids"]), vec![staff], "refusals assign nobody: {}", r.text);
+    let r =
+        post(&app, &format!("{BRANCHES}/{main}/services/987654/staff"), json!({ "user_id": staff })).await;
+    assert_error(&r, 404, "not_found");
+
+    let r = delete(&app, &format!("{path}/staff/{staff}")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(int_list(&get(&app, &path).await.body["data"]["staff_ids"]), Vec::<i64>::new());
+    assert_error(&delete(&app, &format!("{path}/staff/{staff}")).await, 404, "not_found");
+}
+
+// ---------------------------------------------------------------------------------------
+// Users
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn user_create_answers_201_without_password_and_the_user_sees_exactly_their_branches() {
+    let app = spawn().await;
+    let main = app.main_branch().await;
+    let second = app.create_branch("UB").await;
+    let third = app.create_branch("UC").await;
+    let nurse = role_id(&app, "nurse").await;
+    let receptionist = role_id(&app, "receptionist").await;
+    let password = "nina-password-1";
+    let r = post(
+        &app,
+        USERS,
+        json!({
+            "name": "Nina Nurse",
+            "email": "nina@example.test",
+            "username": "nina",
+            "password": password,
+            "role_ids": [receptionist, nurse],
+            "branch_ids": [second, main],
+        }),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_message(&r);
+    assert_no_password_fields(&r.body);
+    assert!(!r.text.contains(password), "the password is echoed: {}", r.text);
+    let id = id_of(&r);
+    let data = &r.body["data"];
+    assert_eq!(data["name"], "Nina Nurse");
+    assert_eq!(data["email"], "nina@example.test");
+    assert_eq!(data["username"], "nina");
+    assert_eq!(data["active"], true);
+    let mut roles = vec![nurse, receptionist];
+    roles.sort();
+    assert_eq!(int_list(&data["role_ids"]), roles);
+    let mut branches = vec![main, second];
+    branches.sort();
+    assert_eq!(int_list(&data["branch_ids"]), branches);
+
+    let r = get(&app, &format!("{USERS}/{id}")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_no_password_fields(&r.body);
+    let r = get(&app, &format!("{USERS}?perPage=100")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_no_password_fields(&r.body);
+    assert!(ids(&r.body["data"]).contains(&id));
+
+    let r = login_reply(&app, "nina", password).await;
+    assert_eq!(r.status, 200, "the new user logs in: {}", r.text);
+    assert_eq!(r.body["data"]["user"]["id"], id);
+    assert_eq!(ids(&r.body["data"]["branches"]), BTreeSet::from([main, second]), "{}", r.text);
+    let default = r.body["data"]["user"]["default_branch_id"].as_i64();
+    assert!(default == Some(main) || default == Some(second), "default branch {default:?}");
+    let token = r.body["data"]["token"].as_str().unwrap().to_owned();
+    let r = reply(app.request_as(&token, Method::GET, "/api/v1/auth/branches", None)).await;
+    assert_eq!(ids(&r.body["data"]), BTreeSet::from([main, second]), "{}", r.text);
+    assert_eq!(reply(app.request_as(&token, Method::GET, PATIENTS, Some(second))).await.status, 200);
+    assert_eq!(reply(app.request_as(&token, Method::GET, PATIENTS, Some(third))).await.status, 403);
+    // The nurse role gives no administration.
+    assert_eq!(reply(app.request_as(&token, Method::GET, USERS, None)).await.status, 403);
+
+    let client = app.state.registry.get().await.unwrap();
+    let hash: String =
+        client.query_one("SELECT password_hash FROM users WHERE id = $1", &[&id]).await.unwrap().get(0);
+    assert!(hash.starts_with("$scrypt$") && !hash.contains(password), "{hash}");
+}
+
+#[tokio::test]
+async fn user_create_validates_every_field() {
+    let app = spawn().await;
+    let main = app.main_branch().await;
+    let nurse = role_id(&app, "nurse").await;
+    let user = |username: &str, email: &str| {
+        json!({
+            "name": "Some One",
+            "email": email,
+            "username": username,
+            "password": "valid-password-1",
+            "role_ids": [nurse],
+            "branch_ids": [main],
+        })
+    };
+    let r = post(&app, USERS, user("nina", "nina@example.test")).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+
+    assert_invalid(
+        &post(&app, USERS, user("someone@example.test", "someone@example.test")).await,
+        &["username"],
+    );
+    assert_invalid(&post(&app, USERS, user("NINA", "nina2@example.test")).await, &["username"]);
+    assert_invalid(&post(&app, USERS, user("nina2", "NINA@Example.TEST")).await, &["email"]);
+    assert_invalid(&post(&app, USERS, user("nina2", "not-an-email")).await, &["email"]);
+    let mut body = user("nina2", "nina2@example.test");
+    body["password"] = json!("short");
+    assert_invalid(&post(&app, USERS, body.clone()).await, &["password"]);
+    body.as_object_mut().unwrap().remove("password");
+    assert_invalid(&post(&app, USERS, body).await, &["password"]);
+    let mut body = user("nina2", "nina2@example.test");
+    body["role_ids"] = json!([nurse, 987_654]);
+    assert_invalid(&post(&app, USERS, body).await, &["role_ids"]);
+    let mut body = user("nina2", "nina2@example.test");
+    body["branch_ids"] = json!([987_654]);
+    assert_invalid(&post(&app, USERS, body).await, &["branch_ids"]);
+    assert_invalid(
+        &post(&app, USERS, json!({ "password": "valid-password-1" })).await,
+        &["name", "email", "username"],
+    );
+
+    // None of the refused requests left a user behind.
+    let r = post(&app, USERS, user("nina2", "nina2@example.test")).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let client = app.state.registry.get().await.unwrap();
+    let users: i64 = client.query_one("SELECT count(*) FROM users", &[]).await.unwrap().get(0);
+    assert_eq!(users, 3, "admin, nina and nina2 only");
+}
+
+#[tokio::test]
+async fn user_password_change_by_admin_ends_their_sessions() {
+    let app = spawn().await;
+    let (id, token) = app.create_user("paul", &["nurse"], &[]).await;
+    assert_eq!(profile_status(&app, &token).await, 200);
+    assert_invalid(&put(&app, &format!("{USERS}/{id}"), json!({ "password": "short" })).await, &["password"]);
+    assert_eq!(profile_status(&app, &token).await, 200, "a refused change ends nothing");
+
+    let r = put(&app, &format!("{USERS}/{id}"), json!({ "password": "fresh-password-9" })).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_no_password_fields(&r.body);
+    let r = reply(app.request_as(&token, Method::GET, "/api/v1/auth/profile", None)).await;
+    assert_error(&r, 401, "unauthenticated");
+    assert_eq!(login_reply(&app, "paul", USER_PASSWORD).await.status, 401);
+    assert_eq!(login_reply(&app, "paul", "fresh-password-9").await.status, 200);
+    assert_eq!(profile_status(&app, &app.admin_token).await, 200);
+}
+
+#[tokio::test]
+async fn user_deactivated_by_update_is_locked_out_at_once() {
+    let app = spawn().await;
+    let (id, token) = app.create_user("dana", &["nurse"], &[]).await;
+    assert_eq!(profile_status(&app, &token).await, 200, "cached as valid first");
+    let r = put(&app, &format!("{USERS}/{id}"), json!({ "active": false })).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["data"]["active"], false);
+    let r = reply(app.request_as(&token, Method::GET, "/api/v1/auth/profile", None)).await;
+    assert_error(&r, 401, "unauthenticated");
+    let r = login_reply(&app, "dana", USER_PASSWORD).await;
+    assert_eq!(r.status, 401, "{}", r.text);
+    assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
+    // Reactivated, they may log in again.
+    let r = put(&app, &format!("{USERS}/{id}"), json!({ "active": true })).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(login_reply(&app, "dana", USER_PASSWORD).await.status, 200);
+}
+
+#[tokio::test]
+async fn user_delete_deactivates() {
+    let app = spawn().await;
+    let (id, token) = app.create_user("dora", &["nurse"], &[]).await;
+    assert_eq!(profile_status(&app, &token).await, 200);
+    let r = delete(&app, &format!("{USERS}/{id}")).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_message(&r);
+    let r = get(&app, &format!("{USERS}/{id}")).await;
+    assert_eq!(r.status, 200, "the account is kept: {}", r.text);
+    assert_eq!(r.body["data"]["active"], false);
+    assert_eq!(r.body["data"]["username"], "dora");
+    let r = reply(app.request_as(&token, Method::GET, "/api/v1/auth/profile", None)).await;
+    assert_error(&r, 401, "unauthenticated");
+    let r = login_reply(&app, "dora", USER_PASSWORD).await;
+    assert_eq!(r.status, 401, "{}", r.text);
+    assert_error(&delete(&app, &format!("{USERS}/987654")).await, 404, "not_found");
+}
+
+#[tokio::test]
+async fn admin_cannot_deactivate_themself() {
+    let app = spawn().await;
+    let admin = admin_id(&app).await;
+    assert_refused(&delete(&app, &format!("{USERS}/{admin}")).await);
+    assert_refused(&put(&app, &format!("{USERS}/{admin}"), json!({ "active": false })).await);
+    assert_eq!(profile_status(&app, &app.admin_token).await, 200);
+    let client = app.state.registry.get().await.unwrap();
+    let active: bool =
+        client.query_one("SELECT active FROM users WHERE id = $1", &[&admin]).await.unwrap().get(0);
+    assert!(active);
+    assert_eq!(login_reply(&app, "admin", common::ADMIN_PASSWORD).await.status, 200);
+}
+
+#[tokio::test]
+async fn user_roles_and_branches_changes_apply_at_once() {
+    let app = spawn().await;
+    let main = app.main_branch().await;
+    let second = app.create_branch("ROLEB").await;
+    let (id, token) = app.create_user("rudy", &["nurse"], &[main]).await;
+    assert_eq!(reply(app.request_as(&token, Method::GET, ROLES, None)).await.status, 403);
+    assert_eq!(reply(app.request_as(&token, Method::GET, PATIENTS, Some(second))).await.status, 403);
+
+    let admin_role = role_id(&app, "admin").await;
+    let r = put(&app, &format!("{USERS}/{id}"), json!({ "role_ids": [admin_role], "branch_ids": [second] }))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(int_list(&r.body["data"]["role_ids"]), vec![admin_role]);
+    assert_eq!(int_list(&r.body["data"]["branch_ids"]), vec![second]);
+    assert_eq!(reply(app.request_as(&token, Method::GET, ROLES, None)).await.status, 200);
+    assert_eq!(reply(app.request_as(&token, Method::GET, PATIENTS, Some(second))).await.status, 200);
+    assert_eq!(reply(app.request_as(&token, Method::GET, PATIENTS, Some(main))).await.status, 403);
+}
+
+// ---------------------------------------------------------------------------------------
+// Audit
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn admin_writes_are_audited_with_action_and_resource() {
+    let app = spawn().await;
+    let admin = admin_id(&app).await;
+    let main = app.main_branch().await;
+
+    let role = id_of(&post(&app, ROLES, json!({ "name": "temp", "permissions": ["queue.read"] })).await);
+    assert_eq!(
+        put(&app, &format!("{ROLES}/{role}"), json!({ "permissions": ["queue.write"] })).await.status,
+        200
+    );
+    assert_eq!(delete(&app, &format!("{ROLES}/{role}")).await.status, 200);
+
+    let branch = id_of(&post(&app, BRANCHES, json!({ "code": "AUD", "name": "Audited" })).await);
+    assert_eq!(put(&app, &format!("{BRANCHES}/{branch}"), json!({ "name": "Audited 2" })).await.status, 200);
+    assert_eq!(delete(&app, &format!("{BRANCHES}/{branch}")).await.status, 200);
+
+    let password = "audited-password-1";
+    let user = id_of(
+        &post(
+            &app,
+            USERS,
+            json!({
+                "name": "Audrey", "email": "audrey@example.test", "username": "audrey",
+                "password": password, "branch_ids": [main],
+            }),
+        )
+        .await,
+    );
+    assert_eq!(put(&app, &format!("{USERS}/{user}"), json!({ "name": "Audrey B" })).await.status, 200);
+    assert_eq!(
+        put(&app, &format!("{USERS}/{user}"), json!({ "password": "another-password-2" })).await.status,
+        200
+    );
+
+    let service = new_service(&app, main, "Triage", "T").await;
+    let services = format!("{BRANCHES}/{main}/services/{service}");
+    assert_eq!(put(&app, &services, json!({ "name": "Triage 2" })).await.status, 200);
+    assert_eq!(post(&app, &format!("{services}/staff"), json!({ "user_id": user })).await.status, 200);
+    assert_eq!(delete(&app, &format!("{services}/staff/{user}")).await.status, 200);
+    assert_eq!(delete(&app, &services).await.status, 200);
+    assert_eq!(delete(&app, &format!("{USERS}/{user}")).await.status, 200);
+
+    let client = app.state.registry.get().await.unwrap();
+    let rows = client
+        .query("SELECT action, resource, record_id, user_id FROM public.audit_log ORDER BY id", &[])
+        .await
+        .unwrap();
+    let log: Vec<(String, String, Option<i64>, Option<i64>)> =
+        rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
+    let has = |action: &str, resource: &str, id: i64| {
+        log.iter()
+            .any(|(a, r, rec, by)| a == action && r == resource && *rec == Some(id) && *by == Some(admin))
+    };
+    for (action, resource, id) in [
+        ("create", "roles", role),
+        ("update", "roles", role),
+        ("delete", "roles", role),
+        ("create", "branches", branch),
+        ("update", "branches", branch),
+        ("archive", "branches", branch),
+        ("create", "users", user),
+        ("update", "users", user),
+        ("deactivate", "users", user),
+    ] {
+        assert!(has(action, resource, id), "no audit of {action} {resource} {id}: {log:?}");
+    }
+    let service_actions: BTreeSet<&str> = log
+        .iter()
+        .filter(|(_, r, rec, by)| r.contains("services") && *rec == Some(service) && *by == Some(admin))
+        .map(|(a, ..)| a.as_str())
+        .collect();
+    for action in ["create", "update", "assign_staff", "remove_staff", "delete"] {
+        assert!(service_actions.contains(action), "no audit of service {action}: {log:?}");
+    }
+    // The audit never holds a password or its hash.
+    let leaked: i64 = client
+        .query_one(
+            "SELECT count(*) FROM public.audit_log
+              WHERE concat(before::text, after::text) LIKE '%' || $1 || '%'
+                 OR concat(before::text, after::text) LIKE '%another-password-2%'
+                 OR concat(before::text, after::text) LIKE '%password_hash%'
+                 OR concat(before::text, after::text) LIKE '%$scrypt$%'",
+            &[&password],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(leaked, 0, "a password reached the audit log");
+}
