@@ -120,7 +120,8 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
 
 /// Every route of the API, with its hoops.
 fn api_router() -> Router {
-    let mut branch_scoped = Router::new().hoop(crate::tenancy::hoop::require_branch);
+    let mut branch_scoped =
+        Router::new().hoop(crate::tenancy::hoop::require_branch).push(crate::clinical::extra_routes());
     let mut global = Router::new();
     for r in resource::served_generically() {
         match r.scope {
@@ -148,6 +149,7 @@ pub fn openapi() -> salvo::oapi::OpenApi {
     health::document(&mut doc);
     auth::routes::document(&mut doc);
     crate::admin::document(&mut doc);
+    crate::clinical::document(&mut doc);
     for r in resource::all() {
         resource::routes::document(&mut doc, r);
     }

@@ -1,12 +1,14 @@
 //! Branch-scoped clinical resources, declared once each; the shared resource machinery
 //! serves them. Enumerations follow DESIGN.md (lowercase snake_case).
 
-use crate::auth::permissions::{PATIENTS_READ, PATIENTS_WRITE};
+pub mod patients;
+
+use crate::auth::permissions::{ADMIN_ACCESS, PATIENTS_READ, PATIENTS_WRITE};
 use crate::http::list::SortDirection;
 use crate::resource::field::{
-    Field, Kind, branch_ref, date, long_text, one_of, past_date, registry_ref, text,
+    Field, Kind, branch_ref, date, integer, long_text, one_of, past_date, registry_ref, text,
 };
-use crate::resource::{PATIENT_OF_VISIT, Resource, Scope};
+use crate::resource::{PATIENT_OF_VISIT, Resource, Scope, Unique};
 
 pub const SEX: &[&str] = &["male", "female", "other", "unknown"];
 pub const CIVIL_STATUS: &[&str] = &["single", "married", "widowed", "separated", "divorced"];
@@ -50,12 +52,13 @@ pub static PATIENTS: Resource = Resource {
     sort_fields: &["last_name", "first_name", "pin", "birth_date", "created_at"],
     default_sort: "last_name",
     default_direction: SortDirection::Asc,
-    search: &["first_name", "last_name", "pin"],
+    search_words: Some("search_text"),
     filters: &["sex", "civil_status", "status"],
     derived: &[],
     read_permission: PATIENTS_READ,
     write_permission: PATIENTS_WRITE,
     audit_reads: true,
+    counted: true,
     ..Resource::DEFAULTS
 };
 
@@ -114,4 +117,178 @@ pub static COMPLAINTS: Resource = Resource {
     ..Resource::DEFAULTS
 };
 
-pub static RESOURCES: &[&Resource] = &[&PATIENTS, &PATIENT_VISITS, &COMPLAINTS];
+pub static PATIENT_VISIT_PLANS: Resource = Resource {
+    path: "patient-visit-plans",
+    table: "patient_visit_plans",
+    label: "Visit plan",
+    scope: Scope::Branch,
+    fields: &[
+        branch_ref("patient_id", "patients").required(),
+        branch_ref("patient_visit_id", "patient_visits").required(),
+        long_text("plan").required(),
+        date("follow_up_date"),
+        long_text("instructions"),
+    ],
+    sort_fields: &["created_at", "follow_up_date"],
+    default_sort: "created_at",
+    default_direction: SortDirection::Desc,
+    search: &["plan", "instructions"],
+    filters: &["patient_id", "patient_visit_id", "follow_up_date"],
+    derived: &[PATIENT_OF_VISIT],
+    read_permission: PATIENTS_READ,
+    write_permission: PATIENTS_WRITE,
+    ..Resource::DEFAULTS
+};
+
+pub static PRESCRIBED_MEDICINES: Resource = Resource {
+    path: "patient-visit-prescribed-medicines",
+    table: "patient_visit_prescribed_medicines",
+    label: "Prescribed medicine",
+    scope: Scope::Branch,
+    fields: &[
+        branch_ref("patient_id", "patients").required(),
+        branch_ref("patient_visit_id", "patient_visits").required(),
+        registry_ref("medicine_id", "medicines").required(),
+        one_of("eye", EYE),
+        text("dosage", 100),
+        text("frequency", 100),
+        text("route", 100),
+        text("duration", 100),
+        integer("quantity", 1, 100_000),
+        long_text("instructions"),
+    ],
+    sort_fields: &["created_at"],
+    default_sort: "created_at",
+    default_direction: SortDirection::Desc,
+    search: &["dosage", "instructions"],
+    filters: &["patient_id", "patient_visit_id", "medicine_id", "eye"],
+    derived: &[PATIENT_OF_VISIT],
+    read_permission: PATIENTS_READ,
+    write_permission: PATIENTS_WRITE,
+    ..Resource::DEFAULTS
+};
+
+pub static MEDICAL_CERTIFICATES: Resource = Resource {
+    path: "medical-certificates",
+    table: "medical_certificates",
+    label: "Medical certificate",
+    scope: Scope::Branch,
+    fields: &[
+        branch_ref("patient_id", "patients").required(),
+        branch_ref("patient_visit_id", "patient_visits").required(),
+        registry_ref("doctor_id", "doctors"),
+        // Generated (MC-<branch>-000001) when not given.
+        text("certificate_number", 50),
+        date("issued_on"),
+        long_text("diagnosis"),
+        long_text("recommendation"),
+        integer("rest_days", 0, 365),
+        date("valid_until"),
+    ],
+    sort_fields: &["issued_on", "created_at", "certificate_number"],
+    default_sort: "issued_on",
+    default_direction: SortDirection::Desc,
+    search: &["certificate_number", "diagnosis"],
+    filters: &["patient_id", "patient_visit_id", "doctor_id"],
+    date_range: Some("issued_on"),
+    derived: &[PATIENT_OF_VISIT],
+    read_permission: PATIENTS_READ,
+    write_permission: PATIENTS_WRITE,
+    unique: &[Unique {
+        index: "medical_certificates_number_key",
+        field: "certificate_number",
+        message: "The certificate number has already been used in this branch.",
+    }],
+    ..Resource::DEFAULTS
+};
+
+/// The branch's audit trail: who created, changed, deleted or opened what, and when.
+pub static AUDIT_LOGS: Resource = Resource {
+    path: "audit-logs",
+    table: "audit_log",
+    label: "Audit record",
+    scope: Scope::Branch,
+    read_only: &["at", "user_id", "action", "resource", "record_id", "before", "after"],
+    filter_only: &[
+        Field::new("resource", Kind::Text { max: 100 }),
+        Field::new("action", Kind::Text { max: 50 }),
+        Field::new("record_id", Kind::Integer { min: 1, max: i64::MAX }),
+        Field::new("user_id", Kind::Integer { min: 1, max: i64::MAX }),
+    ],
+    sort_fields: &["at", "id"],
+    default_sort: "at",
+    default_direction: SortDirection::Desc,
+    filters: &["resource", "action", "record_id", "user_id"],
+    date_range: Some("at"),
+    read_permission: ADMIN_ACCESS,
+    write_permission: ADMIN_ACCESS,
+    writable: false,
+    soft_delete: false,
+    trailing: &[],
+    ..Resource::DEFAULTS
+};
+
+/// Routes that must be matched before the generic `/patients/{id}`.
+pub fn extra_routes() -> salvo::Router {
+    salvo::Router::with_path("patients")
+        .push(salvo::Router::with_path("search").get(patients::lookup))
+        .push(salvo::Router::with_path("export").get(patients::export))
+}
+
+/// OpenAPI entries of [`extra_routes`].
+pub fn document(doc: &mut crate::http::docs::Doc) {
+    use crate::http::docs::{self, Access, Doc};
+    use salvo::oapi::{Object, PathItemType};
+    let op = Doc::operation(Access::Branch, "patients", "Type-ahead lookup by name words, PIN or phone")
+        .add_parameter(docs::query("search", docs::string().max_length(200), "Required"))
+        .add_parameter(docs::query(
+            "limit",
+            docs::integer().minimum(1).maximum(patients::MAX_LOOKUP),
+            "Default 10",
+        ));
+    let found =
+        docs::envelope(salvo::oapi::Array::new().items(salvo::oapi::Ref::from_schema_name("Patient")));
+    doc.add(
+        PathItemType::Get,
+        "/api/v1/patients/search",
+        Doc::answers(op, "200", "Best matches first", found),
+    );
+    let mut op =
+        Doc::operation(Access::Branch, "patients", "Export patients as CSV (or JSON lines), streamed")
+            .add_parameter(docs::query(
+                "format",
+                docs::string().enum_values(["csv", "json"]),
+                "Default csv; JSON lines also when Accept is application/json",
+            ))
+            .add_parameter(docs::query("search", docs::string(), "As in the list"))
+            .add_parameter(docs::query(
+                "sortField",
+                docs::string().enum_values(PATIENTS.sort_fields.iter().copied()),
+                "As in the list",
+            ))
+            .add_parameter(docs::query(
+                "sortDirection",
+                docs::string().enum_values(["asc", "desc"]),
+                "As in the list",
+            ));
+    for filter in PATIENTS.filters {
+        op = op.add_parameter(docs::query(&format!("filters[{filter}]"), docs::string(), "As in the list"));
+    }
+    let op = op.add_response(
+        "200",
+        salvo::oapi::Response::new("One patient per line after a header row")
+            .add_content("text/csv", salvo::oapi::Content::new(docs::string()))
+            .add_content("application/x-ndjson", salvo::oapi::Content::new(Object::new())),
+    );
+    doc.add(PathItemType::Get, "/api/v1/patients/export", op);
+}
+
+pub static RESOURCES: &[&Resource] = &[
+    &PATIENTS,
+    &PATIENT_VISITS,
+    &PATIENT_VISIT_PLANS,
+    &PRESCRIBED_MEDICINES,
+    &COMPLAINTS,
+    &MEDICAL_CERTIFICATES,
+    &AUDIT_LOGS,
+];

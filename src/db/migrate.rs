@@ -16,6 +16,13 @@ mod tenant_set {
 /// Advisory-lock key of the registry's migration run.
 const REGISTRY_LOCK: &str = "clinic_registry_migrations";
 
+/// Advisory-lock key for creating extensions, which are per database, not per schema.
+const EXTENSIONS_LOCK: &str = "clinic_extensions";
+
+/// Extensions branch schemas use (both are trusted: a database owner may create them).
+const EXTENSIONS: &str = "CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public;
+                          CREATE EXTENSION IF NOT EXISTS unaccent WITH SCHEMA public;";
+
 pub fn tenant_runner() -> Runner {
     tenant_set::migrations::runner()
 }
@@ -67,6 +74,10 @@ pub struct SchemaMigration {
 /// caller must not trust the connection's schema afterwards.
 pub async fn migrate_branch_schema(client: &mut Client, schema: &str) -> anyhow::Result<SchemaMigration> {
     anyhow::ensure!(is_branch_schema_name(schema), "refusing to migrate schema {schema:?}");
+    with_advisory_lock(client, EXTENSIONS_LOCK, async |client| {
+        client.batch_execute(EXTENSIONS).await.context("creating the pg_trgm and unaccent extensions")
+    })
+    .await?;
     with_advisory_lock(client, schema, async |client| {
         client
             .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path TO {schema}"))

@@ -29,8 +29,9 @@ pub fn pg_config(url: &str, search_path: &str) -> anyhow::Result<tokio_postgres:
         config.application_name("clinic-server");
     }
     // UTC so that timestamps render as RFC 3339 in UTC; search_path as a connection option
-    // so that it survives recycling.
-    config.options(format!("-c TimeZone=UTC -c search_path={search_path}"));
+    // so that it survives recycling; random_page_cost for SSD-backed servers, without which
+    // the planner prefers a sequential scan to the trigram index for name searches.
+    config.options(format!("-c TimeZone=UTC -c search_path={search_path} -c random_page_cost=1.1"));
     config.connect_timeout(Duration::from_secs(10));
     Ok(config)
 }

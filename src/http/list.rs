@@ -20,6 +20,8 @@ pub struct ListRules<'a> {
     pub default_sort: &'a str,
     pub default_direction: SortDirection,
     pub filters: &'a [&'a str],
+    /// Whether `start_date` / `end_date` are accepted.
+    pub date_range: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +48,8 @@ pub struct ListQuery {
     pub sort_direction: SortDirection,
     /// `(field, raw value)` for each `filters[field]=value`; values are checked by the resource.
     pub filters: Vec<(String, String)>,
+    pub start_date: Option<time::Date>,
+    pub end_date: Option<time::Date>,
 }
 
 impl ListQuery {
@@ -142,8 +146,30 @@ pub fn parse(pairs: &[(String, String)], rules: &ListRules) -> ApiResult<ListQue
         filters.push((field.to_owned(), value.trim().to_owned()));
     }
 
+    let mut date = |name: &str| {
+        let raw = get(name).map(str::trim).filter(|s| !s.is_empty())?;
+        if !rules.date_range {
+            return None;
+        }
+        let parsed = crate::resource::field::parse_date(raw);
+        if parsed.is_none() {
+            errors.entry(name.into()).or_default().push(format!("The {name} must be a date (YYYY-MM-DD)."));
+        }
+        parsed
+    };
+    let start_date = date("start_date");
+    let end_date = date("end_date");
+    if let (Some(start), Some(end)) = (start_date, end_date)
+        && end < start
+    {
+        errors
+            .entry("end_date".into())
+            .or_default()
+            .push("The end_date must be on or after the start_date.".into());
+    }
+
     if errors.is_empty() {
-        Ok(ListQuery { page, per_page, search, sort_field, sort_direction, filters })
+        Ok(ListQuery { page, per_page, search, sort_field, sort_direction, filters, start_date, end_date })
     } else {
         Err(ApiError::Validation(errors))
     }
@@ -211,6 +237,7 @@ mod tests {
         default_sort: "id",
         default_direction: SortDirection::Asc,
         filters: &["status"],
+        date_range: false,
     };
 
     fn pairs(q: &str) -> Vec<(String, String)> {

@@ -75,6 +75,11 @@ pub struct Resource {
     pub default_direction: SortDirection,
     /// Columns matched by `search` (case-insensitive substring).
     pub search: &'static [&'static str],
+    /// Instead of `search`: a column of normalised text (see `search_normalize` in the branch
+    /// schema) in which every word of the term must occur.
+    pub search_words: Option<&'static str>,
+    /// A date or timestamp column that `start_date` / `end_date` (inclusive) bound.
+    pub date_range: Option<&'static str>,
     /// Fields usable as `filters[name]`.
     pub filters: &'static [&'static str],
     pub derived: &'static [Derived],
@@ -87,6 +92,17 @@ pub struct Resource {
     /// Accepted on input and documented, but not columns (e.g. a password, role ids); the
     /// resource's own handlers deal with them.
     pub write_only: &'static [Field],
+    /// Typed columns that are not writable but may be used in `filters[...]`.
+    pub filter_only: &'static [Field],
+    /// Whether clients may create, update and delete (false: list and get only).
+    pub writable: bool,
+    /// Rows are hidden by `deleted_at`, not removed (every table but append-only logs).
+    pub soft_delete: bool,
+    /// Columns every answer ends with.
+    pub trailing: &'static [&'static str],
+    /// The table's live rows are counted in `row_counts` by trigger (large tables): an
+    /// unfiltered list reads its total there instead of counting.
+    pub counted: bool,
 }
 
 impl Resource {
@@ -111,12 +127,24 @@ impl Resource {
         parent: None,
         unique: &[],
         write_only: &[],
+        search_words: None,
+        date_range: None,
+        filter_only: &[],
+        writable: true,
+        soft_delete: true,
+        trailing: &["version", "created_at", "updated_at"],
+        counted: false,
     };
 }
 
 impl Resource {
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// The declared type of a filterable column.
+    pub fn filter_field(&self, name: &str) -> Option<&Field> {
+        self.field(name).or_else(|| self.filter_only.iter().find(|f| f.name == name))
     }
 
     /// `/api/v1/...` of the collection, with `{param}` placeholders.
@@ -130,7 +158,7 @@ impl Resource {
             .chain(self.parent.map(|p| p.column))
             .chain(self.read_only.iter().copied())
             .chain(self.fields.iter().map(|f| f.name))
-            .chain(["version", "created_at", "updated_at"])
+            .chain(self.trailing.iter().copied())
     }
 }
 
@@ -153,12 +181,9 @@ mod tests {
     #[test]
     fn declarations_are_consistent() {
         for r in all() {
+            // Sort fields must be real columns: searches sort a materialised (id, column) set.
             for s in r.sort_fields {
-                assert!(
-                    r.output_columns().any(|c| c == *s) || r.computed.iter().any(|(n, _)| n == s),
-                    "{}: sort field {s} is not a column",
-                    r.path
-                );
+                assert!(r.output_columns().any(|c| c == *s), "{}: sort field {s} is not a column", r.path);
             }
             assert!(r.sort_fields.contains(&r.default_sort), "{}: default sort not allowed", r.path);
             for f in r.filters {

@@ -117,6 +117,7 @@ impl ResourceHandler {
                     default_sort: resource.default_sort,
                     default_direction: resource.default_direction,
                     filters: resource.filters,
+                    date_range: resource.date_range.is_some(),
                 };
                 let query = list::parse(&pairs, &rules)?;
                 let (total, rows) = store::list(&mut conn, resource, within, &query).await?;
@@ -157,6 +158,11 @@ impl ResourceHandler {
 /// `/<path>` and `/<path>/{id}` with the five CRUD operations.
 pub fn router(resource: &'static Resource) -> Router {
     let h = |op| ResourceHandler { resource, op };
+    if !resource.writable {
+        return Router::with_path(resource.path)
+            .get(h(Op::List))
+            .push(Router::with_path("{id}").get(h(Op::Show)));
+    }
     Router::with_path(resource.path)
         .get(h(Op::List))
         .post(h(Op::Create))
@@ -265,19 +271,44 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
             docs::string().enum_values(["asc", "desc"]),
             "Default asc",
         ));
-    if !resource.search.is_empty() {
+    if let Some(column) = resource.search_words {
+        list_op = list_op.add_parameter(docs::query(
+            "search",
+            docs::string().max_length(list::MAX_SEARCH_LEN),
+            &format!("Every word must occur in {column} (any order; case and accents ignored)"),
+        ));
+    } else if !resource.search.is_empty() {
         list_op = list_op.add_parameter(docs::query(
             "search",
             docs::string().max_length(list::MAX_SEARCH_LEN),
             &format!("Matches {}", resource.search.join(", ")),
         ));
     }
+    if let Some(column) = resource.date_range {
+        for (name, bound) in [("start_date", "on or after"), ("end_date", "on or before")] {
+            list_op = list_op.add_parameter(docs::query(
+                name,
+                docs::date(),
+                &format!("Only rows whose {column} is {bound} this date"),
+            ));
+        }
+    }
     for filter in resource.filters {
-        let schema = resource.field(filter).map_or_else(docs::string, |f| field_schema(f.kind));
+        let schema = resource.filter_field(filter).map_or_else(docs::string, |f| field_schema(f.kind));
         list_op = list_op.add_parameter(docs::query(&format!("filters[{filter}]"), schema, "Exact match"));
     }
     let list_op = Doc::answers(list_op, "200", "One page", docs::paginated(item()));
     doc.add(PathItemType::Get, &collection, list_op);
+
+    let show = operation(&format!("Get a {}", resource.label.to_lowercase())).add_parameter(docs::path_id());
+    doc.add(
+        PathItemType::Get,
+        &member,
+        Doc::not_found(Doc::answers(show, "200", "The record", docs::envelope(item()))),
+    );
+    if !resource.writable {
+        return;
+    }
 
     let create = operation(&format!("Create a {}", resource.label.to_lowercase()));
     doc.add(
@@ -286,40 +317,19 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
         Doc::answers(Doc::with_body(create, body()), "201", "Created", docs::envelope(item())),
     );
 
-    let show = Doc::operation(access, tag, &format!("Get a {}", resource.label.to_lowercase()))
-        .add_parameter(docs::path_id());
-    doc.add(
-        PathItemType::Get,
-        &member,
-        Doc::not_found(Doc::answers(show, "200", "The record", docs::envelope(item()))),
-    );
-
-    let update = Doc::operation(
-        access,
-        tag,
-        &format!("Update a {} (fields sent are changed)", resource.label.to_lowercase()),
-    )
-    .add_parameter(docs::path_id())
-    .add_parameter(
-        salvo::oapi::Parameter::new("If-Match")
-            .location(salvo::oapi::ParameterIn::Header)
-            .schema(docs::string())
-            .description("ETag of the version being edited; 412 when it changed meanwhile"),
-    );
+    let update = operation(&format!("Update a {} (fields sent are changed)", resource.label.to_lowercase()))
+        .add_parameter(docs::path_id())
+        .add_parameter(
+            salvo::oapi::Parameter::new("If-Match")
+                .location(salvo::oapi::ParameterIn::Header)
+                .schema(docs::string())
+                .description("ETag of the version being edited; 412 when it changed meanwhile"),
+        );
     let update = Doc::answers(Doc::with_body(update, body()), "200", "Updated", docs::envelope(item()));
     doc.add(PathItemType::Put, &member, Doc::not_found(update));
 
     let delete =
-        Doc::operation(access, tag, &format!("Delete a {} (kept, hidden)", resource.label.to_lowercase()))
-            .add_parameter(docs::path_id());
-    doc.add(
-        PathItemType::Delete,
-        &member,
-        Doc::not_found(Doc::answers(
-            delete,
-            "200",
-            "Deleted",
-            Object::new().property("message", docs::string()),
-        )),
-    );
+        operation(&format!("Delete a {}", resource.label.to_lowercase())).add_parameter(docs::path_id());
+    let deleted = Object::new().property("message", docs::string());
+    doc.add(PathItemType::Delete, &member, Doc::not_found(Doc::answers(delete, "200", "Deleted", deleted)));
 }
