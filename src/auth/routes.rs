@@ -5,12 +5,14 @@ use salvo::prelude::*;
 use serde_json::{Map, Value, json};
 
 use super::{current_user, issue_token};
+use crate::admin::users::USERS;
 use crate::app::AppState;
 use crate::http::docs::{self, Access, Doc};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::{self as web};
 use crate::notify;
 use crate::resource::field::Kind;
+use crate::resource::store;
 
 /// A required string field of a JSON body (422 naming it when missing or not a string).
 pub fn required_string(body: &Map<String, Value>, name: &str, errors: &mut FieldErrors) -> String {
@@ -170,16 +172,17 @@ async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response
     let state = AppState::of(depot);
     let user = current_user(depot)?;
     let body = web::json_object(req, state.settings.max_body_bytes).await?;
-    let mut errors = FieldErrors::new();
-    let mut changes = Vec::new();
-    for (name, kind) in [("name", Kind::Text { max: 120 }), ("email", Kind::Email)] {
-        let field = crate::resource::field::Field::new(name, kind).required();
-        match body.get(name) {
-            None => errors.entry(name.into()).or_default().push(format!("The {name} field is required.")),
-            Some(value) => match crate::resource::field::check(&field, value) {
-                Ok(v) => changes.push(v.as_str().unwrap_or_default().to_owned()),
-                Err(m) => errors.entry(name.into()).or_default().push(m),
-            },
+    // The user's own name and e-mail, checked, written and audited as the users resource
+    // declares them (e-mail unique).
+    let own: Map<String, Value> =
+        ["name", "email"].iter().filter_map(|k| body.get(*k).map(|v| (k.to_string(), v.clone()))).collect();
+    let (input, mut errors) = match store::validate(&USERS, &own, false) {
+        Ok(input) => (input, FieldErrors::new()),
+        Err(errors) => (Map::new(), errors),
+    };
+    for name in ["name", "email"] {
+        if !own.contains_key(name) {
+            errors.entry(name.into()).or_default().push(format!("The {name} field is required."));
         }
     }
     if !errors.is_empty() {
@@ -187,21 +190,8 @@ async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response
     }
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;
-    let updated = tx
-        .execute(
-            "UPDATE users SET name = $2, email = $3, version = version + 1, updated_at = now(), updated_by = $1
-              WHERE id = $1",
-            &[&user.id, &changes[0], &changes[1]],
-        )
-        .await;
-    match updated {
-        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) => {
-            return Err(ApiError::field("email", "The email has already been taken."));
-        }
-        other => {
-            other?;
-        }
-    }
+    let writer = store::Writer { user_id: user.id, registry: &state.registry };
+    store::change(&tx, &writer, &USERS, None, user.id, input, None).await?;
     notify::publish(&tx, notify::Topic::User(user.id)).await?;
     tx.commit().await?;
     state.auth.forget_user(user.id).await;
@@ -245,7 +235,7 @@ async fn switch_branch(req: &mut Request, depot: &mut Depot, res: &mut Response)
             &[&user.id, &branch_id],
         )
         .await?;
-    client.execute("SELECT pg_notify($1, $2)", &[&notify::CHANNEL, &format!("user:{}", user.id)]).await?;
+    notify::publish(&client, notify::Topic::User(user.id)).await?;
     state.auth.forget_user(user.id).await;
     let branch = branch_summaries(&client, user.id).await?.into_iter().find(|b| b["id"] == json!(branch_id));
     web::ok(res, "Branch switched.", json!({ "branch": branch, "user": user_view(&client, user.id).await? }));
