@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::TestApp;
+use common::{Reply, TestApp, assert_error, assert_invalid, reply};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -21,47 +21,6 @@ const DEFAULT_ROLES: [&str; 6] = ["admin", "cashier", "doctor", "nurse", "pharma
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-struct Reply {
-    status: u16,
-    text: String,
-    body: Value,
-}
-
-async fn reply(req: reqwest::RequestBuilder) -> Reply {
-    let res = req.send().await.expect("request sent");
-    let status = res.status().as_u16();
-    let text = res.text().await.expect("body read");
-    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-    Reply { status, text, body }
-}
-
-#[track_caller]
-fn assert_error(r: &Reply, status: u16, code: &str) {
-    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
-    assert!(
-        r.body["message"].as_str().is_some_and(|m| !m.trim().is_empty()),
-        "error without a message: {}",
-        r.text
-    );
-    assert_eq!(r.body["code"], code, "error code; body: {}", r.text);
-}
-
-/// A 422 whose `errors` names exactly `fields`, each with a non-empty list of messages.
-#[track_caller]
-fn assert_invalid(r: &Reply, fields: &[&str]) {
-    assert_eq!(r.status, 422, "expected a 422 on {fields:?}; body: {}", r.text);
-    assert!(r.body["message"].as_str().is_some_and(|m| !m.trim().is_empty()), "no message: {}", r.text);
-    let errors = r.body["errors"].as_object().unwrap_or_else(|| panic!("no errors object: {}", r.text));
-    let named: BTreeSet<&str> = errors.keys().map(String::as_str).collect();
-    let expected: BTreeSet<&str> = fields.iter().copied().collect();
-    assert_eq!(named, expected, "fields named by the 422: {}", r.text);
-    for (field, messages) in errors {
-        let messages = messages.as_array().unwrap_or_else(|| panic!("errors.{field} is not an array"));
-        assert!(!messages.is_empty(), "errors.{field} is empty");
-        assert!(messages.iter().all(|m| m.as_str().is_some_and(|m| !m.trim().is_empty())));
-    }
-}
 
 #[track_caller]
 fn assert_message(r: &Reply) {

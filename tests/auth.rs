@@ -7,9 +7,8 @@ use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{TestApp, send};
+use common::{Reply, TestApp, assert_error, assert_invalid, reply, send};
 use reqwest::Method;
-use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -29,56 +28,6 @@ const USER_PASSWORD: &str = "user-password-1";
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-struct Reply {
-    status: u16,
-    headers: HeaderMap,
-    text: String,
-    body: Value,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-}
-
-async fn reply(req: reqwest::RequestBuilder) -> Reply {
-    let res = req.send().await.expect("request sent");
-    let status = res.status().as_u16();
-    let headers = res.headers().clone();
-    let text = res.text().await.expect("body read");
-    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-    Reply { status, headers, text, body }
-}
-
-/// An error answer: the status, a JSON body with a non-empty `message` and the given `code`.
-#[track_caller]
-fn assert_error(r: &Reply, status: u16, code: &str) {
-    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
-    assert!(
-        r.body["message"].as_str().is_some_and(|m| !m.trim().is_empty()),
-        "error without a message: {}",
-        r.text
-    );
-    assert_eq!(r.body["code"], code, "error code; body: {}", r.text);
-}
-
-/// A 422 whose `errors` names exactly `fields`, each with a non-empty list of messages.
-#[track_caller]
-fn assert_invalid(r: &Reply, fields: &[&str]) {
-    assert_eq!(r.status, 422, "expected a 422 on {fields:?}; body: {}", r.text);
-    assert!(r.body["message"].as_str().is_some_and(|m| !m.trim().is_empty()), "no message: {}", r.text);
-    let errors = r.body["errors"].as_object().unwrap_or_else(|| panic!("no errors object: {}", r.text));
-    let named: BTreeSet<&str> = errors.keys().map(String::as_str).collect();
-    let expected: BTreeSet<&str> = fields.iter().copied().collect();
-    assert_eq!(named, expected, "fields named by the 422: {}", r.text);
-    for (field, messages) in errors {
-        let messages = messages.as_array().unwrap_or_else(|| panic!("errors.{field} is not an array"));
-        assert!(!messages.is_empty(), "errors.{field} is empty");
-        assert!(messages.iter().all(|m| m.as_str().is_some_and(|m| !m.trim().is_empty())));
-    }
-}
 
 /// The 429 of DESIGN.md: message, `Retry-After` and the `X-RateLimit-*` headers.
 #[track_caller]

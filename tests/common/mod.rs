@@ -243,6 +243,61 @@ impl Drop for TestApp {
     }
 }
 
+/// A whole answer: status, headers, raw text and the text parsed as JSON (or Null).
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub text: String,
+    pub body: Value,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+pub async fn reply(req: reqwest::RequestBuilder) -> Reply {
+    let res = req.send().await.expect("request sent");
+    let status = res.status().as_u16();
+    let headers = res.headers().clone();
+    let text = res.text().await.expect("body read");
+    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Reply { status, headers, text, body }
+}
+
+/// An error answer: the status, a JSON body with a non-empty `message` and the given `code`.
+#[track_caller]
+pub fn assert_error(r: &Reply, status: u16, code: &str) {
+    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
+    let content_type = r.header("content-type").unwrap_or_default();
+    assert!(content_type.starts_with("application/json"), "error is not JSON ({content_type}): {}", r.text);
+    assert!(r.body.is_object(), "error body is not a JSON object: {}", r.text);
+    assert!(
+        r.body["message"].as_str().is_some_and(|m| !m.trim().is_empty()),
+        "error without a message: {}",
+        r.body
+    );
+    assert_eq!(r.body["code"], code, "error code; body: {}", r.body);
+}
+
+/// A 422 whose `errors` names exactly `fields`, each with a non-empty list of messages.
+#[track_caller]
+pub fn assert_invalid(r: &Reply, fields: &[&str]) {
+    assert_eq!(r.status, 422, "expected a 422 on {fields:?}; body: {}", r.text);
+    assert!(r.body["message"].as_str().is_some_and(|m| !m.trim().is_empty()), "no message: {}", r.body);
+    assert!(r.body["code"].as_str().is_some_and(|c| !c.is_empty()), "no code: {}", r.body);
+    let errors = r.body["errors"].as_object().unwrap_or_else(|| panic!("no errors object: {}", r.body));
+    let named: std::collections::BTreeSet<&str> = errors.keys().map(String::as_str).collect();
+    let expected: std::collections::BTreeSet<&str> = fields.iter().copied().collect();
+    assert_eq!(named, expected, "fields named by the 422: {}", r.text);
+    for (field, messages) in errors {
+        let messages = messages.as_array().unwrap_or_else(|| panic!("errors.{field} is not an array"));
+        assert!(!messages.is_empty(), "errors.{field} is empty");
+        assert!(messages.iter().all(|m| m.as_str().is_some_and(|m| !m.trim().is_empty())));
+    }
+}
+
 /// Sends and returns (status, JSON body or Null).
 pub async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
     let res = req.send().await.unwrap();
