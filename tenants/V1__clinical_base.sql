@@ -203,11 +203,19 @@ CREATE INDEX prescribed_medicines_visit_idx ON patient_visit_prescribed_medicine
 
 CREATE SEQUENCE medical_certificate_seq;
 
--- Certificate numbers default to MC-<branch code>-<6 digits>; a number given by the clinic
--- must be unique in the branch too.
+-- Certificate numbers default to MC-<branch code>-<6 digits>, skipping numbers a clinic
+-- already typed by hand; a number given by the clinic must be unique in the branch too.
 CREATE FUNCTION next_certificate_number() RETURNS text
-LANGUAGE sql VOLATILE AS $$
-    SELECT 'MC-' || (SELECT code FROM branch_info) || '-' || lpad(nextval('medical_certificate_seq')::text, 6, '0')
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    candidate text;
+BEGIN
+    LOOP
+        candidate := 'MC-' || (SELECT code FROM branch_info) || '-' || lpad(nextval('medical_certificate_seq')::text, 6, '0');
+        EXIT WHEN NOT EXISTS (SELECT 1 FROM medical_certificates WHERE certificate_number = candidate);
+    END LOOP;
+    RETURN candidate;
+END
 $$;
 
 CREATE TABLE medical_certificates (

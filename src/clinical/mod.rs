@@ -8,7 +8,7 @@ use crate::http::list::SortDirection;
 use crate::resource::field::{
     Field, Kind, branch_ref, date, integer, long_text, one_of, past_date, registry_ref, text,
 };
-use crate::resource::{PATIENT_OF_VISIT, Resource, Scope, Unique};
+use crate::resource::{Guard, PATIENT_OF_VISIT, Resource, Scope, Unique};
 
 pub const SEX: &[&str] = &["male", "female", "other", "unknown"];
 pub const CIVIL_STATUS: &[&str] = &["single", "married", "widowed", "separated", "divorced"];
@@ -31,7 +31,7 @@ pub static PATIENTS: Resource = Resource {
         past_date("birth_date").required(),
         one_of("sex", SEX).required(),
         one_of("civil_status", CIVIL_STATUS),
-        one_of("status", PATIENT_STATUS),
+        one_of("status", PATIENT_STATUS).defaulted(),
         Field::new("phone", Kind::Phone),
         Field::new("email", Kind::Email),
         text("address_line", 200),
@@ -73,7 +73,7 @@ pub static PATIENT_VISITS: Resource = Resource {
         one_of("visit_type", VISIT_TYPE),
         registry_ref("doctor_id", "doctors"),
         text("reason", 500),
-        one_of("status", VISIT_STATUS),
+        one_of("status", VISIT_STATUS).defaulted(),
         long_text("notes"),
     ],
     read_only: &[],
@@ -83,6 +83,17 @@ pub static PATIENT_VISITS: Resource = Resource {
     default_direction: SortDirection::Desc,
     search: &["reason"],
     filters: &["patient_id", "status", "visit_type", "visit_date"],
+    // Records of a visit name its patient too: the visit keeps its patient once it has any.
+    guards: &[
+        Guard { field: "patient_id", table: "patient_visit_plans", column: "patient_visit_id" },
+        Guard {
+            field: "patient_id",
+            table: "patient_visit_prescribed_medicines",
+            column: "patient_visit_id",
+        },
+        Guard { field: "patient_id", table: "complaints", column: "patient_visit_id" },
+        Guard { field: "patient_id", table: "medical_certificates", column: "patient_visit_id" },
+    ],
     derived: &[],
     read_permission: PATIENTS_READ,
     write_permission: PATIENTS_WRITE,
@@ -178,8 +189,8 @@ pub static MEDICAL_CERTIFICATES: Resource = Resource {
         branch_ref("patient_visit_id", "patient_visits").required(),
         registry_ref("doctor_id", "doctors"),
         // Generated (MC-<branch>-000001) when not given.
-        text("certificate_number", 50),
-        date("issued_on"),
+        text("certificate_number", 50).defaulted(),
+        date("issued_on").defaulted(),
         long_text("diagnosis"),
         long_text("recommendation"),
         integer("rest_days", 0, 365),

@@ -71,15 +71,23 @@ pub struct Field {
     pub kind: Kind,
     /// Must be present (and not null) on create; may never be set to null.
     pub required: bool,
+    /// The column is NOT NULL with a database default: left out, null or empty on create it
+    /// takes the default; on update it may not be emptied.
+    pub defaulted: bool,
 }
 
 impl Field {
     pub const fn new(name: &'static str, kind: Kind) -> Self {
-        Self { name, kind, required: false }
+        Self { name, kind, required: false, defaulted: false }
     }
 
     pub const fn required(mut self) -> Self {
         self.required = true;
+        self
+    }
+
+    pub const fn defaulted(mut self) -> Self {
+        self.defaulted = true;
         self
     }
 }

@@ -56,6 +56,15 @@ pub struct Unique {
     pub message: &'static str,
 }
 
+/// `field` may not change while rows of `table` point at the record through `column`
+/// (a visit's patient, once the visit has records that name that patient too).
+#[derive(Debug, Clone, Copy)]
+pub struct Guard {
+    pub field: &'static str,
+    pub table: &'static str,
+    pub column: &'static str,
+}
+
 #[derive(Debug)]
 pub struct Resource {
     /// URL segment under `/api/v1`, e.g. `complaints`.
@@ -103,6 +112,7 @@ pub struct Resource {
     /// The table's live rows are counted in `row_counts` by trigger (large tables): an
     /// unfiltered list reads its total there instead of counting.
     pub counted: bool,
+    pub guards: &'static [Guard],
 }
 
 impl Resource {
@@ -134,6 +144,7 @@ impl Resource {
         soft_delete: true,
         trailing: &["version", "created_at", "updated_at"],
         counted: false,
+        guards: &[],
     };
 }
 

@@ -132,7 +132,7 @@ impl ResourceHandler {
             }
             Op::Create => {
                 let body = web::json_object(req, state.settings.max_body_bytes).await?;
-                let input = store::validate(resource, &body, true).map_err(ApiError::Validation)?;
+                let input = checked_input(&mut conn, &writer, resource, &body, true).await?;
                 let record = store::create(&mut conn, &writer, resource, within, input).await?;
                 respond_created(req, res, resource, record);
             }
@@ -140,7 +140,7 @@ impl ResourceHandler {
                 let id = web::path_id(req, "id")?;
                 let if_match = if_match();
                 let body = web::json_object(req, state.settings.max_body_bytes).await?;
-                let input = store::validate(resource, &body, false).map_err(ApiError::Validation)?;
+                let input = checked_input(&mut conn, &writer, resource, &body, false).await?;
                 let record = store::update(&mut conn, &writer, resource, within, id, input, if_match).await?;
                 respond_updated(res, resource, record);
             }
@@ -153,6 +153,24 @@ impl ResourceHandler {
         }
         Ok(())
     }
+}
+
+/// The body checked against the declaration; when fields are wrong, the references among
+/// the others are checked too, so that one 422 names every bad field.
+async fn checked_input(
+    conn: &mut Conn,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    body: &serde_json::Map<String, serde_json::Value>,
+    creating: bool,
+) -> ApiResult<serde_json::Map<String, serde_json::Value>> {
+    let (input, mut errors) = store::validate_fields(resource, body, creating);
+    if errors.is_empty() {
+        return Ok(input);
+    }
+    let more = store::reference_errors(conn, writer, resource, input, &errors).await?;
+    errors.extend(more);
+    Err(ApiError::Validation(errors))
 }
 
 /// `/<path>` and `/<path>/{id}` with the five CRUD operations.

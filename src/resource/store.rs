@@ -116,6 +116,17 @@ pub fn validate(
     body: &Map<String, Value>,
     creating: bool,
 ) -> Result<Map<String, Value>, FieldErrors> {
+    let (clean, errors) = validate_fields(resource, body, creating);
+    if errors.is_empty() { Ok(clean) } else { Err(errors) }
+}
+
+/// Like [`validate`], but returns the fields that passed along with the errors, so that
+/// the references among them can be checked and reported together.
+pub fn validate_fields(
+    resource: &Resource,
+    body: &Map<String, Value>,
+    creating: bool,
+) -> (Map<String, Value>, FieldErrors) {
     let mut errors = FieldErrors::new();
     let mut clean = Map::new();
     for f in resource.fields.iter().chain(resource.write_only) {
@@ -133,6 +144,14 @@ pub fn validate(
                     .or_default()
                     .push(format!("The {} field is required.", f.name.replace('_', " ")));
             }
+            // On create a blank defaulted field is left to the database default.
+            Some(value) if f.defaulted && is_blank(value) && creating => {}
+            Some(value) if f.defaulted && is_blank(value) => {
+                errors
+                    .entry(f.name.into())
+                    .or_default()
+                    .push(format!("The {} field may not be empty.", f.name.replace('_', " ")));
+            }
             Some(Value::Null) => {
                 clean.insert(f.name.into(), Value::Null);
             }
@@ -148,7 +167,65 @@ pub fn validate(
             },
         }
     }
-    if errors.is_empty() { Ok(clean) } else { Err(errors) }
+    (clean, errors)
+}
+
+/// Refuses to change a guarded field while dependent rows exist.
+async fn check_guards(
+    tx: &deadpool_postgres::Transaction<'_>,
+    resource: &Resource,
+    id: i64,
+    input: &Map<String, Value>,
+    before: &Value,
+) -> ApiResult<()> {
+    for guard in resource.guards {
+        let changes = input.get(guard.field).is_some_and(|new| Some(new) != before.get(guard.field));
+        if !changes {
+            continue;
+        }
+        let sql = format!(
+            "SELECT EXISTS (SELECT 1 FROM {} WHERE {} = $1 AND deleted_at IS NULL)",
+            guard.table, guard.column
+        );
+        let stmt = tx.prepare_cached(&sql).await?;
+        if tx.fetch_one(&stmt, &[&id]).await?.get::<_, bool>(0) {
+            return Err(ApiError::field(
+                guard.field,
+                format!(
+                    "The {} cannot change: this {} already has {} that name it.",
+                    guard.field.replace('_', " "),
+                    resource.label.to_lowercase(),
+                    guard.table.replace('_', " ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Null, or a string of only white space.
+fn is_blank(value: &Value) -> bool {
+    value.is_null() || value.as_str().is_some_and(|s| s.trim().is_empty())
+}
+
+/// The reference errors among fields that passed their own checks (an id of a record that
+/// does not exist), for a 422 that names every bad field at once.
+pub async fn reference_errors(
+    conn: &mut Conn,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    mut valid: Map<String, Value>,
+    already: &FieldErrors,
+) -> ApiResult<FieldErrors> {
+    valid.retain(|k, _| !already.contains_key(k));
+    let client = conn.client();
+    match check_references(&*client, writer, resource, &mut valid, None).await {
+        Ok(()) => Ok(FieldErrors::new()),
+        Err(ApiError::Validation(errors)) => {
+            Ok(errors.into_iter().filter(|(field, _)| !already.contains_key(field)).collect())
+        }
+        Err(other) => Err(other),
+    }
 }
 
 /// The parent a nested resource's rows must belong to: `(column, id)`.
@@ -722,6 +799,7 @@ pub async fn change(
 ) -> ApiResult<Value> {
     {
         let before = lock_for_change(tx, resource, within, id, if_match).await?;
+        check_guards(tx, resource, id, &input, &before).await?;
         check_references(tx, writer, resource, &mut input, Some(&before)).await?;
         let columns: Vec<&str> =
             resource.fields.iter().map(|f| f.name).filter(|n| input.contains_key(*n)).collect();
