@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{Reply, TestApp, assert_error, assert_invalid, reply, send};
+use common::{Reply, TestApp, assert_error, assert_invalid, column, ids, reply, send};
 use reqwest::{Method, Url};
 use serde_json::{Value, json};
 
@@ -26,19 +26,6 @@ async fn new_patient(app: &TestApp, branch: i64, first: &str, last: &str, sex: &
 
 async fn list_patients(app: &TestApp, branch: i64, query: &str) -> Reply {
     reply(app.request(Method::GET, &format!("{PATIENTS}?{query}"), Some(branch))).await
-}
-
-fn column(body: &Value, name: &str) -> Vec<String> {
-    body["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no data array: {body}"))
-        .iter()
-        .map(|row| row[name].as_str().unwrap_or_else(|| panic!("{name} missing in {row}")).to_owned())
-        .collect()
-}
-
-fn ids(body: &Value) -> Vec<i64> {
-    body["data"].as_array().unwrap().iter().map(|row| row["id"].as_i64().unwrap()).collect()
 }
 
 fn id_of(record: &Value) -> i64 {

@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{Reply, TestApp, assert_invalid, reply, send};
+use common::{Reply, TestApp, assert_invalid, column, ids, reply, send};
 use reqwest::{Method, RequestBuilder};
 use serde_json::{Value, json};
 
@@ -63,19 +63,6 @@ async fn list(app: &TestApp, branch: i64, query: &str) -> Reply {
 
 async fn lookup(app: &TestApp, branch: i64, query: &str) -> Reply {
     reply(app.request(Method::GET, &format!("{LOOKUP}?{query}"), Some(branch))).await
-}
-
-fn column(body: &Value, name: &str) -> Vec<String> {
-    body["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no data array: {body}"))
-        .iter()
-        .map(|row| row[name].as_str().unwrap_or_else(|| panic!("{name} missing in {row}")).to_owned())
-        .collect()
-}
-
-fn ids(body: &Value) -> Vec<i64> {
-    body["data"].as_array().unwrap_or_else(|| panic!("no data array: {body}")).iter().map(id_of).collect()
 }
 
 /// An export request as `token`, with no Accept header (a browser download).

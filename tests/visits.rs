@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{Reply, TestApp, assert_invalid, reply};
+use common::{Reply, TestApp, assert_invalid, ids, reply};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -32,10 +32,6 @@ fn assert_status(r: &Reply, status: u16) {
 
 fn id_of(record: &Value) -> i64 {
     record["id"].as_i64().unwrap_or_else(|| panic!("no id in {record}"))
-}
-
-fn ids(body: &Value) -> Vec<i64> {
-    body["data"].as_array().unwrap_or_else(|| panic!("no data array: {body}")).iter().map(id_of).collect()
 }
 
 fn id_set(body: &Value) -> BTreeSet<i64> {

@@ -298,6 +298,26 @@ pub fn assert_invalid(r: &Reply, fields: &[&str]) {
     }
 }
 
+/// One string column of a list answer's rows.
+pub fn column(body: &Value, name: &str) -> Vec<String> {
+    body["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no data array: {body}"))
+        .iter()
+        .map(|row| row[name].as_str().unwrap_or_else(|| panic!("{name} missing in {row}")).to_owned())
+        .collect()
+}
+
+/// The ids of a list answer's rows.
+pub fn ids(body: &Value) -> Vec<i64> {
+    body["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no data array: {body}"))
+        .iter()
+        .map(|row| row["id"].as_i64().unwrap_or_else(|| panic!("no id in {row}")))
+        .collect()
+}
+
 /// Sends and returns (status, JSON body or Null).
 pub async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
     let res = req.send().await.unwrap();
