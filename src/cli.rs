@@ -131,8 +131,7 @@ async fn execute(command: Command, state: &Arc<AppState>) -> anyhow::Result<Exit
         Command::Branch { command: BranchCommand::Create { code, name, database_url } } => {
             let admins = admin_ids(state).await?;
             let new = NewBranch { code, name, database_url };
-            let branch =
-                state.create_branch(new, &admins).await.map_err(|e| anyhow::anyhow!("{}", e.body()))?;
+            let branch = state.create_branch(new, &admins).await.map_err(explain)?;
             println!(
                 "created branch {} (id {}) with schema {} at version {}",
                 branch.code,
@@ -145,6 +144,22 @@ async fn execute(command: Command, state: &Arc<AppState>) -> anyhow::Result<Exit
         Command::User {
             command: UserCommand::Create { username, name, email, password, roles, branches },
         } => create_user(state, &username, &name, &email, password, &roles, &branches).await,
+    }
+}
+
+/// An API error as a line for the terminal.
+fn explain(error: crate::http::error::ApiError) -> anyhow::Error {
+    match error {
+        crate::http::error::ApiError::Validation(errors) => anyhow::anyhow!(
+            "{}",
+            errors
+                .iter()
+                .map(|(field, messages)| format!("{field}: {}", messages.join(" ")))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        crate::http::error::ApiError::Internal(cause) => cause,
+        other => anyhow::anyhow!("{}", other.body()["message"].as_str().unwrap_or("failed")),
     }
 }
 

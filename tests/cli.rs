@@ -1,0 +1,138 @@
+//! The command line, run as the real binary against a fresh database.
+
+mod common;
+
+use std::process::Output;
+
+use common::TestDb;
+
+fn run(db: &TestDb, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_clinic-server"))
+        .args(args)
+        .env("DATABASE_URL", &db.url)
+        .env("CLINIC_ADMIN_PASSWORD", common::ADMIN_PASSWORD)
+        .env("PASSWORD_HASH_COST", "4")
+        .env("RUST_LOG", "warn")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn migrate_bootstraps_once_and_reports_every_branch() {
+    let db = TestDb::create().await;
+    let first = run(&db, &["migrate"]);
+    assert!(first.status.success(), "{first:?}");
+    let out = stdout(&first);
+    assert!(out.contains("created user `admin`"), "{out}");
+    let main = out.lines().find(|l| l.contains(" MAIN ")).unwrap_or_else(|| panic!("no MAIN row: {out}"));
+    for expected in ["active", "branch_1", "current"] {
+        assert!(main.contains(expected), "{main}");
+    }
+    // A second run migrates nothing and creates nobody.
+    let second = run(&db, &["migrate"]);
+    assert!(second.status.success());
+    assert!(!stdout(&second).contains("created user"), "{}", stdout(&second));
+}
+
+#[tokio::test]
+async fn branch_create_provisions_and_branch_list_shows_it() {
+    let db = TestDb::create().await;
+    let created = run(&db, &["branch", "create", "--code", "NORTH", "--name", "North Branch"]);
+    assert!(created.status.success(), "{created:?}");
+    assert!(stdout(&created).contains("created branch NORTH"), "{}", stdout(&created));
+    let list = stdout(&run(&db, &["branch", "list"]));
+    let north = list.lines().find(|l| l.contains(" NORTH ")).unwrap_or_else(|| panic!("{list}"));
+    assert!(north.contains("active") && north.contains("current"), "{north}");
+    // The schema exists and its migrations ran.
+    let client = clinic_server::db::connect(&db.url).await.unwrap();
+    let ready: bool = client
+        .query_one(
+            "SELECT to_regclass(b.schema_name || '.patients') IS NOT NULL FROM branches b WHERE code = 'NORTH'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(ready);
+    // A taken code and a malformed one fail with a message and a non-zero exit.
+    for code in ["NORTH", "x"] {
+        let again = run(&db, &["branch", "create", "--code", code, "--name", "Again"]);
+        assert!(!again.status.success(), "{code}: {again:?}");
+        assert!(String::from_utf8_lossy(&again.stderr).contains("code"), "{again:?}");
+    }
+}
+
+#[tokio::test]
+async fn user_create_makes_a_user_with_roles_and_branches() {
+    let db = TestDb::create().await;
+    assert!(run(&db, &["migrate"]).status.success());
+    let created = run(
+        &db,
+        &[
+            "user",
+            "create",
+            "--username",
+            "ana",
+            "--name",
+            "Ana Cruz",
+            "--email",
+            "ana@example.test",
+            "--password",
+            "ana-password-1",
+            "--role",
+            "doctor",
+            "--branch",
+            "MAIN",
+        ],
+    );
+    assert!(created.status.success(), "{created:?}");
+    let client = clinic_server::db::connect(&db.url).await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT (SELECT array_agg(r.name) FROM user_roles ur JOIN roles r ON r.id = ur.role_id WHERE ur.user_id = u.id),
+                    (SELECT count(*) FROM branch_users bu WHERE bu.user_id = u.id), u.default_branch_id IS NOT NULL
+               FROM users u WHERE username = 'ana'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Vec<String>>(0), vec!["doctor".to_owned()]);
+    assert_eq!(row.get::<_, i64>(1), 1);
+    assert!(row.get::<_, bool>(2));
+    let unknown = run(
+        &db,
+        &[
+            "user",
+            "create",
+            "--username",
+            "bo",
+            "--name",
+            "Bo",
+            "--email",
+            "bo@example.test",
+            "--role",
+            "wizard",
+        ],
+    );
+    assert!(!unknown.status.success());
+}
+
+#[test]
+fn every_command_has_help() {
+    for args in [
+        &["--help"][..],
+        &["branch", "create", "--help"],
+        &["user", "create", "--help"],
+        &["migrate", "--help"],
+    ] {
+        let out =
+            std::process::Command::new(env!("CARGO_BIN_EXE_clinic-server")).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        assert!(!out.stdout.is_empty());
+    }
+}
