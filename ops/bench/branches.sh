@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The cost of serving many branches over shared connections: the same list request sent
+# to one branch, then spread round-robin over BRANCHES branches (every checkout may have to
+# switch the connection's search_path, and PostgreSQL re-plans cached statements).
+#
+#   ops/bench/branches.sh            # 50 branches, 20 patients each, 10 s per case
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+BRANCHES=${BRANCHES:-50}
+DURATION=${DURATION:-10s}
+CONNECTIONS=${CONNECTIONS:-8}
+PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
+PORT=${PORT:-18092}
+DB=clinic_bench_branches_$$
+DB_URL="${PGURL%/*}/$DB"
+BASE="http://127.0.0.1:$PORT/api/v1"
+PASSWORD=bench-password-1
+LUA=$(mktemp --suffix .lua)
+
+cargo build --release --quiet
+psql "$PGURL" -qc "CREATE DATABASE $DB"
+cleanup() {
+  [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
+  rm -f "$LUA"
+  psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
+}
+trap cleanup EXIT
+
+DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
+  RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn ./target/release/clinic-server serve >/tmp/clinic-bench-branches.log 2>&1 &
+SERVER=$!
+for _ in $(seq 1 100); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
+TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \
+  -d "{\"username\":\"admin\",\"password\":\"$PASSWORD\"}" | sed 's/.*"token":"\([^"]*\)".*/\1/')
+
+echo "provisioning $BRANCHES branches..."
+start=$(date +%s.%N)
+ids=(1)
+for i in $(seq 2 "$BRANCHES"); do
+  id=$(curl -s "$BASE/branches" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+        -d "{\"code\":\"B$i\",\"name\":\"Branch $i\"}" | sed 's/.*"data":{[^}]*"id":\([0-9]*\).*/\1/')
+  ids+=("$id")
+done
+echo "provisioned in $(echo "$(date +%s.%N) - $start" | bc) s"
+for id in "${ids[@]}"; do
+  psql "$DB_URL" -q -v schema="branch_$id" -v count=20 -f ops/bench/seed_patients.sql
+done
+
+cat > "$LUA" <<LUA
+local ids = { $(IFS=,; echo "${ids[*]}") }
+local i = 0
+request = function()
+  i = i + 1
+  wrk.headers["X-Branch-Id"] = tostring(ids[(i % #ids) + 1])
+  return wrk.format("GET", "/api/v1/patients")
+end
+LUA
+
+run() {
+  local name=$1; shift
+  local out
+  out=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency -H "Authorization: Bearer $TOKEN" \
+        -H 'Accept: application/json' "$@")
+  printf '%-36s %10s req/s   p50 %8s   p99 %8s\n' "$name" \
+    "$(echo "$out" | awk '/Requests\/sec/ {print $2}')" \
+    "$(echo "$out" | awk '$1 == "50%" {print $2}')" \
+    "$(echo "$out" | awk '$1 == "99%" {print $2}')"
+}
+
+echo
+run "list, one branch" -H 'X-Branch-Id: 1' "$BASE/patients"
+run "list, round-robin over $BRANCHES branches" -s "$LUA" "$BASE/patients"
+echo
+psql "$DB_URL" -Atc "SELECT 'server connections held: ' || count(*) FROM pg_stat_activity WHERE datname = '$DB'"
