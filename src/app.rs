@@ -148,11 +148,11 @@ pub fn openapi() -> salvo::oapi::OpenApi {
     let mut doc = Doc::default();
     health::document(&mut doc);
     auth::routes::document(&mut doc);
-    crate::admin::document(&mut doc);
-    crate::clinical::document(&mut doc);
     for r in resource::all() {
         resource::routes::document(&mut doc, r);
     }
+    crate::admin::document(&mut doc);
+    crate::clinical::document(&mut doc);
     doc.finish()
 }
 

@@ -12,7 +12,7 @@ use crate::notify::{self, Invalidate, Topic};
 use crate::resource::field::{Field, Kind, text};
 use crate::resource::routes::{if_match, respond_created, respond_updated};
 use crate::resource::store;
-use crate::resource::{Resource, Scope};
+use crate::resource::{Resource, Scope, Shape};
 use crate::tenancy::branches::NewBranch;
 
 pub const STATUS: &[&str] = &["provisioning", "active", "archived"];
@@ -26,12 +26,12 @@ pub static BRANCHES: Resource = Resource {
     // Holds credentials: accepted, never shown.
     write_only: &[Field::new("database_url", Kind::Text { max: 2000 })],
     read_only: &[
-        "status",
-        "schema_name",
-        "schema_version",
-        "migration_state",
-        "migration_error",
-        "migrated_at",
+        ("status", Shape::Text),
+        ("schema_name", Shape::Text),
+        ("schema_version", Shape::Integer),
+        ("migration_state", Shape::Text),
+        ("migration_error", Shape::Text),
+        ("migrated_at", Shape::Timestamp),
     ],
     sort_fields: &["name", "code", "created_at", "id"],
     default_sort: "name",

@@ -82,18 +82,23 @@ pub fn router() -> Router {
         .push(routes(&users::USERS, users::create, users::update, users::deactivate))
 }
 
-/// The routes that are not plain resource operations.
+/// The routes that are not plain resource operations, and what the own write handlers answer
+/// beyond the shared ones (call after the resources are documented).
 pub fn document(doc: &mut Doc) {
+    doc.amend(PathItemType::Delete, "/api/v1/roles/{id}", |op| {
+        Doc::conflict(op, "The role is still held by users")
+    });
+    doc.amend(PathItemType::Delete, "/api/v1/users/{id}", |op| {
+        Doc::conflict(op, "An admin cannot deactivate themself")
+    });
     let op = Doc::operation(Access::User, "roles", "The permission catalogue");
+    let permission =
+        salvo::oapi::Object::new().property("name", docs::string()).property("description", docs::string());
     let op = Doc::answers(
         op,
         "200",
         "Every permission",
-        docs::envelope(
-            salvo::oapi::Object::new()
-                .property("name", docs::string())
-                .property("description", docs::string()),
-        ),
+        docs::envelope(salvo::oapi::Array::new().items(permission)),
     );
     doc.add(PathItemType::Get, "/api/v1/permissions", op);
     let staff = "/api/v1/branches/{branch_id}/services/{id}/staff";

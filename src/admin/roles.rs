@@ -11,7 +11,7 @@ use crate::notify::{self, Invalidate, Topic};
 use crate::resource::field::{Field, Kind, text};
 use crate::resource::routes::{if_match, respond_created, respond_updated};
 use crate::resource::store::{self, Writer};
-use crate::resource::{Resource, Scope, Unique};
+use crate::resource::{Resource, Scope, Shape, Unique};
 
 pub static ROLES: Resource = Resource {
     path: "roles",
@@ -24,8 +24,9 @@ pub static ROLES: Resource = Resource {
         (
             "permissions",
             "ARRAY(SELECT rp.permission FROM role_permissions rp WHERE rp.role_id = t.id ORDER BY 1)",
+            Shape::Names,
         ),
-        ("users_count", "(SELECT count(*) FROM user_roles ur WHERE ur.role_id = t.id)"),
+        ("users_count", "(SELECT count(*) FROM user_roles ur WHERE ur.role_id = t.id)", Shape::Integer),
     ],
     sort_fields: &["name", "created_at", "id"],
     default_sort: "name",

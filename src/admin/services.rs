@@ -10,7 +10,7 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
 use crate::resource::field::{self, Field, Kind, boolean, registry_ref, text};
 use crate::resource::store;
-use crate::resource::{Parent, Resource, Scope, Unique};
+use crate::resource::{Parent, Resource, Scope, Shape, Unique};
 
 pub static BRANCH_SERVICES: Resource = Resource {
     path: "branches/{branch_id}/services",
@@ -27,6 +27,7 @@ pub static BRANCH_SERVICES: Resource = Resource {
     computed: &[(
         "staff_ids",
         "ARRAY(SELECT s.user_id FROM branch_service_staff s WHERE s.service_id = t.id ORDER BY 1)",
+        Shape::Ids,
     )],
     parent: Some(Parent { param: "branch_id", column: "branch_id", table: "branches", soft_deleted: false }),
     sort_fields: &["name", "code", "created_at", "id"],

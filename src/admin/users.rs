@@ -13,7 +13,7 @@ use crate::notify::{self, Invalidate, Topic};
 use crate::resource::field::{Field, Kind, boolean, registry_ref, text};
 use crate::resource::routes::{if_match, respond_created, respond_updated};
 use crate::resource::store;
-use crate::resource::{Resource, Scope, Unique};
+use crate::resource::{Resource, Scope, Shape, Unique};
 
 pub static USERS: Resource = Resource {
     path: "users",
@@ -33,8 +33,16 @@ pub static USERS: Resource = Resource {
         Field::new("branch_ids", Kind::IdList),
     ],
     computed: &[
-        ("role_ids", "ARRAY(SELECT ur.role_id FROM user_roles ur WHERE ur.user_id = t.id ORDER BY 1)"),
-        ("branch_ids", "ARRAY(SELECT bu.branch_id FROM branch_users bu WHERE bu.user_id = t.id ORDER BY 1)"),
+        (
+            "role_ids",
+            "ARRAY(SELECT ur.role_id FROM user_roles ur WHERE ur.user_id = t.id ORDER BY 1)",
+            Shape::Ids,
+        ),
+        (
+            "branch_ids",
+            "ARRAY(SELECT bu.branch_id FROM branch_users bu WHERE bu.user_id = t.id ORDER BY 1)",
+            Shape::Ids,
+        ),
     ],
     sort_fields: &["name", "username", "email", "created_at", "id"],
     default_sort: "name",

@@ -498,7 +498,7 @@ pub fn document(doc: &mut Doc) {
     );
     let op = Doc::with_body(
         Doc::operation(Access::User, "auth", "Make a branch the active one"),
-        Object::new().property("branch_id", docs::integer()).required("branch_id"),
+        Object::new().property("branch_id", docs::integer().minimum(1)).required("branch_id"),
     );
     doc.add(
         PathItemType::Post,

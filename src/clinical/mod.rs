@@ -8,7 +8,7 @@ use crate::http::list::SortDirection;
 use crate::resource::field::{
     Field, Kind, branch_ref, date, integer, long_text, one_of, past_date, registry_ref, text,
 };
-use crate::resource::{Guard, PATIENT_OF_VISIT, Resource, Scope, Unique};
+use crate::resource::{Guard, PATIENT_OF_VISIT, Resource, Scope, Shape, Unique};
 
 pub const SEX: &[&str] = &["male", "female", "other", "unknown"];
 pub const CIVIL_STATUS: &[&str] = &["single", "married", "widowed", "separated", "divorced"];
@@ -47,8 +47,8 @@ pub static PATIENTS: Resource = Resource {
         text("insurance_member_no", 50),
         long_text("notes"),
     ],
-    read_only: &["pin"],
-    computed: &[("age", "extract(year FROM age(current_date, t.birth_date))::int")],
+    read_only: &[("pin", Shape::Text)],
+    computed: &[("age", "extract(year FROM age(current_date, t.birth_date))::int", Shape::Integer)],
     sort_fields: &["last_name", "first_name", "pin", "birth_date", "created_at"],
     default_sort: "last_name",
     default_direction: SortDirection::Asc,
@@ -76,8 +76,6 @@ pub static PATIENT_VISITS: Resource = Resource {
         one_of("status", VISIT_STATUS).defaulted(),
         long_text("notes"),
     ],
-    read_only: &[],
-    computed: &[],
     sort_fields: &["visit_date", "created_at", "status"],
     default_sort: "visit_date",
     default_direction: SortDirection::Desc,
@@ -115,8 +113,6 @@ pub static COMPLAINTS: Resource = Resource {
         one_of("severity", SEVERITY),
         long_text("notes"),
     ],
-    read_only: &[],
-    computed: &[],
     sort_fields: &["created_at", "complaint", "severity"],
     default_sort: "created_at",
     default_direction: SortDirection::Desc,
@@ -219,7 +215,15 @@ pub static AUDIT_LOGS: Resource = Resource {
     table: "audit_log",
     label: "Audit record",
     scope: Scope::Branch,
-    read_only: &["at", "user_id", "action", "resource", "record_id", "before", "after"],
+    read_only: &[
+        ("at", Shape::Timestamp),
+        ("user_id", Shape::Integer),
+        ("action", Shape::Text),
+        ("resource", Shape::Text),
+        ("record_id", Shape::Integer),
+        ("before", Shape::Json),
+        ("after", Shape::Json),
+    ],
     filter_only: &[
         Field::new("resource", Kind::Text { max: 100 }),
         Field::new("action", Kind::Text { max: 50 }),
@@ -251,7 +255,14 @@ pub fn document(doc: &mut crate::http::docs::Doc) {
     use crate::http::docs::{self, Access, Doc};
     use salvo::oapi::{Object, PathItemType};
     let op = Doc::operation(Access::Branch, "patients", "Type-ahead lookup by name words, PIN or phone")
-        .add_parameter(docs::query("search", docs::string().max_length(200), "Required"))
+        .add_parameter(
+            docs::query(
+                "search",
+                docs::string().min_length(1).max_length(200),
+                "Name words, PIN or phone digits",
+            )
+            .required(salvo::oapi::Required::True),
+        )
         .add_parameter(docs::query(
             "limit",
             docs::integer().minimum(1).maximum(patients::MAX_LOOKUP),
@@ -259,11 +270,9 @@ pub fn document(doc: &mut crate::http::docs::Doc) {
         ));
     let found =
         docs::envelope(salvo::oapi::Array::new().items(salvo::oapi::Ref::from_schema_name("Patient")));
-    doc.add(
-        PathItemType::Get,
-        "/api/v1/patients/search",
-        Doc::answers(op, "200", "Best matches first", found),
-    );
+    let op = Doc::answers(op, "200", "Best matches first", found);
+    let op = Doc::invalid(op, "search missing or limit out of range");
+    doc.add(PathItemType::Get, "/api/v1/patients/search", op);
     let mut op =
         Doc::operation(Access::Branch, "patients", "Export patients as CSV (or JSON lines), streamed")
             .add_parameter(docs::query(
@@ -291,7 +300,11 @@ pub fn document(doc: &mut crate::http::docs::Doc) {
             .add_content("text/csv", salvo::oapi::Content::new(docs::string()))
             .add_content("application/x-ndjson", salvo::oapi::Content::new(Object::new())),
     );
-    doc.add(PathItemType::Get, "/api/v1/patients/export", op);
+    doc.add(
+        PathItemType::Get,
+        "/api/v1/patients/export",
+        Doc::invalid(op, "A parameter is out of range or unknown"),
+    );
 }
 
 pub static RESOURCES: &[&Resource] = &[

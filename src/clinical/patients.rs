@@ -124,7 +124,7 @@ pub async fn export(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
         res.headers_mut().insert(CONTENT_DISPOSITION, disposition);
     }
     let columns: Vec<&'static str> =
-        PATIENTS.output_columns().chain(PATIENTS.computed.iter().map(|(n, _)| *n)).collect();
+        PATIENTS.output_columns().chain(PATIENTS.computed.iter().map(|(n, _, _)| *n)).collect();
     let mut body = res.channel();
     tokio::spawn(async move {
         // The connection stays checked out until the last row is sent.

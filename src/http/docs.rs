@@ -116,7 +116,7 @@ pub fn path_id() -> Parameter {
 }
 
 pub fn path_param(name: &str) -> Parameter {
-    Parameter::new(name).location(ParameterIn::Path).required(Required::True).schema(integer())
+    Parameter::new(name).location(ParameterIn::Path).required(Required::True).schema(integer().minimum(1))
 }
 
 impl Default for Doc {
@@ -145,7 +145,14 @@ impl Doc {
                     .add_security(SecurityRequirement::new(BEARER, Vec::<String>::new()))
                     .add_response("401", response("Missing or invalid token", error_schema()))
                     .add_response("403", response("Not permitted", error_schema()))
-                    .add_response("429", response("Rate limit exceeded", error_schema()));
+                    .add_response("429", response("Rate limit exceeded", error_schema()))
+                    .add_response(
+                        "503",
+                        response(
+                            "No database connection free in time, or the branch is under maintenance",
+                            error_schema(),
+                        ),
+                    );
             }
         }
         if let Access::Branch = access {
@@ -154,7 +161,7 @@ impl Doc {
                     Parameter::new("X-Branch-Id")
                         .location(ParameterIn::Header)
                         .required(Required::True)
-                        .schema(integer())
+                        .schema(integer().minimum(1))
                         .description("The branch whose data this request reads or writes"),
                 )
                 .add_response("400", response("Missing or malformed X-Branch-Id", error_schema()));
@@ -167,6 +174,33 @@ impl Doc {
             RequestBody::new().required(Required::True).add_content("application/json", json(schema)),
         )
         .add_response("422", response("Validation failed", validation_schema()))
+        .add_response("400", response("The body is not a JSON object", error_schema()))
+        .add_response("413", response("The body is too large", error_schema()))
+        .add_response("415", response("The body is not JSON", error_schema()))
+    }
+
+    /// A 422 for bad query parameters.
+    pub fn invalid(op: Operation, description: &str) -> Operation {
+        op.add_response("422", response(description, validation_schema()))
+    }
+
+    /// A 412 for an `If-Match` that no longer matches.
+    pub fn stale(op: Operation) -> Operation {
+        op.add_response("412", response("The record changed since the ETag sent", error_schema()))
+    }
+
+    /// A 409 for a change the record's state forbids.
+    pub fn conflict(op: Operation, description: &str) -> Operation {
+        op.add_response("409", response(description, error_schema()))
+    }
+
+    /// Changes an operation already described (handlers that answer more than the shared ones).
+    pub fn amend(&mut self, method: PathItemType, path: &str, amend: impl FnOnce(Operation) -> Operation) {
+        if let Some(item) = self.api.paths.get_mut(path)
+            && let Some(op) = item.operations.0.remove(&method)
+        {
+            item.operations.0.insert(method, amend(op));
+        }
     }
 
     pub fn answers(

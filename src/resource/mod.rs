@@ -36,6 +36,19 @@ pub struct Derived {
 pub const PATIENT_OF_VISIT: Derived =
     Derived { field: "patient_id", from: "patient_visit_id", table: "patient_visits", column: "patient_id" };
 
+/// What a column the server fills in looks like in answers (for the API description).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    Text,
+    Integer,
+    Date,
+    Timestamp,
+    Ids,
+    Names,
+    /// Any JSON (audit snapshots).
+    Json,
+}
+
 /// A resource nested under another: `/branches/{branch_id}/services`. Rows carry the parent's
 /// id in `column`; a parent that does not exist is a 404 for every operation.
 #[derive(Debug, Clone, Copy)]
@@ -76,9 +89,9 @@ pub struct Resource {
     /// Writable fields.
     pub fields: &'static [Field],
     /// Columns shown but never written by clients (e.g. a generated PIN).
-    pub read_only: &'static [&'static str],
+    pub read_only: &'static [(&'static str, Shape)],
     /// `(name, SQL expression over the row alias t)` added to every answer.
-    pub computed: &'static [(&'static str, &'static str)],
+    pub computed: &'static [(&'static str, &'static str, Shape)],
     pub sort_fields: &'static [&'static str],
     pub default_sort: &'static str,
     pub default_direction: SortDirection,
@@ -167,7 +180,7 @@ impl Resource {
     pub fn output_columns(&self) -> impl Iterator<Item = &'static str> + '_ {
         std::iter::once("id")
             .chain(self.parent.map(|p| p.column))
-            .chain(self.read_only.iter().copied())
+            .chain(self.read_only.iter().map(|(name, _)| *name))
             .chain(self.fields.iter().map(|f| f.name))
             .chain(self.trailing.iter().copied())
     }
@@ -199,7 +212,7 @@ mod tests {
             assert!(r.sort_fields.contains(&r.default_sort), "{}: default sort not allowed", r.path);
             for f in r.filters {
                 assert!(
-                    r.field(f).is_some() || r.read_only.contains(f),
+                    r.field(f).is_some() || r.read_only.iter().any(|(n, _)| n == f),
                     "{}: filter {f} is not a field",
                     r.path
                 );

@@ -8,7 +8,7 @@ use salvo::prelude::*;
 
 use super::field::Kind;
 use super::store::{self, Conn, IfMatch, Writer};
-use super::{Resource, Scope};
+use super::{Resource, Scope, Shape};
 use crate::app::AppState;
 use crate::auth::current_user;
 use crate::http::docs::{self, Access, Doc};
@@ -191,29 +191,74 @@ fn schema_name(resource: &Resource) -> String {
     resource.label.replace(' ', "")
 }
 
-fn field_schema(kind: Kind) -> Object {
-    match kind {
-        Kind::Text { max } | Kind::LongText { max } => docs::string().max_length(max),
-        Kind::Email => {
-            docs::string().format(salvo::oapi::SchemaFormat::KnownFormat(salvo::oapi::KnownFormat::Email))
+/// `type`, or `[type, "null"]` for values that may be null.
+fn typed(basic: BasicType, nullable: bool) -> Object {
+    if nullable {
+        Object::with_type([basic, BasicType::Null].into_iter().collect::<salvo::oapi::SchemaType>())
+    } else {
+        Object::with_type(basic)
+    }
+}
+
+fn formatted(format: salvo::oapi::KnownFormat) -> salvo::oapi::SchemaFormat {
+    salvo::oapi::SchemaFormat::KnownFormat(format)
+}
+
+fn field_schema(kind: Kind, nullable: bool) -> salvo::oapi::RefOr<salvo::oapi::Schema> {
+    use salvo::oapi::KnownFormat;
+    let text = || typed(BasicType::String, nullable);
+    let number = || typed(BasicType::Integer, nullable).format(formatted(KnownFormat::Int64));
+    let schema = match kind {
+        Kind::Text { max } | Kind::LongText { max } => text().max_length(max),
+        Kind::Email => text().format(formatted(KnownFormat::Email)),
+        Kind::Phone => text().max_length(32),
+        Kind::Integer { min, max } => number().minimum(min).maximum(max),
+        Kind::Ref(_) => number().minimum(1).description("Id of an existing record"),
+        Kind::Date { .. } => text().format(formatted(KnownFormat::Date)),
+        Kind::Bool => typed(BasicType::Boolean, nullable),
+        Kind::Enum(values) => {
+            let values = values.iter().map(|v| serde_json::Value::from(*v));
+            let values: Vec<serde_json::Value> =
+                if nullable { values.chain([serde_json::Value::Null]).collect() } else { values.collect() };
+            text().enum_values(values)
         }
-        Kind::Phone => docs::string(),
-        Kind::Integer { min, max } => docs::integer().minimum(min).maximum(max),
-        Kind::Ref(_) => docs::integer().minimum(1).description("Id of an existing record"),
-        Kind::Date { .. } => docs::date(),
-        Kind::Bool => Object::with_type(BasicType::Boolean),
-        Kind::Enum(values) => docs::string().enum_values(values.iter().copied()),
         Kind::Code { min, max } => {
-            docs::string().min_length(min).max_length(max).description("Uppercase letters and digits")
+            text().min_length(min).max_length(max).description("Uppercase letters and digits")
         }
-        Kind::Username => docs::string().min_length(3).max_length(50),
-        Kind::Password => docs::string()
+        Kind::Username => text().min_length(3).max_length(50),
+        Kind::Password => typed(BasicType::String, false)
             .min_length(8)
             .max_length(128)
-            .format(salvo::oapi::SchemaFormat::KnownFormat(salvo::oapi::KnownFormat::Password)),
-        Kind::IdList => salvo::oapi::Object::with_type(BasicType::Array).description("List of ids"),
-        Kind::NameList => salvo::oapi::Object::with_type(BasicType::Array).description("List of names"),
-    }
+            .format(formatted(KnownFormat::Password)),
+        Kind::IdList => return list_of(docs::integer(), nullable),
+        Kind::NameList => return list_of(docs::string(), nullable),
+    };
+    schema.into()
+}
+
+fn list_of(item: Object, nullable: bool) -> salvo::oapi::RefOr<salvo::oapi::Schema> {
+    let list = salvo::oapi::Array::new().items(item);
+    let list = if nullable {
+        list.schema_type([BasicType::Array, BasicType::Null].into_iter().collect::<salvo::oapi::SchemaType>())
+    } else {
+        list
+    };
+    list.into()
+}
+
+/// The schema of a column the server fills in.
+fn shape_schema(shape: Shape) -> salvo::oapi::RefOr<salvo::oapi::Schema> {
+    use salvo::oapi::KnownFormat;
+    let schema = match shape {
+        Shape::Text => typed(BasicType::String, true),
+        Shape::Integer => typed(BasicType::Integer, true).format(formatted(KnownFormat::Int64)),
+        Shape::Date => typed(BasicType::String, true).format(formatted(KnownFormat::Date)),
+        Shape::Timestamp => typed(BasicType::String, true).format(formatted(KnownFormat::DateTime)),
+        Shape::Ids => return salvo::oapi::Array::new().items(docs::integer()).into(),
+        Shape::Names => return salvo::oapi::Array::new().items(docs::string()).into(),
+        Shape::Json => Object::new().schema_type(salvo::oapi::SchemaType::AnyValue),
+    };
+    schema.read_only(true).into()
 }
 
 /// Describes a resource's routes and schemas.
@@ -221,32 +266,36 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
     let name = schema_name(resource);
     let mut input = Object::new();
     let mut output = Object::new().property("id", docs::integer());
-    for column in resource.read_only {
-        output = output.property(*column, docs::string().read_only(true));
+    for (column, shape) in resource.read_only {
+        output = output.property(*column, shape_schema(*shape));
     }
     if let Some(parent) = resource.parent {
         output = output.property(parent.column, docs::integer());
     }
     for f in resource.fields {
-        input = input.property(f.name, field_schema(f.kind));
-        output = output.property(f.name, field_schema(f.kind));
+        // Optional fields may be sent as null (to clear them) and come back as null.
+        input = input.property(f.name, field_schema(f.kind, !f.required && !f.defaulted));
+        output = output.property(f.name, field_schema(f.kind, !f.required && !f.defaulted));
         if f.required {
             input = input.required(f.name);
         }
     }
     for f in resource.write_only {
-        input = input.property(f.name, field_schema(f.kind));
+        input = input.property(f.name, field_schema(f.kind, !f.required));
         if f.required {
             input = input.required(f.name);
         }
     }
-    for (computed, _) in resource.computed {
-        output = output.property(*computed, Object::new().read_only(true));
+    for (computed, _, shape) in resource.computed {
+        output = output.property(*computed, shape_schema(*shape));
     }
-    output = output
-        .property("version", docs::integer().description("Send back in If-Match to update safely"))
-        .property("created_at", docs::timestamp())
-        .property("updated_at", docs::timestamp());
+    for column in resource.trailing {
+        output = match *column {
+            "version" => output
+                .property("version", docs::integer().description("Send back in If-Match to update safely")),
+            other => output.property(other, docs::timestamp()),
+        };
+    }
     doc.add_schema(&name, output);
     doc.add_schema(&format!("{name}Input"), input);
     let item = || Ref::from_schema_name(&name);
@@ -262,7 +311,7 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
         salvo::oapi::Parameter::new(p.param)
             .location(salvo::oapi::ParameterIn::Path)
             .required(salvo::oapi::Required::True)
-            .schema(docs::integer())
+            .schema(docs::integer().minimum(1))
     });
     let operation = |summary: &str| {
         let op = Doc::operation(access, tag, summary);
@@ -273,7 +322,11 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
     };
 
     let mut list_op = operation(&format!("List {}", resource.label.to_lowercase()))
-        .add_parameter(docs::query("page", docs::integer().minimum(1), "Page number (default 1)"))
+        .add_parameter(docs::query(
+            "page",
+            docs::integer().minimum(1).maximum(i64::MAX / list::MAX_PER_PAGE),
+            "Page number (default 1)",
+        ))
         .add_parameter(docs::query(
             "perPage",
             docs::integer().minimum(1).maximum(list::MAX_PER_PAGE),
@@ -312,10 +365,14 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
         }
     }
     for filter in resource.filters {
-        let schema = resource.filter_field(filter).map_or_else(docs::string, |f| field_schema(f.kind));
+        let schema = resource
+            .filter_field(filter)
+            .map_or_else(|| docs::string().into(), |f| field_schema(f.kind, false));
         list_op = list_op.add_parameter(docs::query(&format!("filters[{filter}]"), schema, "Exact match"));
     }
     let list_op = Doc::answers(list_op, "200", "One page", docs::paginated(item()));
+    let list_op = Doc::invalid(list_op, "A list parameter is out of range or unknown");
+    let list_op = if resource.parent.is_some() { Doc::not_found(list_op) } else { list_op };
     doc.add(PathItemType::Get, &collection, list_op);
 
     let show = operation(&format!("Get a {}", resource.label.to_lowercase())).add_parameter(docs::path_id());
@@ -329,11 +386,10 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
     }
 
     let create = operation(&format!("Create a {}", resource.label.to_lowercase()));
-    doc.add(
-        PathItemType::Post,
-        &collection,
-        Doc::answers(Doc::with_body(create, body()), "201", "Created", docs::envelope(item())),
-    );
+    doc.add(PathItemType::Post, &collection, {
+        let create = Doc::answers(Doc::with_body(create, body()), "201", "Created", docs::envelope(item()));
+        if resource.parent.is_some() { Doc::not_found(create) } else { create }
+    });
 
     let update = operation(&format!("Update a {} (fields sent are changed)", resource.label.to_lowercase()))
         .add_parameter(docs::path_id())
@@ -344,10 +400,17 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
                 .description("ETag of the version being edited; 412 when it changed meanwhile"),
         );
     let update = Doc::answers(Doc::with_body(update, body()), "200", "Updated", docs::envelope(item()));
+    let update = Doc::stale(update);
     doc.add(PathItemType::Put, &member, Doc::not_found(update));
 
     let delete =
         operation(&format!("Delete a {}", resource.label.to_lowercase())).add_parameter(docs::path_id());
     let deleted = Object::new().property("message", docs::string());
-    doc.add(PathItemType::Delete, &member, Doc::not_found(Doc::answers(delete, "200", "Deleted", deleted)));
+    let delete = Doc::stale(Doc::answers(delete, "200", "Deleted", deleted)).add_parameter(
+        salvo::oapi::Parameter::new("If-Match")
+            .location(salvo::oapi::ParameterIn::Header)
+            .schema(docs::string())
+            .description("ETag of the version being deleted; 412 when it changed meanwhile"),
+    );
+    doc.add(PathItemType::Delete, &member, Doc::not_found(delete));
 }

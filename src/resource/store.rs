@@ -104,7 +104,7 @@ fn db_span(resource: &Resource, operation: &'static str) -> tracing::Span {
 /// `SELECT <columns> FROM <table> t`, the inner query of every read.
 fn select_columns(resource: &Resource) -> String {
     let mut columns: Vec<String> = resource.output_columns().map(|c| format!("t.{c}")).collect();
-    columns.extend(resource.computed.iter().map(|(name, expr)| format!("{expr} AS {name}")));
+    columns.extend(resource.computed.iter().map(|(name, expr, _)| format!("{expr} AS {name}")));
     columns.join(", ")
 }
 
