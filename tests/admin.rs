@@ -954,3 +954,29 @@ async fn admin_writes_are_audited_with_action_and_resource() {
         .get(0);
     assert_eq!(leaked, 0, "a password reached the audit log");
 }
+
+#[tokio::test]
+async fn a_null_active_flag_takes_the_default_on_create_and_is_refused_on_update() {
+    let app = TestApp::spawn().await;
+    let main = app.main_branch().await;
+    let r = reply(app.request(Method::POST, "/api/v1/users", None).json(&json!({
+        "name": "Nil Active", "email": "nil@example.test", "username": "nil", "password": "nil-password-1",
+        "active": null, "branch_ids": [main],
+    })))
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["data"]["active"], true);
+    let id = r.body["data"]["id"].as_i64().unwrap();
+    let r = reply(
+        app.request(Method::PUT, &format!("/api/v1/users/{id}"), None).json(&json!({ "active": null })),
+    )
+    .await;
+    assert_invalid(&r, &["active"]);
+    let path = format!("/api/v1/branches/{main}/services");
+    let r = reply(
+        app.request(Method::POST, &path, None).json(&json!({ "name": "Desk", "code": "D", "active": null })),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["data"]["active"], true);
+}

@@ -1480,3 +1480,15 @@ async fn docs_page_and_its_assets_load_nothing_from_other_hosts() {
         }
     }
 }
+
+#[tokio::test]
+async fn nul_bytes_in_search_and_filters_are_422_not_500() {
+    let app = TestApp::spawn().await;
+    let main = app.main_branch().await;
+    for query in ["search=a%00b", "filters%5Bsex%5D=%00", "search=%01"] {
+        let r = list_patients(&app, main, query).await;
+        assert_eq!(r.status, 422, "{query}: {}", r.text);
+    }
+    let r = reply(app.request(Method::GET, "/api/v1/patients/search?search=a%00", Some(main))).await;
+    assert_invalid(&r, &["search"]);
+}

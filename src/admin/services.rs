@@ -22,7 +22,7 @@ pub static BRANCH_SERVICES: Resource = Resource {
         // Prefix of this service's queue tickets.
         Field::new("code", Kind::Code { min: 1, max: 5 }).required(),
         text("description", 500),
-        boolean("active"),
+        boolean("active").defaulted(),
     ],
     computed: &[(
         "staff_ids",

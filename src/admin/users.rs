@@ -24,7 +24,7 @@ pub static USERS: Resource = Resource {
         text("name", 120).required(),
         Field::new("email", Kind::Email).required(),
         Field::new("username", Kind::Username).required(),
-        boolean("active"),
+        boolean("active").defaulted(),
         registry_ref("default_branch_id", "branches"),
     ],
     write_only: &[

@@ -44,6 +44,9 @@ pub async fn lookup(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     if term.is_empty() {
         return Err(ApiError::field("search", "The search field is required."));
     }
+    if list::has_control_characters(&term) {
+        return Err(ApiError::field("search", "The search contains control characters."));
+    }
     if term.chars().count() > list::MAX_SEARCH_LEN {
         return Err(ApiError::field("search", "The search may not be greater than 200 characters."));
     }

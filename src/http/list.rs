@@ -86,6 +86,11 @@ fn integer_param(
     }
 }
 
+/// PostgreSQL text cannot hold NUL, and no search needs other control characters.
+pub fn has_control_characters(text: &str) -> bool {
+    text.chars().any(|c| c.is_control() && c != '\t')
+}
+
 pub fn parse(pairs: &[(String, String)], rules: &ListRules) -> ApiResult<ListQuery> {
     let mut errors = FieldErrors::new();
     let get = |name: &str| pairs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
@@ -94,6 +99,9 @@ pub fn parse(pairs: &[(String, String)], rules: &ListRules) -> ApiResult<ListQue
     let per_page = integer_param(&mut errors, "perPage", get("perPage"), DEFAULT_PER_PAGE, 1, MAX_PER_PAGE);
 
     let search = get("search").map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
+    if search.as_ref().is_some_and(|s| has_control_characters(s)) {
+        errors.entry("search".into()).or_default().push("The search contains control characters.".into());
+    }
     if search.as_ref().is_some_and(|s| s.chars().count() > MAX_SEARCH_LEN) {
         errors
             .entry("search".into())
@@ -141,6 +149,10 @@ pub fn parse(pairs: &[(String, String)], rules: &ListRules) -> ApiResult<ListQue
         }
         if value.trim().is_empty() {
             continue; // an empty filter box in a front-end means "no filter"
+        }
+        if has_control_characters(value) || value.chars().count() > MAX_SEARCH_LEN {
+            errors.entry(key.clone()).or_default().push("The filter value is not acceptable.".into());
+            continue;
         }
         filters.retain(|(f, _): &(String, String)| f != field);
         filters.push((field.to_owned(), value.trim().to_owned()));
@@ -262,6 +274,15 @@ mod tests {
             assert!(errors.contains_key(key), "{key} missing from {errors:?}");
         }
         assert!(errors["sortField"][0].contains("id, name"));
+    }
+
+    #[test]
+    fn rejects_control_characters_that_postgres_cannot_store() {
+        let Err(ApiError::Validation(errors)) = parse(&pairs("search=a%00b&filters[status]=x%00"), &RULES)
+        else {
+            panic!("expected a 422");
+        };
+        assert!(errors.contains_key("search") && errors.contains_key("filters[status]"), "{errors:?}");
     }
 
     #[test]
