@@ -1113,3 +1113,20 @@ async fn branch_routes_need_the_header_and_access_to_that_branch() {
     let r = reply(app.request_as(&token, Method::GET, "/api/v1/patients", Some(main))).await;
     assert_eq!(r.status, 200, "{}", r.text);
 }
+
+#[tokio::test]
+async fn nul_bytes_in_login_and_reset_bodies_are_422_not_500() {
+    let app = TestApp::spawn().await;
+    let r = reply(
+        app.http
+            .post(app.url("/api/v1/auth/login"))
+            .json(&json!({ "username": "ad\u{0}min", "password": "x" })),
+    )
+    .await;
+    assert_invalid(&r, &["username"]);
+    let r = reply(
+        app.http.post(app.url("/api/v1/auth/reset-code")).json(&json!({ "email": "a\u{0}@example.test" })),
+    )
+    .await;
+    assert_invalid(&r, &["email"]);
+}

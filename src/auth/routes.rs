@@ -17,6 +17,13 @@ use crate::resource::store;
 /// A required string field of a JSON body (422 naming it when missing or not a string).
 pub fn required_string(body: &Map<String, Value>, name: &str, errors: &mut FieldErrors) -> String {
     match body.get(name) {
+        Some(Value::String(s)) if s.contains('\0') => {
+            errors
+                .entry(name.into())
+                .or_default()
+                .push(format!("The {} contains control characters.", name.replace('_', " ")));
+            String::new()
+        }
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         Some(Value::String(_)) | None | Some(Value::Null) => {
             errors

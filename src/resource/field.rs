@@ -290,6 +290,7 @@ fn is_email(s: &str) -> bool {
         && !domain.starts_with('.')
         && !domain.ends_with('.')
         && !s.contains(char::is_whitespace)
+        && !s.contains(char::is_control)
         && !domain.contains('@')
 }
 
