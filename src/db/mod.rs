@@ -146,17 +146,6 @@ impl BranchConn {
         Ok(Self { conn })
     }
 
-    /// The schema this connection searches (as recorded at checkout).
-    pub fn schema(&self) -> Option<&str> {
-        self.conn.schema.as_deref()
-    }
-
-    /// Marks the connection as needing a fresh `SET search_path` on its next checkout (used
-    /// after work that changes session state, such as running migrations).
-    pub fn forget_schema(&mut self) {
-        self.conn.schema = None;
-    }
-
     /// A connection for maintenance work (provisioning, migrations) that picks its own
     /// schema; it is handed back marked as pointing nowhere.
     pub async fn unrouted(pool: &BranchPool) -> Result<Self, deadpool_postgres::PoolError> {
