@@ -60,6 +60,25 @@ impl AppState {
         Ok(branch)
     }
 
+    /// Commits a registry transaction whose change makes cached entries stale: the
+    /// notifications for `topics` are queued in it (so other instances hear of the change
+    /// exactly when it commits), and this instance drops its own entries before the caller
+    /// answers.
+    pub async fn commit(
+        &self,
+        tx: deadpool_postgres::Transaction<'_>,
+        topics: &[notify::Topic],
+    ) -> crate::http::error::ApiResult<()> {
+        for topic in topics {
+            notify::publish(&tx, *topic).await?;
+        }
+        tx.commit().await?;
+        for topic in topics {
+            notify::Invalidate::invalidate(self, *topic).await;
+        }
+        Ok(())
+    }
+
     /// Stops background work and closes the pools (before the database goes away).
     pub fn shutdown(&self) {
         if let Some(listener) = self.listener.lock().expect("listener slot").take() {

@@ -8,7 +8,7 @@ use super::Ctx;
 use crate::auth::permissions::ADMIN_ACCESS;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
-use crate::notify::{self, Invalidate, Topic};
+use crate::notify::Topic;
 use crate::resource::field::{Field, Kind, text};
 use crate::resource::routes::{if_match, respond_created, respond_updated};
 use crate::resource::store;
@@ -87,9 +87,7 @@ pub async fn update(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
         return Err(ApiError::field("code", "The code cannot be changed once the branch exists."));
     }
     let record = store::change(&tx, &ctx.writer(), &BRANCHES, None, id, input, if_match).await?;
-    notify::publish(&tx, Topic::Branch(id)).await?;
-    tx.commit().await?;
-    ctx.state.invalidate(Topic::Branch(id)).await;
+    ctx.state.commit(tx, &[Topic::Branch(id)]).await?;
     respond_updated(res, &BRANCHES, record);
     Ok(())
 }
@@ -112,9 +110,7 @@ pub async fn archive(req: &mut Request, depot: &mut Depot, res: &mut Response) -
     tx.execute("UPDATE users SET default_branch_id = NULL WHERE default_branch_id = $1", &[&id]).await?;
     let after = store::reload(&tx, &BRANCHES, id).await?;
     store::audit_change(&tx, &ctx.writer(), &BRANCHES, "archive", id, Some(&before), Some(&after)).await?;
-    notify::publish(&tx, Topic::Branch(id)).await?;
-    tx.commit().await?;
-    ctx.state.invalidate(Topic::Branch(id)).await;
+    ctx.state.commit(tx, &[Topic::Branch(id)]).await?;
     web::done(res, "Branch archived.");
     Ok(())
 }

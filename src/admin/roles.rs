@@ -7,7 +7,7 @@ use super::Ctx;
 use crate::auth::permissions::{ADMIN_ACCESS, CATALOGUE, is_known};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
-use crate::notify::{self, Invalidate, Topic};
+use crate::notify::Topic;
 use crate::resource::field::{Field, Kind, text};
 use crate::resource::routes::{if_match, respond_created, respond_updated};
 use crate::resource::store::{self, Writer};
@@ -69,8 +69,6 @@ async fn set_permissions(
     .await?;
     store::audit_change(tx, writer, &ROLES, "permissions", role, Some(&json!(before)), Some(&json!(names)))
         .await?;
-    // Every holder's permissions change: too many users to name.
-    notify::publish(tx, Topic::All).await?;
     Ok(())
 }
 
@@ -85,8 +83,8 @@ pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     let id = record["id"].as_i64().unwrap_or_default();
     set_permissions(&tx, &ctx.writer(), id, &permissions).await?;
     let record = store::reload(&tx, &ROLES, id).await?;
-    tx.commit().await?;
-    ctx.state.invalidate(Topic::All).await;
+    // Every holder's permissions may change: too many users to name.
+    ctx.state.commit(tx, &[Topic::All]).await?;
     respond_created(req, res, &ROLES, record);
     Ok(())
 }
@@ -105,8 +103,7 @@ pub async fn update(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
         set_permissions(&tx, &ctx.writer(), id, &permissions).await?;
     }
     let record = store::reload(&tx, &ROLES, id).await?;
-    tx.commit().await?;
-    ctx.state.invalidate(Topic::All).await;
+    ctx.state.commit(tx, &[Topic::All]).await?;
     respond_updated(res, &ROLES, record);
     Ok(())
 }

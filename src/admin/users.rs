@@ -9,7 +9,7 @@ use crate::auth::permissions::ADMIN_ACCESS;
 use crate::auth::revoke_tokens;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
-use crate::notify::{self, Invalidate, Topic};
+use crate::notify::Topic;
 use crate::resource::field::{Field, Kind, boolean, registry_ref, text};
 use crate::resource::routes::{if_match, respond_created, respond_updated};
 use crate::resource::store;
@@ -160,20 +160,15 @@ pub async fn update(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     store::change(&tx, &ctx.writer(), &USERS, None, id, input.clone(), if_match).await?;
     set_access(&tx, id, &input).await?;
     // A new password or a deactivation ends every session of the user.
-    let mut revoked = Vec::new();
+    let mut stale = vec![Topic::User(id)];
     if let Some(hash) = &hash {
         tx.execute("UPDATE users SET password_hash = $2 WHERE id = $1", &[&id, hash]).await?;
     }
     if hash.is_some() || input.get("active") == Some(&Value::Bool(false)) {
-        revoked = revoke_tokens(&tx, id, None).await?;
+        stale.extend(revoke_tokens(&tx, id, None).await?);
     }
-    notify::publish(&tx, Topic::User(id)).await?;
     let record = store::reload(&tx, &USERS, id).await?;
-    tx.commit().await?;
-    for token in revoked {
-        ctx.state.auth.forget_token(token).await;
-    }
-    ctx.state.invalidate(Topic::User(id)).await;
+    ctx.state.commit(tx, &stale).await?;
     respond_updated(res, &USERS, record);
     Ok(())
 }
@@ -196,15 +191,11 @@ pub async fn deactivate(req: &mut Request, depot: &mut Depot, res: &mut Response
         &[&id, &ctx.user.id],
     )
     .await?;
-    let revoked = revoke_tokens(&tx, id, None).await?;
+    let mut stale = revoke_tokens(&tx, id, None).await?;
+    stale.push(Topic::User(id));
     let after = store::reload(&tx, &USERS, id).await?;
     store::audit_change(&tx, &ctx.writer(), &USERS, "deactivate", id, Some(&before), Some(&after)).await?;
-    notify::publish(&tx, Topic::User(id)).await?;
-    tx.commit().await?;
-    for token in revoked {
-        ctx.state.auth.forget_token(token).await;
-    }
-    ctx.state.invalidate(Topic::User(id)).await;
+    ctx.state.commit(tx, &stale).await?;
     web::done(res, "User deactivated.");
     Ok(())
 }

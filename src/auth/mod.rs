@@ -226,24 +226,20 @@ async fn load_user(state: &AppState, user_id: i64) -> ApiResult<Option<Arc<UserR
     }
 }
 
-/// Deletes a user's tokens (all, or all but `keep`) and queues their invalidation; call
-/// [`AuthCache::forget_token`] for each returned id after commit.
+/// Deletes a user's tokens (all, or all but `keep`); returns the topics to commit with (see
+/// [`AppState::commit`]).
 pub async fn revoke_tokens(
     tx: &deadpool_postgres::Transaction<'_>,
     user_id: i64,
     keep: Option<i64>,
-) -> Result<Vec<i64>, tokio_postgres::Error> {
+) -> Result<Vec<Topic>, tokio_postgres::Error> {
     let rows = tx
         .query(
             "DELETE FROM api_tokens WHERE user_id = $1 AND id IS DISTINCT FROM $2 RETURNING id",
             &[&user_id, &keep],
         )
         .await?;
-    let ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
-    for id in &ids {
-        crate::notify::publish(tx, Topic::Token(*id)).await?;
-    }
-    Ok(ids)
+    Ok(rows.iter().map(|r| Topic::Token(r.get(0))).collect())
 }
 
 fn bearer(req: &Request) -> Option<&str> {

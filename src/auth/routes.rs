@@ -158,9 +158,7 @@ async fn logout(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;
     tx.execute("DELETE FROM api_tokens WHERE id = $1", &[&user.token_id]).await?;
-    notify::publish(&tx, notify::Topic::Token(user.token_id)).await?;
-    tx.commit().await?;
-    state.auth.forget_token(user.token_id).await;
+    state.commit(tx, &[notify::Topic::Token(user.token_id)]).await?;
     web::done(res, "Logged out.");
     Ok(())
 }
@@ -199,9 +197,7 @@ async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response
     let tx = client.transaction().await?;
     let writer = store::Writer { user_id: user.id, registry: &state.registry };
     store::change(&tx, &writer, &USERS, None, user.id, input, None).await?;
-    notify::publish(&tx, notify::Topic::User(user.id)).await?;
-    tx.commit().await?;
-    state.auth.forget_user(user.id).await;
+    state.commit(tx, &[notify::Topic::User(user.id)]).await?;
     web::ok(res, "Profile updated.", user_view(&client, user.id).await?);
     Ok(())
 }
@@ -235,15 +231,14 @@ async fn switch_branch(req: &mut Request, depot: &mut Depot, res: &mut Response)
             message: "You do not have access to this branch.".into(),
         });
     }
-    let client = state.registry.get().await?;
-    client
-        .execute(
-            "UPDATE users SET default_branch_id = $2, updated_at = now() WHERE id = $1",
-            &[&user.id, &branch_id],
-        )
-        .await?;
-    notify::publish(&client, notify::Topic::User(user.id)).await?;
-    state.auth.forget_user(user.id).await;
+    let mut client = state.registry.get().await?;
+    let tx = client.transaction().await?;
+    tx.execute(
+        "UPDATE users SET default_branch_id = $2, updated_at = now() WHERE id = $1",
+        &[&user.id, &branch_id],
+    )
+    .await?;
+    state.commit(tx, &[notify::Topic::User(user.id)]).await?;
     let branch = branch_summaries(&client, user.id).await?.into_iter().find(|b| b["id"] == json!(branch_id));
     web::ok(res, "Branch switched.", json!({ "branch": branch, "user": user_view(&client, user.id).await? }));
     Ok(())
@@ -372,10 +367,7 @@ async fn reset_password(req: &mut Request, depot: &mut Depot, res: &mut Response
     tx.execute("UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1", &[&user_id, &hash])
         .await?;
     let revoked = super::revoke_tokens(&tx, user_id, None).await?;
-    tx.commit().await?;
-    for token in revoked {
-        state.auth.forget_token(token).await;
-    }
+    state.commit(tx, &revoked).await?;
     web::done(res, "Your password has been reset. Log in with the new password.");
     Ok(())
 }
@@ -404,10 +396,7 @@ async fn change_password_handler(req: &mut Request, depot: &mut Depot, res: &mut
         .await?;
     // Other sessions end; this one goes on.
     let revoked = super::revoke_tokens(&tx, user.id, Some(user.token_id)).await?;
-    tx.commit().await?;
-    for token in revoked {
-        state.auth.forget_token(token).await;
-    }
+    state.commit(tx, &revoked).await?;
     web::done(res, "Password changed.");
     Ok(())
 }
