@@ -1,4 +1,5 @@
-//! Application state, start-up sequence and the route table.
+//! The top of the server: the start-up sequence, the list of every declared resource, the
+//! route table and the API description. Nothing below imports this module.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,86 +12,24 @@ use salvo::oapi::swagger_ui::{Config, SwaggerUi};
 use salvo::prelude::*;
 use salvo::server::ServerHandle;
 
-use crate::auth::password::Hasher;
-use crate::auth::{self, AuthCache};
 use crate::config::Settings;
-use crate::db::{self, RegistryPool};
+use crate::db::directory::Directory;
 use crate::http::docs::Doc;
-use crate::http::rate_limit::Limits;
 use crate::http::{catcher, trace};
-use crate::resource::{self, Scope};
-use crate::tenancy::{Directory, branches};
-use crate::{health, notify};
+use crate::resource::{self, Resource, Scope};
+use crate::state::AppState;
+use crate::tenancy::branches;
+use crate::{admin, auth, bootstrap, clinical, db, health, notify, permissions};
 
-pub struct AppState {
-    pub settings: Settings,
-    pub registry: RegistryPool,
-    pub directory: Arc<Directory>,
-    pub auth: AuthCache,
-    pub hasher: Hasher,
-    pub limits: Limits,
-    pub mailer: crate::mail::Mailer,
-    listener: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+/// Every declared resource, for documentation and checks.
+pub fn resources() -> Vec<&'static Resource> {
+    clinical::RESOURCES.iter().chain(admin::RESOURCES).copied().collect()
 }
 
-impl AppState {
-    /// The state injected by the service; every route runs behind that injection.
-    pub fn of(depot: &Depot) -> Arc<AppState> {
-        depot.get_typed::<Arc<AppState>>().expect("app state is injected for every request").clone()
-    }
-
-    /// Forwarded headers are believed only from trusted proxies.
-    pub fn trusts_forwarded_headers(&self, req: &Request) -> bool {
-        req.remote_addr()
-            .ip()
-            .is_some_and(|ip| self.settings.trusted_proxies.iter().any(|net| net.contains(ip)))
-    }
-
-    /// Creates a branch (see [`branches::create`]) and drops this instance's cached view of
-    /// the users granted access before returning; other instances hear it by notification.
-    pub async fn create_branch(
-        &self,
-        new: branches::NewBranch,
-        grant_to: &[i64],
-    ) -> crate::http::error::ApiResult<branches::Branch> {
-        let branch = branches::create(&self.directory, new, grant_to).await?;
-        for user in grant_to {
-            notify::Invalidate::invalidate(self, notify::Topic::User(*user)).await;
-        }
-        Ok(branch)
-    }
-
-    /// Commits a registry transaction whose change makes cached entries stale: the
-    /// notifications for `topics` are queued in it (so other instances hear of the change
-    /// exactly when it commits), and this instance drops its own entries before the caller
-    /// answers.
-    pub async fn commit(
-        &self,
-        tx: deadpool_postgres::Transaction<'_>,
-        topics: &[notify::Topic],
-    ) -> crate::http::error::ApiResult<()> {
-        for topic in topics {
-            notify::publish(&tx, *topic).await?;
-        }
-        tx.commit().await?;
-        for topic in topics {
-            notify::Invalidate::invalidate(self, *topic).await;
-        }
-        Ok(())
-    }
-
-    /// Stops background work and closes the pools (before the database goes away).
-    pub fn shutdown(&self) {
-        if let Some(listener) = self.listener.lock().expect("listener slot").take() {
-            listener.abort();
-        }
-        self.registry.close();
-    }
-
-    pub fn client_ip(&self, req: &Request) -> String {
-        crate::http::client_ip(req, &self.settings.trusted_proxies)
-            .map_or_else(|| "unknown".into(), |ip| ip.to_string())
-    }
+/// Resources whose five operations are all the shared handlers (admin composes its own
+/// routes from the shared parts).
+fn served_generically() -> impl Iterator<Item = &'static Resource> {
+    clinical::RESOURCES.iter().copied()
 }
 
 /// Connects, migrates the registry and every branch, bootstraps an empty registry, and
@@ -103,20 +42,11 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
         if applied > 0 {
             tracing::info!(applied, "registry migrated");
         }
-        auth::permissions::sync_catalogue(&client).await?;
+        permissions::sync_catalogue(&client).await?;
     }
     let directory = Arc::new(Directory::new(registry.clone(), database_url, &settings)?);
-    let state = Arc::new(AppState {
-        hasher: Hasher::new(settings.password_hash_log_n)?,
-        limits: Limits::new(&settings),
-        mailer: crate::mail::Mailer::from_settings(&settings)?,
-        auth: AuthCache::default(),
-        registry,
-        directory,
-        settings,
-        listener: std::sync::Mutex::new(None),
-    });
-    auth::bootstrap::run_if_empty(&state).await?;
+    let state = Arc::new(AppState::new(settings, registry, directory)?);
+    bootstrap::run_if_empty(&state).await?;
     let outcomes = branches::migrate_all(&state.directory, state.settings.migrate_parallelism).await?;
     for outcome in outcomes.iter().filter(|o| o.result.is_some()) {
         match &outcome.result {
@@ -132,17 +62,16 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
             None => {}
         }
     }
-    let listener = notify::spawn_listener(database_url.to_owned(), state.clone());
-    *state.listener.lock().expect("listener slot") = Some(listener);
+    state.keep(notify::spawn_listener(database_url.to_owned(), state.clone()));
     Ok(state)
 }
 
 /// Every route of the API, with its hoops.
 fn api_router() -> Router {
     let mut branch_scoped =
-        Router::new().hoop(crate::tenancy::hoop::require_branch).push(crate::clinical::extra_routes());
+        Router::new().hoop(crate::tenancy::hoop::require_branch).push(clinical::extra_routes());
     let mut global = Router::new();
-    for r in resource::served_generically() {
+    for r in served_generically() {
         match r.scope {
             Scope::Branch => branch_scoped = branch_scoped.push(resource::routes::router(r)),
             Scope::Registry => global = global.push(resource::routes::router(r)),
@@ -151,7 +80,7 @@ fn api_router() -> Router {
     let authenticated = Router::new()
         .hoop(auth::Authenticate { metered: true })
         .push(auth::routes::authenticated())
-        .push(crate::admin::router())
+        .push(admin::router())
         .push(global)
         .push(branch_scoped);
     Router::with_path("api/v1")
@@ -167,11 +96,11 @@ pub fn openapi() -> salvo::oapi::OpenApi {
     let mut doc = Doc::default();
     health::document(&mut doc);
     auth::routes::document(&mut doc);
-    for r in resource::all() {
-        resource::routes::document(&mut doc, r);
+    for r in resources() {
+        resource::docs::document(&mut doc, r);
     }
-    crate::admin::document(&mut doc);
-    crate::clinical::document(&mut doc);
+    admin::document(&mut doc);
+    clinical::document(&mut doc);
     doc.finish()
 }
 
@@ -218,4 +147,35 @@ pub async fn spawn(state: Arc<AppState>, addr: SocketAddr) -> anyhow::Result<Run
     let service = service(state);
     let task = tokio::spawn(async move { server.serve(service).await });
     Ok(Running { addr, handle, task })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Declarations are data; check them once so a typo fails a test, not a request.
+    #[test]
+    fn declarations_are_consistent() {
+        for r in resources() {
+            // Sort fields must be real columns: searches sort a materialised (id, column) set.
+            for s in r.sort_fields {
+                assert!(r.output_columns().any(|c| c == *s), "{}: sort field {s} is not a column", r.path);
+            }
+            assert!(r.sort_fields.contains(&r.default_sort), "{}: default sort not allowed", r.path);
+            for f in r.filters {
+                assert!(
+                    r.field(f).is_some() || r.read_only.iter().any(|(n, _)| n == f),
+                    "{}: filter {f} is not a field",
+                    r.path
+                );
+            }
+            for d in r.derived {
+                assert!(
+                    r.field(d.field).is_some() && r.field(d.from).is_some(),
+                    "{}: bad derived rule",
+                    r.path
+                );
+            }
+        }
+    }
 }

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::app::{self, AppState};
+use crate::app;
 use crate::config::Settings;
 use crate::embedded_pg::EmbeddedPostgres;
+use crate::state::AppState;
 use crate::tenancy::branches::{self, NewBranch};
 
 #[derive(Parser)]
@@ -131,7 +132,7 @@ async fn execute(command: Command, state: &Arc<AppState>) -> anyhow::Result<Exit
         Command::Branch { command: BranchCommand::Create { code, name, database_url } } => {
             let admins = admin_ids(state).await?;
             let new = NewBranch { code, name, database_url };
-            let branch = state.create_branch(new, &admins).await.map_err(explain)?;
+            let branch = branches::provision(state, new, &admins).await.map_err(explain)?;
             println!(
                 "created branch {} (id {}) with schema {} at version {}",
                 branch.code,
@@ -230,9 +231,9 @@ async fn create_user(
 ) -> anyhow::Result<ExitCode> {
     let (password, generated) = match password {
         Some(p) => (p, false),
-        None => (crate::auth::tokens::random_secret()[..20].to_owned(), true),
+        None => (crate::security::tokens::random_secret()[..20].to_owned(), true),
     };
-    crate::auth::password::check_strength(&password).map_err(anyhow::Error::msg)?;
+    crate::security::password::check_strength(&password).map_err(anyhow::Error::msg)?;
     let hash = state.hasher.hash(&password).await?;
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;

@@ -7,8 +7,8 @@ use salvo::oapi::PathItemType;
 use salvo::prelude::*;
 use serde_json::json;
 
-use crate::app::AppState;
 use crate::http::docs::{self, Access, Doc};
+use crate::state::AppState;
 
 #[handler]
 pub async fn health(depot: &mut Depot, res: &mut Response) {

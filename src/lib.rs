@@ -1,8 +1,10 @@
-//! clinic-server: a multi-branch clinic records server. See ARCHITECTURE.md for the map.
+//! clinic-server: a multi-branch clinic records server. See ARCHITECTURE.md for the map and
+//! the layering rules (enforced by `tidy`).
 
 pub mod admin;
 pub mod app;
 pub mod auth;
+pub mod bootstrap;
 pub mod cli;
 pub mod clinical;
 pub mod config;
@@ -12,6 +14,12 @@ pub mod health;
 pub mod http;
 pub mod mail;
 pub mod notify;
+pub mod permissions;
 pub mod resource;
+pub mod security;
+pub mod state;
 pub mod telemetry;
 pub mod tenancy;
+
+#[cfg(test)]
+mod tidy;

@@ -46,7 +46,8 @@ impl Mailer {
             Self::Files { dir, .. } => {
                 tokio::fs::create_dir_all(dir).await?;
                 let stamp = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
-                let path = dir.join(format!("{stamp}-{}.eml", &crate::auth::tokens::random_secret()[..8]));
+                let path =
+                    dir.join(format!("{stamp}-{}.eml", &crate::security::tokens::random_secret()[..8]));
                 tokio::fs::write(&path, message.formatted()).await?;
                 tracing::info!(path = %path.display(), "mail written to file (SMTP_URL is not set)");
             }

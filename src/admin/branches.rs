@@ -4,13 +4,14 @@
 use salvo::prelude::*;
 use serde_json::Value;
 
-use super::Ctx;
-use crate::auth::permissions::ADMIN_ACCESS;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
 use crate::notify::Topic;
+use crate::permissions::ADMIN_ACCESS;
+use crate::resource::Context;
+use crate::resource::etag::IfMatch;
 use crate::resource::field::{Field, Kind, text};
-use crate::resource::routes::{if_match, respond_created, respond_updated};
+use crate::resource::routes::{respond_created, respond_updated};
 use crate::resource::store;
 use crate::resource::{Resource, Scope, Shape};
 use crate::tenancy::branches::NewBranch;
@@ -48,7 +49,7 @@ fn text_of(input: &serde_json::Map<String, Value>, field: &str) -> Option<String
 
 #[handler]
 pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Ctx::of(depot)?;
+    let ctx = Context::of(depot)?;
     let input = ctx.input(req, &BRANCHES, true).await?;
     let new = NewBranch {
         code: text_of(&input, "code").unwrap_or_default(),
@@ -56,7 +57,7 @@ pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
         database_url: text_of(&input, "database_url"),
     };
     // The creator may work in the branch at once; others are granted through /users.
-    let branch = ctx.state.create_branch(new, &[ctx.user.id]).await?;
+    let branch = crate::tenancy::branches::provision(&ctx.state, new, &[ctx.user.id]).await?;
     let mut client = ctx.state.registry.get().await?;
     let tx = client.transaction().await?;
     let record = store::reload(&tx, &BRANCHES, branch.id).await?;
@@ -68,9 +69,9 @@ pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
 
 #[handler]
 pub async fn update(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Ctx::of(depot)?;
+    let ctx = Context::of(depot)?;
     let id = web::path_id(req, "id")?;
-    let if_match = if_match(req);
+    let if_match = IfMatch::of(req);
     let mut input = ctx.input(req, &BRANCHES, false).await?;
     if input.contains_key("database_url") {
         return Err(ApiError::field(
@@ -96,11 +97,11 @@ pub async fn update(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
 /// records are kept.
 #[handler]
 pub async fn archive(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Ctx::of(depot)?;
+    let ctx = Context::of(depot)?;
     let id = web::path_id(req, "id")?;
     let mut client = ctx.state.registry.get().await?;
     let tx = client.transaction().await?;
-    let before = store::lock_for_change(&tx, &BRANCHES, None, id, if_match(req)).await?;
+    let before = store::lock_for_change(&tx, &BRANCHES, None, id, IfMatch::of(req)).await?;
     tx.execute(
         "UPDATE branches SET status = 'archived', version = version + 1, updated_at = now(), updated_by = $2
           WHERE id = $1",

@@ -11,39 +11,11 @@ pub mod users;
 use salvo::oapi::PathItemType;
 use salvo::prelude::*;
 
-use crate::auth::Require;
-use crate::auth::permissions::ADMIN_ACCESS;
 use crate::http::docs::{self, Access, Doc};
+use crate::permissions::ADMIN_ACCESS;
 use crate::resource::Resource;
+use crate::resource::context::Require;
 use crate::resource::routes::{Op, handler};
-
-/// What every admin write handler starts from.
-pub(crate) struct Ctx {
-    pub state: std::sync::Arc<crate::app::AppState>,
-    pub user: std::sync::Arc<crate::auth::AuthUser>,
-}
-
-impl Ctx {
-    pub fn of(depot: &Depot) -> crate::http::error::ApiResult<Self> {
-        Ok(Self { state: crate::app::AppState::of(depot), user: crate::auth::current_user(depot)? })
-    }
-
-    pub fn writer(&self) -> crate::resource::store::Writer<'_> {
-        crate::resource::store::Writer { user_id: self.user.id, registry: &self.state.registry }
-    }
-
-    /// The request body, checked against `resource`'s declaration.
-    pub async fn input(
-        &self,
-        req: &mut Request,
-        resource: &Resource,
-        creating: bool,
-    ) -> crate::http::error::ApiResult<serde_json::Map<String, serde_json::Value>> {
-        let body = crate::http::json_object(req, self.state.settings.max_body_bytes).await?;
-        crate::resource::store::validate(resource, &body, creating)
-            .map_err(crate::http::error::ApiError::Validation)
-    }
-}
 
 /// Ids from a validated id-list field.
 pub(crate) fn ids(input: &serde_json::Map<String, serde_json::Value>, field: &str) -> Option<Vec<i64>> {

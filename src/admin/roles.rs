@@ -3,13 +3,14 @@
 use salvo::prelude::*;
 use serde_json::{Value, json};
 
-use super::Ctx;
-use crate::auth::permissions::{ADMIN_ACCESS, CATALOGUE, is_known};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
 use crate::notify::Topic;
+use crate::permissions::{ADMIN_ACCESS, CATALOGUE, is_known};
+use crate::resource::Context;
+use crate::resource::etag::IfMatch;
 use crate::resource::field::{Field, Kind, text};
-use crate::resource::routes::{if_match, respond_created, respond_updated};
+use crate::resource::routes::{respond_created, respond_updated};
 use crate::resource::store::{self, Writer};
 use crate::resource::{Resource, Scope, Shape, Unique};
 
@@ -74,7 +75,7 @@ async fn set_permissions(
 
 #[handler]
 pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Ctx::of(depot)?;
+    let ctx = Context::of(depot)?;
     let input = ctx.input(req, &ROLES, true).await?;
     let permissions = requested_permissions(&input)?.unwrap_or_default();
     let mut client = ctx.state.registry.get().await?;
@@ -91,9 +92,9 @@ pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
 
 #[handler]
 pub async fn update(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Ctx::of(depot)?;
+    let ctx = Context::of(depot)?;
     let id = web::path_id(req, "id")?;
-    let if_match = if_match(req);
+    let if_match = IfMatch::of(req);
     let input = ctx.input(req, &ROLES, false).await?;
     let permissions = requested_permissions(&input)?;
     let mut client = ctx.state.registry.get().await?;
@@ -111,11 +112,11 @@ pub async fn update(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
 /// A role still held by users is kept (409): removing it would silently strip their access.
 #[handler]
 pub async fn delete(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Ctx::of(depot)?;
+    let ctx = Context::of(depot)?;
     let id = web::path_id(req, "id")?;
     let mut client = ctx.state.registry.get().await?;
     let tx = client.transaction().await?;
-    let before = store::lock_for_change(&tx, &ROLES, None, id, if_match(req)).await?;
+    let before = store::lock_for_change(&tx, &ROLES, None, id, IfMatch::of(req)).await?;
     let holders: i64 =
         tx.query_one("SELECT count(*) FROM user_roles WHERE role_id = $1", &[&id]).await?.get(0);
     if holders > 0 {

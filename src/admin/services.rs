@@ -4,11 +4,12 @@
 use salvo::prelude::*;
 use serde_json::{Value, json};
 
-use super::Ctx;
-use crate::auth::permissions::ADMIN_ACCESS;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
-use crate::resource::field::{self, Field, Kind, boolean, registry_ref, text};
+use crate::permissions::ADMIN_ACCESS;
+use crate::resource::Context;
+use crate::resource::check;
+use crate::resource::field::{Field, Kind, boolean, registry_ref, text};
 use crate::resource::store;
 use crate::resource::{Parent, Resource, Scope, Shape, Unique};
 
@@ -54,11 +55,11 @@ async fn service(tx: &deadpool_postgres::Transaction<'_>, req: &Request) -> ApiR
 
 #[handler]
 pub async fn assign(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Ctx::of(depot)?;
+    let ctx = Context::of(depot)?;
     let body = web::json_object(req, ctx.state.settings.max_body_bytes).await?;
     let user_id = match body.get("user_id").filter(|v| !v.is_null()) {
         None => return Err(ApiError::field("user_id", "The user id field is required.")),
-        Some(v) => field::check(&registry_ref("user_id", "users"), v)
+        Some(v) => check::check(&registry_ref("user_id", "users"), v)
             .map_err(|message| ApiError::field("user_id", message))?
             .as_i64()
             .unwrap_or_default(),
@@ -105,7 +106,7 @@ pub async fn assign(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
 
 #[handler]
 pub async fn unassign(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Ctx::of(depot)?;
+    let ctx = Context::of(depot)?;
     let user_id = web::path_id(req, "user")?;
     let mut client = ctx.state.registry.get().await?;
     let tx = client.transaction().await?;

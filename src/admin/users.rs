@@ -4,16 +4,18 @@
 use salvo::prelude::*;
 use serde_json::{Map, Value};
 
-use super::{Ctx, ids};
-use crate::auth::permissions::ADMIN_ACCESS;
-use crate::auth::revoke_tokens;
+use super::ids;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
 use crate::notify::Topic;
+use crate::permissions::ADMIN_ACCESS;
+use crate::resource::Context;
+use crate::resource::etag::IfMatch;
 use crate::resource::field::{Field, Kind, boolean, registry_ref, text};
-use crate::resource::routes::{if_match, respond_created, respond_updated};
+use crate::resource::routes::{respond_created, respond_updated};
 use crate::resource::store;
 use crate::resource::{Resource, Scope, Shape, Unique};
+use crate::state::session::revoke_tokens;
 
 pub static USERS: Resource = Resource {
     path: "users",
@@ -126,7 +128,7 @@ async fn set_access(
 
 #[handler]
 pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Ctx::of(depot)?;
+    let ctx = Context::of(depot)?;
     let input = ctx.input(req, &USERS, true).await?;
     let password = input.get("password").and_then(Value::as_str).unwrap_or_default().to_owned();
     let hash = ctx.state.hasher.hash(&password).await?;
@@ -144,9 +146,9 @@ pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
 
 #[handler]
 pub async fn update(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Ctx::of(depot)?;
+    let ctx = Context::of(depot)?;
     let id = web::path_id(req, "id")?;
-    let if_match = if_match(req);
+    let if_match = IfMatch::of(req);
     let input = ctx.input(req, &USERS, false).await?;
     if id == ctx.user.id && input.get("active") == Some(&Value::Bool(false)) {
         return Err(ApiError::field("active", "You cannot deactivate your own account."));
@@ -175,7 +177,7 @@ pub async fn update(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
 
 #[handler]
 pub async fn deactivate(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Ctx::of(depot)?;
+    let ctx = Context::of(depot)?;
     let id = web::path_id(req, "id")?;
     if id == ctx.user.id {
         return Err(ApiError::Conflict {
@@ -185,7 +187,7 @@ pub async fn deactivate(req: &mut Request, depot: &mut Depot, res: &mut Response
     }
     let mut client = ctx.state.registry.get().await?;
     let tx = client.transaction().await?;
-    let before = store::lock_for_change(&tx, &USERS, None, id, if_match(req)).await?;
+    let before = store::lock_for_change(&tx, &USERS, None, id, IfMatch::of(req)).await?;
     tx.execute(
         "UPDATE users SET active = false, version = version + 1, updated_at = now(), updated_by = $2 WHERE id = $1",
         &[&id, &ctx.user.id],

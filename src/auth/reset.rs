@@ -4,8 +4,8 @@
 use rand::Rng;
 use time::{Duration, OffsetDateTime};
 
-use super::tokens::{constant_time_eq, hash_secret};
 use crate::http::error::{ApiError, ApiResult};
+use crate::security::tokens::{constant_time_eq, hash_secret};
 
 pub const LIFETIME: Duration = Duration::minutes(15);
 pub const MAX_ATTEMPTS: i32 = 5;

@@ -4,15 +4,16 @@ use salvo::oapi::{Object, PathItemType};
 use salvo::prelude::*;
 use serde_json::{Map, Value, json};
 
-use super::{current_user, issue_token};
 use crate::admin::users::USERS;
-use crate::app::AppState;
 use crate::http::docs::{self, Access, Doc};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::{self as web};
 use crate::notify;
 use crate::resource::field::Kind;
 use crate::resource::store;
+use crate::resource::validate::validate;
+use crate::state::session::{issue_token, revoke_tokens};
+use crate::state::{AppState, AuthUser};
 
 /// A required string field of a JSON body (422 naming it when missing or not a string).
 pub fn required_string(body: &Map<String, Value>, name: &str, errors: &mut FieldErrors) -> String {
@@ -154,7 +155,7 @@ async fn login(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiR
 #[handler]
 async fn logout(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let state = AppState::of(depot);
-    let user = current_user(depot)?;
+    let user = AuthUser::current(depot)?;
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;
     tx.execute("DELETE FROM api_tokens WHERE id = $1", &[&user.token_id]).await?;
@@ -166,7 +167,7 @@ async fn logout(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
 #[handler]
 async fn profile(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let state = AppState::of(depot);
-    let user = current_user(depot)?;
+    let user = AuthUser::current(depot)?;
     let client = state.registry.get().await?;
     web::ok(res, "Profile retrieved.", user_view(&client, user.id).await?);
     Ok(())
@@ -175,13 +176,13 @@ async fn profile(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
 #[handler]
 async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let state = AppState::of(depot);
-    let user = current_user(depot)?;
+    let user = AuthUser::current(depot)?;
     let body = web::json_object(req, state.settings.max_body_bytes).await?;
     // The user's own name and e-mail, checked, written and audited as the users resource
     // declares them (e-mail unique).
     let own: Map<String, Value> =
         ["name", "email"].iter().filter_map(|k| body.get(*k).map(|v| (k.to_string(), v.clone()))).collect();
-    let (input, mut errors) = match store::validate(&USERS, &own, false) {
+    let (input, mut errors) = match validate(&USERS, &own, false) {
         Ok(input) => (input, FieldErrors::new()),
         Err(errors) => (Map::new(), errors),
     };
@@ -205,7 +206,7 @@ async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response
 #[handler]
 async fn my_branches(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let state = AppState::of(depot);
-    let user = current_user(depot)?;
+    let user = AuthUser::current(depot)?;
     let client = state.registry.get().await?;
     web::ok(res, "Branches retrieved.", branch_summaries(&client, user.id).await?);
     Ok(())
@@ -216,7 +217,7 @@ async fn my_branches(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
 #[handler]
 async fn switch_branch(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let state = AppState::of(depot);
-    let user = current_user(depot)?;
+    let user = AuthUser::current(depot)?;
     let body = web::json_object(req, state.settings.max_body_bytes).await?;
     let branch_id = match body.get("branch_id") {
         Some(Value::Number(n)) if n.as_i64().is_some_and(|id| id > 0) => n.as_i64().unwrap_or_default(),
@@ -286,7 +287,7 @@ fn checked_email(body: &Map<String, Value>) -> ApiResult<String> {
     let field = crate::resource::field::Field::new("email", Kind::Email).required();
     match body.get("email") {
         None | Some(Value::Null) => Err(ApiError::field("email", "The email field is required.")),
-        Some(v) => crate::resource::field::check(&field, v)
+        Some(v) => crate::resource::check::check(&field, v)
             .map(|v| v.as_str().unwrap_or_default().to_owned())
             .map_err(|m| ApiError::field("email", m)),
     }
@@ -330,7 +331,7 @@ fn checked_new_password(body: &Map<String, Value>, errors: &mut FieldErrors) -> 
     let password = required_string(body, "password", errors);
     let confirmation = required_string(body, "password_confirmation", errors);
     if !password.is_empty() {
-        if let Err(m) = super::password::check_strength(&password) {
+        if let Err(m) = crate::security::password::check_strength(&password) {
             errors.entry("password".into()).or_default().push(m);
         } else if !confirmation.is_empty() && password != confirmation {
             errors
@@ -366,7 +367,7 @@ async fn reset_password(req: &mut Request, depot: &mut Depot, res: &mut Response
     };
     tx.execute("UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1", &[&user_id, &hash])
         .await?;
-    let revoked = super::revoke_tokens(&tx, user_id, None).await?;
+    let revoked = revoke_tokens(&tx, user_id, None).await?;
     state.commit(tx, &revoked).await?;
     web::done(res, "Your password has been reset. Log in with the new password.");
     Ok(())
@@ -375,7 +376,7 @@ async fn reset_password(req: &mut Request, depot: &mut Depot, res: &mut Response
 #[handler]
 async fn change_password_handler(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let state = AppState::of(depot);
-    let user = current_user(depot)?;
+    let user = AuthUser::current(depot)?;
     state.limits.change_password.hit(&format!("change-password:{}", user.id), res)?;
     let body = web::json_object(req, state.settings.max_body_bytes).await?;
     let mut errors = FieldErrors::new();
@@ -395,7 +396,7 @@ async fn change_password_handler(req: &mut Request, depot: &mut Depot, res: &mut
     tx.execute("UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1", &[&user.id, &hash])
         .await?;
     // Other sessions end; this one goes on.
-    let revoked = super::revoke_tokens(&tx, user.id, Some(user.token_id)).await?;
+    let revoked = revoke_tokens(&tx, user.id, Some(user.token_id)).await?;
     state.commit(tx, &revoked).await?;
     web::done(res, "Password changed.");
     Ok(())

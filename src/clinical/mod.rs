@@ -3,8 +3,8 @@
 
 pub mod patients;
 
-use crate::auth::permissions::{ADMIN_ACCESS, PATIENTS_READ, PATIENTS_WRITE};
 use crate::http::list::SortDirection;
+use crate::permissions::{ADMIN_ACCESS, PATIENTS_READ, PATIENTS_WRITE};
 use crate::resource::field::{
     Field, Kind, branch_ref, date, integer, long_text, one_of, past_date, registry_ref, text,
 };

@@ -1,37 +1,60 @@
 //! Patient routes beyond CRUD: the front desk's type-ahead lookup and the export.
 
-use std::sync::Arc;
-
+use crate::db::Queries;
 use futures_util::{StreamExt, pin_mut};
 use salvo::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE, HeaderValue};
 use salvo::prelude::*;
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use super::PATIENTS;
-use crate::app::AppState;
-use crate::auth::current_user;
-use crate::auth::permissions::PATIENTS_READ;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
-use crate::resource::store::{self, Conn};
-use crate::tenancy::BranchRoute;
+use crate::permissions::PATIENTS_READ;
+use crate::resource::Context;
+use crate::resource::routes::list_rules;
+use crate::resource::store::{self, Conn, Param, as_refs, db_span, select_columns};
 
 pub const MAX_LOOKUP: i64 = 50;
 pub const DEFAULT_LOOKUP: i64 = 10;
 
-/// The branch connection of a patient route, after the permission check.
-async fn branch_conn(depot: &Depot) -> ApiResult<(Arc<AppState>, Arc<BranchRoute>, Conn, i64)> {
-    let state = AppState::of(depot);
-    let user = current_user(depot)?;
-    if !user.can(PATIENTS_READ) {
-        return Err(ApiError::forbidden("You do not have permission to do this."));
+/// A handful of records for a type-ahead: every word of `term` in the search text, or the
+/// digits of a phone number (anywhere, so that numbers typed without the country code match);
+/// an exact PIN first, then by name.
+async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<Vec<Value>> {
+    let resource = &PATIENTS;
+    let column = resource.search_words.ok_or(ApiError::NotFound)?;
+    let mut params: Vec<Param> = Vec::new();
+    let mut words = Vec::new();
+    for word in term.split_whitespace().take(8) {
+        params.push(Box::new(store::contains_pattern(word)));
+        words.push(format!("t.{column} LIKE search_normalize(${})", params.len()));
     }
-    let route = depot
-        .get_typed::<Arc<BranchRoute>>()
-        .map_err(|_| ApiError::Internal(anyhow::anyhow!("branch route missing")))?
-        .clone();
-    let conn = Conn::Branch(state.directory.connect(&route).await?);
-    Ok((state, route, conn, user.id))
+    let mut matches = format!("({})", words.join(" AND "));
+    let digits: String = term.chars().filter(char::is_ascii_digit).collect();
+    let phone_like = term.chars().all(|c| c.is_ascii_digit() || " +-().".contains(c));
+    if phone_like && digits.len() >= 3 {
+        params.push(Box::new(format!("%{digits}%")));
+        matches = format!("({matches} OR t.phone_digits LIKE ${})", params.len());
+    }
+    params.push(Box::new(term.trim().to_uppercase()));
+    let exact = params.len();
+    params.push(Box::new(limit));
+    let sql = format!(
+        "SELECT to_jsonb(r) FROM (SELECT {} FROM {} t WHERE t.deleted_at IS NULL AND {matches}
+          ORDER BY (t.pin = ${exact}) DESC, t.last_name, t.first_name, t.id LIMIT ${}) r",
+        select_columns(resource),
+        resource.table,
+        params.len(),
+    );
+    let client = conn.client();
+    async {
+        let stmt = client.prepare_cached(&sql).await?;
+        let rows = client.query(&stmt, &as_refs(&params)).await?;
+        Ok(rows.into_iter().map(|r| r.get(0)).collect())
+    }
+    .instrument(db_span(resource, "SELECT"))
+    .await
 }
 
 /// `GET /patients/search?search=...&limit=10`: a few patients by name words, PIN or phone,
@@ -56,9 +79,23 @@ pub async fn lookup(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
             ApiError::field("limit", format!("The limit must be an integer between 1 and {MAX_LOOKUP}."))
         })?,
     };
-    let (_, _, mut conn, _) = branch_conn(depot).await?;
-    let rows = store::lookup(&mut conn, &PATIENTS, &term, limit).await?;
+    let ctx = Context::of(depot)?;
+    ctx.require(PATIENTS_READ)?;
+    let mut conn = ctx.conn(PATIENTS.scope).await?;
+    let rows = matching(&mut conn, &term, limit).await?;
     web::ok(res, "Patients found.", rows);
+    Ok(())
+}
+
+/// Records that someone exported patients, and with which parameters.
+async fn audit_export(conn: &mut Conn, user_id: i64, details: Value) -> ApiResult<()> {
+    let client = conn.client();
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO audit_log (user_id, action, resource, after) VALUES ($1, 'export', $2, $3)",
+        )
+        .await?;
+    client.execute(&stmt, &[&user_id, &PATIENTS.path, &details]).await?;
     Ok(())
 }
 
@@ -99,22 +136,13 @@ fn csv_cell(value: &Value) -> String {
 pub async fn export(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let pairs = list::query_pairs(req);
     let json_lines = wants_json(req, &pairs)?;
-    let rules = list::ListRules {
-        sort_fields: PATIENTS.sort_fields,
-        default_sort: PATIENTS.default_sort,
-        default_direction: PATIENTS.default_direction,
-        filters: PATIENTS.filters,
-        date_range: PATIENTS.date_range.is_some(),
-    };
-    let query = list::parse(&pairs, &rules)?;
-    let (_, route, mut conn, user_id) = branch_conn(depot).await?;
-    store::audit_export(
-        &mut conn,
-        &PATIENTS,
-        user_id,
-        json!({ "query": pairs, "format": if json_lines { "json" } else { "csv" } }),
-    )
-    .await?;
+    let query = list::parse(&pairs, &list_rules(&PATIENTS))?;
+    let ctx = Context::of(depot)?;
+    ctx.require(PATIENTS_READ)?;
+    let route = ctx.branch()?.clone();
+    let mut conn = ctx.conn(PATIENTS.scope).await?;
+    let details = json!({ "query": pairs, "format": if json_lines { "json" } else { "csv" } });
+    audit_export(&mut conn, ctx.user.id, details).await?;
     let rows = store::stream(&mut conn, &PATIENTS, None, &query).await?;
 
     let date = time::OffsetDateTime::now_utc().date();

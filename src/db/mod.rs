@@ -6,6 +6,7 @@
 //!   registry's), shared by every branch on that server. A branch connection starts with a
 //!   search_path that names no schema; [`BranchConn::checkout`] points it at one branch.
 
+pub mod directory;
 pub mod migrate;
 
 use std::ops::{Deref, DerefMut};
@@ -15,7 +16,8 @@ use std::time::Duration;
 use anyhow::Context;
 use deadpool::managed::{self, Metrics, RecycleResult};
 use deadpool_postgres::{ManagerConfig, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Error as PgError, NoTls, Row, Statement, ToStatement};
 
 use crate::config::Settings;
 
@@ -173,3 +175,88 @@ impl DerefMut for BranchConn {
         &mut self.conn.client
     }
 }
+
+/// A pooled connection, a branch connection or a transaction: anything that runs statements
+/// and caches them by text. The methods are tokio-postgres's, so code reads the same on all.
+pub trait Queries: Sync {
+    fn prepare_cached(&self, sql: &str) -> impl Future<Output = Result<Statement, PgError>> + Send;
+    fn query<T: ?Sized + ToStatement + Sync>(
+        &self,
+        stmt: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Vec<Row>, PgError>> + Send;
+    fn query_opt<T: ?Sized + ToStatement + Sync>(
+        &self,
+        stmt: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Option<Row>, PgError>> + Send;
+    fn query_one<T: ?Sized + ToStatement + Sync>(
+        &self,
+        stmt: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Row, PgError>> + Send;
+    fn execute<T: ?Sized + ToStatement + Sync>(
+        &self,
+        stmt: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<u64, PgError>> + Send;
+}
+
+/// `$cached` reaches the statement cache, `$pg` the tokio-postgres client or transaction.
+macro_rules! impl_queries {
+    ($ty:ty, |$s:ident, $sql:ident| $cached:expr, $pg:expr) => {
+        impl Queries for $ty {
+            fn prepare_cached(&self, $sql: &str) -> impl Future<Output = Result<Statement, PgError>> + Send {
+                let $s = self;
+                $cached
+            }
+            fn query<T: ?Sized + ToStatement + Sync>(
+                &self,
+                stmt: &T,
+                params: &[&(dyn ToSql + Sync)],
+            ) -> impl Future<Output = Result<Vec<Row>, PgError>> + Send {
+                let $s = self;
+                $pg.query(stmt, params)
+            }
+            fn query_opt<T: ?Sized + ToStatement + Sync>(
+                &self,
+                stmt: &T,
+                params: &[&(dyn ToSql + Sync)],
+            ) -> impl Future<Output = Result<Option<Row>, PgError>> + Send {
+                let $s = self;
+                $pg.query_opt(stmt, params)
+            }
+            fn query_one<T: ?Sized + ToStatement + Sync>(
+                &self,
+                stmt: &T,
+                params: &[&(dyn ToSql + Sync)],
+            ) -> impl Future<Output = Result<Row, PgError>> + Send {
+                let $s = self;
+                $pg.query_one(stmt, params)
+            }
+            fn execute<T: ?Sized + ToStatement + Sync>(
+                &self,
+                stmt: &T,
+                params: &[&(dyn ToSql + Sync)],
+            ) -> impl Future<Output = Result<u64, PgError>> + Send {
+                let $s = self;
+                $pg.execute(stmt, params)
+            }
+        }
+    };
+}
+impl_queries!(
+    deadpool_postgres::ClientWrapper,
+    |c, sql| deadpool_postgres::ClientWrapper::prepare_cached(c, sql),
+    &**c
+);
+impl_queries!(
+    deadpool_postgres::Object,
+    |c, sql| deadpool_postgres::ClientWrapper::prepare_cached(c, sql),
+    &***c
+);
+impl_queries!(
+    deadpool_postgres::Transaction<'_>,
+    |c, sql| deadpool_postgres::Transaction::prepare_cached(c, sql),
+    &**c
+);

@@ -58,6 +58,14 @@ impl ListQuery {
     }
 }
 
+/// A `YYYY-MM-DD` date.
+pub fn parse_date(s: &str) -> Option<time::Date> {
+    if s.len() != 10 {
+        return None;
+    }
+    time::Date::parse(s, &time::format_description::well_known::Iso8601::DATE).ok()
+}
+
 /// The decoded query string, in order.
 pub fn query_pairs(req: &Request) -> Vec<(String, String)> {
     form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes()).into_owned().collect()
@@ -163,7 +171,7 @@ pub fn parse(pairs: &[(String, String)], rules: &ListRules) -> ApiResult<ListQue
         if !rules.date_range {
             return None;
         }
-        let parsed = crate::resource::field::parse_date(raw);
+        let parsed = parse_date(raw);
         if parsed.is_none() {
             errors.entry(name.into()).or_default().push(format!("The {name} must be a date (YYYY-MM-DD)."));
         }

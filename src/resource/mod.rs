@@ -5,10 +5,16 @@
 //! write audited in the same transaction) and [`routes`] into HTTP routes and their OpenAPI
 //! description. Handlers are never written per resource.
 
+pub mod check;
+pub mod context;
+pub mod docs;
+pub mod etag;
 pub mod field;
 pub mod routes;
 pub mod store;
+pub mod validate;
 
+pub use context::Context;
 pub use field::{Field, Kind, Target};
 
 use crate::http::list::SortDirection;
@@ -183,47 +189,5 @@ impl Resource {
             .chain(self.read_only.iter().map(|(name, _)| *name))
             .chain(self.fields.iter().map(|f| f.name))
             .chain(self.trailing.iter().copied())
-    }
-}
-
-/// Resources whose five operations are all the shared handlers (the rest compose their own
-/// routes from the shared parts, see `admin`).
-pub fn served_generically() -> Vec<&'static Resource> {
-    crate::clinical::RESOURCES.to_vec()
-}
-
-/// All declared resources, for documentation and checks.
-pub fn all() -> Vec<&'static Resource> {
-    crate::clinical::RESOURCES.iter().chain(crate::admin::RESOURCES).copied().collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Declarations are data; check them once so a typo fails a test, not a request.
-    #[test]
-    fn declarations_are_consistent() {
-        for r in all() {
-            // Sort fields must be real columns: searches sort a materialised (id, column) set.
-            for s in r.sort_fields {
-                assert!(r.output_columns().any(|c| c == *s), "{}: sort field {s} is not a column", r.path);
-            }
-            assert!(r.sort_fields.contains(&r.default_sort), "{}: default sort not allowed", r.path);
-            for f in r.filters {
-                assert!(
-                    r.field(f).is_some() || r.read_only.iter().any(|(n, _)| n == f),
-                    "{}: filter {f} is not a field",
-                    r.path
-                );
-            }
-            for d in r.derived {
-                assert!(
-                    r.field(d.field).is_some() && r.field(d.from).is_some(),
-                    "{}: bad derived rule",
-                    r.path
-                );
-            }
-        }
     }
 }

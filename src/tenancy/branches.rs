@@ -9,11 +9,12 @@ use futures_util::StreamExt;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use super::Directory;
+use crate::db::directory::Directory;
 use crate::db::migrate::{SchemaMigration, latest_tenant_version, migrate_branch_schema};
 use crate::db::{BranchConn, RegistryPool};
 use crate::http::error::{ApiError, ApiResult};
-use crate::notify;
+use crate::notify::{self, Invalidate};
+use crate::state::AppState;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Branch {
@@ -87,6 +88,16 @@ pub async fn list_all(registry: &RegistryPool) -> ApiResult<Vec<Branch>> {
     let client = registry.get().await?;
     let sql = format!("SELECT {BRANCH_COLUMNS} FROM branches ORDER BY id");
     Ok(client.query(&sql, &[]).await?.iter().map(Branch::from_row).collect())
+}
+
+/// Creates a branch (see [`create`]) and drops this instance's cached view of the users
+/// granted access before returning; other instances hear it by notification.
+pub async fn provision(state: &AppState, new: NewBranch, grant_to: &[i64]) -> ApiResult<Branch> {
+    let branch = create(&state.directory, new, grant_to).await?;
+    for user in grant_to {
+        state.invalidate(notify::Topic::User(*user)).await;
+    }
+    Ok(branch)
 }
 
 /// Creates a branch and its schema, then lets `grant_to` users access it.

@@ -6,9 +6,8 @@
 
 use salvo::prelude::*;
 
-use crate::app::AppState;
-use crate::auth::current_user;
 use crate::http::error::ApiError;
+use crate::state::{AppState, AuthUser};
 
 pub const HEADER: &str = "x-branch-id";
 
@@ -32,7 +31,7 @@ pub async fn require_branch(req: &mut Request, depot: &mut Depot, res: &mut Resp
             )
         })?;
         crate::telemetry::record_branch(id);
-        let user = current_user(depot)?;
+        let user = AuthUser::current(depot)?;
         let denied = || ApiError::Forbidden {
             code: "branch_forbidden",
             message: "You do not have access to this branch.".into(),

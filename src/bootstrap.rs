@@ -4,9 +4,9 @@
 use anyhow::Context;
 use rand::Rng;
 
-use super::permissions::{CATALOGUE, DEFAULT_ROLES};
-use crate::app::AppState;
-use crate::tenancy::branches::NewBranch;
+use crate::permissions::{CATALOGUE, DEFAULT_ROLES};
+use crate::state::AppState;
+use crate::tenancy::branches::{self, NewBranch};
 
 const LOCK: &str = "clinic_bootstrap";
 
@@ -60,7 +60,7 @@ async fn bootstrap(state: &AppState, client: &mut deadpool_postgres::Object) -> 
         Some(p) => (p.clone(), false),
         None => (generated_password(), true),
     };
-    if let Err(e) = super::password::check_strength(&password) {
+    if let Err(e) = crate::security::password::check_strength(&password) {
         anyhow::bail!("CLINIC_ADMIN_PASSWORD is not acceptable: {e}");
     }
     let hash = state.hasher.hash(&password).await?;
@@ -86,8 +86,7 @@ async fn bootstrap(state: &AppState, client: &mut deadpool_postgres::Object) -> 
         client.query_one("SELECT EXISTS (SELECT 1 FROM branches WHERE code = 'MAIN')", &[]).await?.get(0);
     if !main_exists {
         let new = NewBranch { code: "MAIN".into(), name: "Main Branch".into(), database_url: None };
-        let branch = state
-            .create_branch(new, &[admin_id])
+        let branch = branches::provision(state, new, &[admin_id])
             .await
             .map_err(|e| anyhow::anyhow!("creating branch MAIN: {e}"))?;
         client

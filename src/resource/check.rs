@@ -1,0 +1,230 @@
+//! The check of one incoming value against its field's kind: one function per kind, each
+//! returning the value normalised (trimmed text, lowercased enums, sorted id lists) or the
+//! message to show under the field's name.
+
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::field::{Field, Kind};
+pub use crate::http::list::parse_date;
+
+/// A field name as people read it: `birth_date` -> "birth date".
+pub fn label(name: &str) -> String {
+    name.replace('_', " ")
+}
+
+/// Checks one non-null value.
+pub fn check(field: &Field, value: &Value) -> Result<Value, String> {
+    let name = label(field.name);
+    match field.kind {
+        Kind::Text { max } => text(&name, value, max, field.required, Lines::One),
+        Kind::LongText { max } => text(&name, value, max, field.required, Lines::Many),
+        Kind::Email => email(&name, value),
+        Kind::Phone => phone(&name, value),
+        Kind::Integer { min, max } => integer(&name, value, min, max),
+        Kind::Ref(_) => id(&name, value),
+        Kind::Date { past } => date(&name, value, past),
+        Kind::Bool => boolean(&name, value),
+        Kind::Enum(values) => one_of(&name, value, values),
+        Kind::Code { min, max } => code(&name, value, min, max),
+        Kind::Username => username(&name, value),
+        Kind::Password => password(value, &name),
+        Kind::IdList => id_list(&name, value),
+        Kind::NameList => name_list(&name, value),
+    }
+}
+
+fn string<'a>(name: &str, value: &'a Value) -> Result<&'a str, String> {
+    value.as_str().ok_or_else(|| format!("The {name} must be a string."))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lines {
+    One,
+    Many,
+}
+
+fn text(name: &str, value: &Value, max: usize, required: bool, lines: Lines) -> Result<Value, String> {
+    let s = string(name, value)?.trim();
+    if required && s.is_empty() {
+        return Err(format!("The {name} field is required."));
+    }
+    if s.chars().count() > max {
+        return Err(format!("The {name} may not be greater than {max} characters."));
+    }
+    if s.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t')) {
+        return Err(format!("The {name} contains control characters."));
+    }
+    if lines == Lines::One && s.contains(['\n', '\r']) {
+        return Err(format!("The {name} must be a single line."));
+    }
+    Ok(Value::String(s.to_owned()))
+}
+
+fn email(name: &str, value: &Value) -> Result<Value, String> {
+    let s = string(name, value)?.trim();
+    if !is_email(s) {
+        return Err(format!("The {name} must be a valid email address."));
+    }
+    Ok(Value::String(s.to_owned()))
+}
+
+fn phone(name: &str, value: &Value) -> Result<Value, String> {
+    let s = string(name, value)?.trim();
+    let digits = s.chars().filter(char::is_ascii_digit).count();
+    let allowed = s.chars().all(|c| c.is_ascii_digit() || " +-().".contains(c));
+    if !allowed || !(5..=20).contains(&digits) || s.len() > 32 {
+        return Err(format!("The {name} must be a valid phone number."));
+    }
+    Ok(Value::String(s.to_owned()))
+}
+
+fn integer(name: &str, value: &Value, min: i64, max: i64) -> Result<Value, String> {
+    match integer_of(value) {
+        Some(n) if (min..=max).contains(&n) => Ok(Value::from(n)),
+        Some(_) => Err(format!("The {name} must be between {min} and {max}.")),
+        None => Err(format!("The {name} must be an integer.")),
+    }
+}
+
+fn id(name: &str, value: &Value) -> Result<Value, String> {
+    match integer_of(value) {
+        Some(n) if n > 0 => Ok(Value::from(n)),
+        _ => Err(format!("The {name} must be a valid id.")),
+    }
+}
+
+fn date(name: &str, value: &Value, past: bool) -> Result<Value, String> {
+    let malformed = || format!("The {name} must be a date (YYYY-MM-DD).");
+    let date = value.as_str().and_then(|s| parse_date(s.trim())).ok_or_else(malformed)?;
+    if past && date > OffsetDateTime::now_utc().date() {
+        return Err(format!("The {name} may not be in the future."));
+    }
+    if date.year() < 1850 {
+        return Err(format!("The {name} is too far in the past."));
+    }
+    Ok(Value::String(date.to_string()))
+}
+
+fn boolean(name: &str, value: &Value) -> Result<Value, String> {
+    match value {
+        Value::Bool(b) => Ok(Value::Bool(*b)),
+        _ => Err(format!("The {name} field must be true or false.")),
+    }
+}
+
+fn one_of(name: &str, value: &Value, values: &[&str]) -> Result<Value, String> {
+    match value.as_str().map(|s| s.trim().to_ascii_lowercase()) {
+        Some(s) if values.contains(&s.as_str()) => Ok(Value::String(s)),
+        _ => Err(format!("The selected {name} is invalid. Allowed: {}.", values.join(", "))),
+    }
+}
+
+fn code(name: &str, value: &Value, min: usize, max: usize) -> Result<Value, String> {
+    let code = string(name, value)?.trim().to_ascii_uppercase();
+    let ok = (min..=max).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_alphanumeric());
+    if !ok {
+        return Err(format!("The {name} must be {min} to {max} letters or digits."));
+    }
+    Ok(Value::String(code))
+}
+
+fn username(name: &str, value: &Value) -> Result<Value, String> {
+    let s = string(name, value)?.trim();
+    let ok =
+        (3..=50).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if !ok {
+        return Err(format!("The {name} must be 3 to 50 letters, digits, dots, dashes or underscores."));
+    }
+    Ok(Value::String(s.to_owned()))
+}
+
+/// Kept exactly as typed; only the length rule applies here (rules that need the account,
+/// such as "not the username", are the account handlers').
+fn password(value: &Value, name: &str) -> Result<Value, String> {
+    let s = string(name, value)?;
+    crate::security::password::check_length(s)?;
+    Ok(Value::String(s.to_owned()))
+}
+
+fn id_list(name: &str, value: &Value) -> Result<Value, String> {
+    let bad = || format!("The {name} must be a list of ids.");
+    let items = value.as_array().ok_or_else(bad)?;
+    let mut ids = items
+        .iter()
+        .map(|item| integer_of(item).filter(|id| *id > 0).ok_or_else(bad))
+        .collect::<Result<Vec<i64>, String>>()?;
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(Value::from(ids))
+}
+
+fn name_list(name: &str, value: &Value) -> Result<Value, String> {
+    let bad = || format!("The {name} must be a list of names.");
+    let items = value.as_array().ok_or_else(bad)?;
+    let mut names = items
+        .iter()
+        .map(|item| match item.as_str().map(str::trim) {
+            Some(n) if !n.is_empty() && n.len() <= 100 => Ok(n.to_owned()),
+            _ => Err(bad()),
+        })
+        .collect::<Result<Vec<String>, String>>()?;
+    names.sort();
+    names.dedup();
+    Ok(Value::from(names))
+}
+
+/// Integers may arrive as JSON numbers or as digit strings (form-minded clients).
+pub fn integer_of(value: &Value) -> Option<i64> {
+    match value {
+        Value::Number(n) => {
+            n.as_i64().or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9e15).map(|f| f as i64))
+        }
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn is_email(s: &str) -> bool {
+    let Some((local, domain)) = s.split_once('@') else {
+        return false;
+    };
+    !local.is_empty()
+        && local.len() <= 64
+        && s.len() <= 254
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && !s.contains(char::is_whitespace)
+        && !s.contains(char::is_control)
+        && !domain.contains('@')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::field::{branch_ref, one_of, past_date, text};
+    use serde_json::json;
+
+    #[test]
+    fn normalises_and_rejects() {
+        let sex = one_of("sex", &["male", "female"]);
+        assert_eq!(check(&sex, &json!("Male")).unwrap(), json!("male"));
+        assert!(check(&sex, &json!("x")).unwrap_err().contains("male, female"));
+        let born = past_date("birth_date");
+        assert_eq!(check(&born, &json!("2001-02-03")).unwrap(), json!("2001-02-03"));
+        assert!(check(&born, &json!("2001-02-30")).is_err());
+        assert!(check(&born, &json!("3000-01-01")).unwrap_err().contains("future"));
+        let name = text("first_name", 5).required();
+        assert_eq!(check(&name, &json!("  Ann ")).unwrap(), json!("Ann"));
+        assert!(check(&name, &json!("   ")).is_err());
+        assert!(check(&name, &json!("Annabel")).is_err());
+        assert!(check(&name, &json!(5)).is_err());
+        let id = branch_ref("patient_id", "patients");
+        assert_eq!(check(&id, &json!("12")).unwrap(), json!(12));
+        assert!(check(&id, &json!(0)).is_err());
+        let email = Field::new("email", Kind::Email);
+        assert!(check(&email, &json!("a@b.co")).is_ok());
+        assert!(check(&email, &json!("a@b")).is_err());
+    }
+}

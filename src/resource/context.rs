@@ -1,0 +1,97 @@
+//! The one request context every handler works from: the state, the caller and, on
+//! branch routes, the branch's route.
+
+use std::sync::Arc;
+
+use salvo::prelude::*;
+use serde_json::{Map, Value};
+
+use super::Scope;
+use super::store::{Conn, Writer};
+use super::validate::validate;
+use crate::db::directory::BranchRoute;
+use crate::http::error::{ApiError, ApiResult};
+use crate::state::{AppState, AuthUser};
+
+pub struct Context {
+    pub state: Arc<AppState>,
+    pub user: Arc<AuthUser>,
+    /// Set behind the `X-Branch-Id` hoop.
+    pub branch: Option<Arc<BranchRoute>>,
+}
+
+impl Context {
+    /// The context of an authenticated request.
+    pub fn of(depot: &Depot) -> ApiResult<Self> {
+        Ok(Self {
+            state: AppState::of(depot),
+            user: AuthUser::current(depot)?,
+            branch: depot.get_typed::<Arc<BranchRoute>>().ok().cloned(),
+        })
+    }
+
+    /// 403 unless the caller holds `permission`.
+    pub fn require(&self, permission: &str) -> ApiResult<()> {
+        if self.user.can(permission) {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("You do not have permission to do this."))
+        }
+    }
+
+    /// The route of the request's branch (only behind the branch hoop).
+    pub fn branch(&self) -> ApiResult<&Arc<BranchRoute>> {
+        self.branch.as_ref().ok_or_else(|| ApiError::Internal(anyhow::anyhow!("branch route missing")))
+    }
+
+    /// A connection to where rows of `scope` live. Take it after reading the body, so that a
+    /// slow client never holds a connection others wait for.
+    pub async fn conn(&self, scope: Scope) -> ApiResult<Conn> {
+        match scope {
+            Scope::Branch => Ok(Conn::Branch(self.state.directory.connect(self.branch()?).await?)),
+            Scope::Registry => Ok(Conn::Registry(self.state.registry.get().await?)),
+        }
+    }
+
+    /// A registry connection.
+    pub async fn registry(&self) -> ApiResult<deadpool_postgres::Object> {
+        Ok(self.state.registry.get().await?)
+    }
+
+    pub fn writer(&self) -> Writer<'_> {
+        Writer { user_id: self.user.id, registry: &self.state.registry }
+    }
+
+    /// The request body as a JSON object (size-limited).
+    pub async fn body(&self, req: &mut Request) -> ApiResult<Map<String, Value>> {
+        crate::http::json_object(req, self.state.settings.max_body_bytes).await
+    }
+
+    /// The request body, checked against `resource`'s declaration.
+    pub async fn input(
+        &self,
+        req: &mut Request,
+        resource: &super::Resource,
+        creating: bool,
+    ) -> ApiResult<Map<String, Value>> {
+        let body = self.body(req).await?;
+        validate(resource, &body, creating).map_err(ApiError::Validation)
+    }
+}
+
+/// Hoop: the caller must hold `permission` (403 otherwise).
+pub struct Require(pub &'static str);
+
+#[async_trait]
+impl Handler for Require {
+    async fn handle(&self, _req: &mut Request, depot: &mut Depot, res: &mut Response, ctrl: &mut FlowCtrl) {
+        let allowed = AuthUser::current(depot).map(|u| u.can(self.0));
+        let error = match allowed {
+            Ok(true) => return,
+            Ok(false) => ApiError::forbidden("You do not have permission to do this."),
+            Err(e) => e,
+        };
+        res.render(error);
+        ctrl.skip_rest();
+    }
+}

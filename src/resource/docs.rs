@@ -1,0 +1,298 @@
+//! The OpenAPI description of a declared resource: its schemas from the field list, and
+//! one operation per route, so the document cannot drift from the code.
+
+use salvo::oapi::{
+    Array, BasicType, KnownFormat, Object, Operation, Parameter, ParameterIn, PathItemType, Ref, RefOr,
+    Required, Schema, SchemaFormat, SchemaType,
+};
+
+use super::field::Kind;
+use super::{Resource, Scope, Shape};
+use crate::http::docs::{self, Access, Doc};
+use crate::http::list;
+
+/// The component name of a resource's records (`PatientVisit`); its input is `<name>Input`.
+pub fn schema_name(resource: &Resource) -> String {
+    resource.label.split(' ').map(capitalised).collect()
+}
+
+fn capitalised(word: &str) -> String {
+    let mut chars = word.chars();
+    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
+}
+
+/// `type`, or `[type, "null"]` for values that may be null.
+fn typed(basic: BasicType, nullable: bool) -> Object {
+    if nullable {
+        Object::with_type([basic, BasicType::Null].into_iter().collect::<SchemaType>())
+    } else {
+        Object::with_type(basic)
+    }
+}
+
+fn formatted(format: KnownFormat) -> SchemaFormat {
+    SchemaFormat::KnownFormat(format)
+}
+
+/// The schema of a value of `kind`.
+pub fn field_schema(kind: Kind, nullable: bool) -> RefOr<Schema> {
+    let text = || typed(BasicType::String, nullable);
+    let number = || typed(BasicType::Integer, nullable).format(formatted(KnownFormat::Int64));
+    let schema = match kind {
+        Kind::Text { max } | Kind::LongText { max } => text().max_length(max),
+        Kind::Email => text().format(formatted(KnownFormat::Email)),
+        Kind::Phone => text().max_length(32),
+        Kind::Integer { min, max } => number().minimum(min).maximum(max),
+        Kind::Ref(_) => number().minimum(1).description("Id of an existing record"),
+        Kind::Date { .. } => text().format(formatted(KnownFormat::Date)),
+        Kind::Bool => typed(BasicType::Boolean, nullable),
+        Kind::Enum(values) => {
+            let values = values.iter().map(|v| serde_json::Value::from(*v));
+            let values: Vec<serde_json::Value> =
+                if nullable { values.chain([serde_json::Value::Null]).collect() } else { values.collect() };
+            text().enum_values(values)
+        }
+        Kind::Code { min, max } => {
+            text().min_length(min).max_length(max).description("Uppercase letters and digits")
+        }
+        Kind::Username => text().min_length(3).max_length(50),
+        Kind::Password => typed(BasicType::String, false)
+            .min_length(8)
+            .max_length(128)
+            .format(formatted(KnownFormat::Password)),
+        Kind::IdList => return list_of(docs::integer(), nullable),
+        Kind::NameList => return list_of(docs::string(), nullable),
+    };
+    schema.into()
+}
+
+fn list_of(item: Object, nullable: bool) -> RefOr<Schema> {
+    let list = Array::new().items(item);
+    let list = if nullable {
+        list.schema_type([BasicType::Array, BasicType::Null].into_iter().collect::<SchemaType>())
+    } else {
+        list
+    };
+    list.into()
+}
+
+/// The schema of a column the server fills in.
+fn shape_schema(shape: Shape) -> RefOr<Schema> {
+    let schema = match shape {
+        Shape::Text => typed(BasicType::String, true),
+        Shape::Integer => typed(BasicType::Integer, true).format(formatted(KnownFormat::Int64)),
+        Shape::Date => typed(BasicType::String, true).format(formatted(KnownFormat::Date)),
+        Shape::Timestamp => typed(BasicType::String, true).format(formatted(KnownFormat::DateTime)),
+        Shape::Ids => return Array::new().items(docs::integer()).into(),
+        Shape::Names => return Array::new().items(docs::string()).into(),
+        Shape::Json => Object::new().schema_type(SchemaType::AnyValue),
+    };
+    schema.read_only(true).into()
+}
+
+/// The record as answered.
+fn output_schema(resource: &Resource) -> Object {
+    let mut output = Object::new().property("id", docs::integer());
+    for (column, shape) in resource.read_only {
+        output = output.property(*column, shape_schema(*shape));
+    }
+    if let Some(parent) = resource.parent {
+        output = output.property(parent.column, docs::integer());
+    }
+    for f in resource.fields {
+        // Optional fields may be sent as null (to clear them) and come back as null.
+        output = output.property(f.name, field_schema(f.kind, !f.required && !f.defaulted));
+    }
+    for (computed, _, shape) in resource.computed {
+        output = output.property(*computed, shape_schema(*shape));
+    }
+    for column in resource.trailing {
+        output = match *column {
+            "version" => output
+                .property("version", docs::integer().description("Send back in If-Match to update safely")),
+            other => output.property(other, docs::timestamp()),
+        };
+    }
+    output
+}
+
+/// The body of a create or an update.
+fn input_schema(resource: &Resource) -> Object {
+    let mut input = Object::new();
+    for f in resource.fields {
+        input = input.property(f.name, field_schema(f.kind, !f.required && !f.defaulted));
+        if f.required {
+            input = input.required(f.name);
+        }
+    }
+    for f in resource.write_only {
+        input = input.property(f.name, field_schema(f.kind, !f.required));
+        if f.required {
+            input = input.required(f.name);
+        }
+    }
+    input
+}
+
+fn if_match_header(description: &str) -> Parameter {
+    Parameter::new("If-Match").location(ParameterIn::Header).schema(docs::string()).description(description)
+}
+
+/// Builds a resource's operations with what they all share (access, tag, parent parameter).
+struct Operations<'a> {
+    resource: &'a Resource,
+    access: Access,
+    tag: &'a str,
+}
+
+impl Operations<'_> {
+    fn new(resource: &Resource) -> Operations<'_> {
+        let access = match resource.scope {
+            Scope::Branch => Access::Branch,
+            Scope::Registry => Access::User,
+        };
+        Operations { resource, access, tag: resource.path.split('/').next().unwrap_or(resource.path) }
+    }
+
+    fn start(&self, summary: &str) -> Operation {
+        let op = Doc::operation(self.access, self.tag, summary);
+        match self.resource.parent {
+            Some(p) => op.add_parameter(
+                Parameter::new(p.param)
+                    .location(ParameterIn::Path)
+                    .required(Required::True)
+                    .schema(docs::integer().minimum(1)),
+            ),
+            None => op,
+        }
+    }
+
+    /// A parent that does not exist is a 404 for every operation.
+    fn nested(&self, op: Operation) -> Operation {
+        if self.resource.parent.is_some() { Doc::not_found(op) } else { op }
+    }
+
+    fn list(&self, item: impl Into<RefOr<Schema>>) -> Operation {
+        let r = self.resource;
+        let mut op = self
+            .start(&format!("List {}", r.label.to_lowercase()))
+            .add_parameter(docs::query(
+                "page",
+                docs::integer().minimum(1).maximum(i64::MAX / list::MAX_PER_PAGE),
+                "Page number (default 1)",
+            ))
+            .add_parameter(docs::query(
+                "perPage",
+                docs::integer().minimum(1).maximum(list::MAX_PER_PAGE),
+                "Items per page (default 15)",
+            ))
+            .add_parameter(docs::query(
+                "sortField",
+                docs::string().enum_values(r.sort_fields.iter().copied()),
+                &format!("Default {}", r.default_sort),
+            ))
+            .add_parameter(docs::query(
+                "sortDirection",
+                docs::string().enum_values(["asc", "desc"]),
+                "Default asc",
+            ));
+        if let Some(search) = search_parameter(r) {
+            op = op.add_parameter(search);
+        }
+        for parameter in date_range_parameters(r).into_iter().chain(filter_parameters(r)) {
+            op = op.add_parameter(parameter);
+        }
+        let op = Doc::answers(op, "200", "One page", docs::paginated(item));
+        self.nested(Doc::invalid(op, "A list parameter is out of range or unknown"))
+    }
+
+    fn show(&self, item: impl Into<RefOr<Schema>>) -> Operation {
+        let op = self
+            .start(&format!("Get a {}", self.resource.label.to_lowercase()))
+            .add_parameter(docs::path_id());
+        Doc::not_found(Doc::answers(op, "200", "The record", docs::envelope(item)))
+    }
+
+    fn create(&self, item: impl Into<RefOr<Schema>>, body: impl Into<RefOr<Schema>>) -> Operation {
+        let op = self.start(&format!("Create a {}", self.resource.label.to_lowercase()));
+        self.nested(Doc::answers(Doc::with_body(op, body), "201", "Created", docs::envelope(item)))
+    }
+
+    fn update(&self, item: impl Into<RefOr<Schema>>, body: impl Into<RefOr<Schema>>) -> Operation {
+        let op = self
+            .start(&format!("Update a {} (fields sent are changed)", self.resource.label.to_lowercase()))
+            .add_parameter(docs::path_id())
+            .add_parameter(if_match_header(
+                "ETag of the version being edited; 412 when it changed meanwhile",
+            ));
+        let op = Doc::answers(Doc::with_body(op, body), "200", "Updated", docs::envelope(item));
+        Doc::not_found(Doc::stale(op))
+    }
+
+    fn delete(&self) -> Operation {
+        let op = self
+            .start(&format!("Delete a {}", self.resource.label.to_lowercase()))
+            .add_parameter(docs::path_id())
+            .add_parameter(if_match_header(
+                "ETag of the version being deleted; 412 when it changed meanwhile",
+            ));
+        let deleted = Object::new().property("message", docs::string());
+        Doc::not_found(Doc::stale(Doc::answers(op, "200", "Deleted", deleted)))
+    }
+}
+
+fn search_parameter(r: &Resource) -> Option<Parameter> {
+    let schema = || docs::string().max_length(list::MAX_SEARCH_LEN);
+    if let Some(column) = r.search_words {
+        Some(docs::query(
+            "search",
+            schema(),
+            &format!("Every word must occur in {column} (any order; case and accents ignored)"),
+        ))
+    } else if !r.search.is_empty() {
+        Some(docs::query("search", schema(), &format!("Matches {}", r.search.join(", "))))
+    } else {
+        None
+    }
+}
+
+fn date_range_parameters(r: &Resource) -> Vec<Parameter> {
+    let Some(column) = r.date_range else { return Vec::new() };
+    [("start_date", "on or after"), ("end_date", "on or before")]
+        .into_iter()
+        .map(|(name, bound)| {
+            docs::query(name, docs::date(), &format!("Only rows whose {column} is {bound} this date"))
+        })
+        .collect()
+}
+
+fn filter_parameters(r: &Resource) -> Vec<Parameter> {
+    r.filters
+        .iter()
+        .map(|filter| {
+            let schema =
+                r.filter_field(filter).map_or_else(|| docs::string().into(), |f| field_schema(f.kind, false));
+            docs::query(&format!("filters[{filter}]"), schema, "Exact match")
+        })
+        .collect()
+}
+
+/// Describes a resource's routes and schemas.
+pub fn document(doc: &mut Doc, resource: &'static Resource) {
+    let name = schema_name(resource);
+    doc.add_schema(&name, output_schema(resource));
+    doc.add_schema(&format!("{name}Input"), input_schema(resource));
+    let item = || Ref::from_schema_name(&name);
+    let body = || Ref::from_schema_name(format!("{name}Input"));
+    let collection = resource.collection_path();
+    let member = format!("{collection}/{{id}}");
+    let ops = Operations::new(resource);
+    doc.add(PathItemType::Get, &collection, ops.list(item()));
+    doc.add(PathItemType::Get, &member, ops.show(item()));
+    if !resource.writable {
+        return;
+    }
+    doc.add(PathItemType::Post, &collection, ops.create(item(), body()));
+    doc.add(PathItemType::Put, &member, ops.update(item(), body()));
+    doc.add(PathItemType::Delete, &member, ops.delete());
+}

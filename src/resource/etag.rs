@@ -1,0 +1,61 @@
+//! Versions as entity tags: answers carry `ETag: "<version>"`, writes honour `If-Match`.
+
+use salvo::Request;
+use serde_json::Value;
+
+/// The version a client last saw, from `If-Match`.
+#[derive(Debug, Clone)]
+pub enum IfMatch {
+    Any,
+    Versions(Vec<i64>),
+}
+
+impl IfMatch {
+    /// Parses `If-Match: "3"`, `W/"3"`, `"3", "4"` or `*`. Unparseable tags match nothing.
+    pub fn parse(header: &str) -> Self {
+        if header.trim() == "*" {
+            return Self::Any;
+        }
+        let versions = header
+            .split(',')
+            .filter_map(|tag| {
+                let tag = tag.trim();
+                let tag = tag.strip_prefix("W/").unwrap_or(tag);
+                tag.trim_matches('"').parse().ok()
+            })
+            .collect();
+        Self::Versions(versions)
+    }
+
+    /// The `If-Match` of a request, if any.
+    pub fn of(req: &Request) -> Option<Self> {
+        req.headers().get("if-match").and_then(|v| v.to_str().ok()).map(Self::parse)
+    }
+
+    pub fn allows(&self, version: i64) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Versions(v) => v.contains(&version),
+        }
+    }
+}
+
+/// The entity tag of a record's current version.
+pub fn etag(record: &Value) -> Option<String> {
+    record.get("version").and_then(Value::as_i64).map(|v| format!("\"{v}\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IfMatch;
+
+    #[test]
+    fn parses_strong_weak_lists_and_star() {
+        assert!(IfMatch::parse("\"3\"").allows(3));
+        assert!(IfMatch::parse("W/\"3\"").allows(3));
+        assert!(IfMatch::parse("\"2\", \"4\"").allows(4));
+        assert!(!IfMatch::parse("\"2\"").allows(3));
+        assert!(IfMatch::parse("*").allows(9));
+        assert!(!IfMatch::parse("garbage").allows(1));
+    }
+}

@@ -1,0 +1,157 @@
+//! References from a record to other rows: derived fields (a record's patient from its
+//! visit), ids that must name live rows, and guarded fields that may not change while
+//! dependent rows exist.
+
+use crate::db::Queries;
+use serde_json::{Map, Value};
+
+use super::{Conn, Writer};
+use crate::db::RegistryPool;
+use crate::http::error::{ApiError, ApiResult, FieldErrors};
+use crate::resource::field::{Kind, Target};
+use crate::resource::{Resource, Scope};
+
+/// Refuses to change a guarded field while dependent rows exist.
+pub(super) async fn check_guards(
+    tx: &deadpool_postgres::Transaction<'_>,
+    resource: &Resource,
+    id: i64,
+    input: &Map<String, Value>,
+    before: &Value,
+) -> ApiResult<()> {
+    for guard in resource.guards {
+        let changes = input.get(guard.field).is_some_and(|new| Some(new) != before.get(guard.field));
+        if !changes {
+            continue;
+        }
+        let sql = format!(
+            "SELECT EXISTS (SELECT 1 FROM {} WHERE {} = $1 AND deleted_at IS NULL)",
+            guard.table, guard.column
+        );
+        let stmt = tx.prepare_cached(&sql).await?;
+        if tx.query_one(&stmt, &[&id]).await?.get::<_, bool>(0) {
+            return Err(ApiError::field(
+                guard.field,
+                format!(
+                    "The {} cannot change: this {} already has {} that name it.",
+                    guard.field.replace('_', " "),
+                    resource.label.to_lowercase(),
+                    guard.table.replace('_', " ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The reference errors among fields that passed their own checks (an id of a record that
+/// does not exist), for a 422 that names every bad field at once.
+pub async fn reference_errors(
+    conn: &mut Conn,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    mut valid: Map<String, Value>,
+    already: &FieldErrors,
+) -> ApiResult<FieldErrors> {
+    valid.retain(|k, _| !already.contains_key(k));
+    let client = conn.client();
+    match check_references(&*client, writer, resource, &mut valid, None).await {
+        Ok(()) => Ok(FieldErrors::new()),
+        Err(ApiError::Validation(errors)) => {
+            Ok(errors.into_iter().filter(|(field, _)| !already.contains_key(field)).collect())
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// Fills and checks derived fields and references; `current` is the row being updated.
+pub(super) async fn check_references(
+    client: &impl Queries,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    input: &mut Map<String, Value>,
+    current: Option<&Value>,
+) -> ApiResult<()> {
+    let mut errors = FieldErrors::new();
+    let mut checked: Vec<&str> = Vec::new();
+    for rule in resource.derived {
+        let effective = |name: &str| {
+            input.get(name).or_else(|| current.and_then(|c| c.get(name))).and_then(Value::as_i64)
+        };
+        if !input.contains_key(rule.from) && !input.contains_key(rule.field) {
+            continue;
+        }
+        let Some(from_id) = effective(rule.from) else {
+            continue;
+        };
+        // The derived rule settles both fields; the plain reference check skips them.
+        checked.extend([rule.from, rule.field]);
+        let sql = format!("SELECT {} FROM {} WHERE id = $1 AND deleted_at IS NULL", rule.column, rule.table);
+        let stmt = client.prepare_cached(&sql).await?;
+        let owner: Option<i64> = client.query_opt(&stmt, &[&from_id]).await?.map(|r| r.get(0));
+        let Some(owner) = owner else {
+            errors
+                .entry(rule.from.into())
+                .or_default()
+                .push(format!("The selected {} is invalid.", rule.from.replace('_', " ")));
+            continue;
+        };
+        match effective(rule.field) {
+            Some(given) if given != owner => {
+                errors.entry(rule.field.into()).or_default().push(format!(
+                    "The {} does not match the {}.",
+                    rule.field.replace('_', " "),
+                    rule.from.replace('_', " ")
+                ));
+            }
+            _ => {
+                input.insert(rule.field.into(), Value::from(owner));
+            }
+        }
+    }
+    for f in resource.fields {
+        let Kind::Ref(target) = f.kind else { continue };
+        let Some(id) = input.get(f.name).and_then(Value::as_i64) else {
+            continue;
+        };
+        if checked.contains(&f.name) {
+            continue;
+        }
+        let exists = match target {
+            Target::Branch(table) => {
+                let sql =
+                    format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE id = $1 AND deleted_at IS NULL)");
+                let stmt = client.prepare_cached(&sql).await?;
+                client.query_one(&stmt, &[&id]).await?.get::<_, bool>(0)
+            }
+            // A registry resource checks on its own transaction: a second registry
+            // connection per write could exhaust the pool and deadlock concurrent writers.
+            Target::Registry(table) if resource.scope == Scope::Registry => {
+                registry_row_in(client, table, id).await?
+            }
+            Target::Registry(table) => registry_row_in(&writer.registry.get().await?, table, id).await?,
+        };
+        if !exists {
+            errors
+                .entry(f.name.into())
+                .or_default()
+                .push(format!("The selected {} is invalid.", f.name.replace('_', " ")));
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(ApiError::Validation(errors)) }
+}
+
+/// Whether a registry row exists. Master-data tables that do not exist yet accept no ids.
+pub async fn registry_row_exists(registry: &RegistryPool, table: &str, id: i64) -> ApiResult<bool> {
+    registry_row_in(&registry.get().await?, table, id).await
+}
+
+async fn registry_row_in(client: &impl Queries, table: &str, id: i64) -> ApiResult<bool> {
+    let present: bool =
+        client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&format!("public.{table}")]).await?.get(0);
+    if !present {
+        return Ok(false);
+    }
+    let sql = format!("SELECT EXISTS (SELECT 1 FROM public.{table} WHERE id = $1)");
+    Ok(client.query_one(&sql, &[&id]).await?.get(0))
+}

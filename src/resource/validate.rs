@@ -1,0 +1,82 @@
+//! A request body checked against a declaration: presence rules, then each value's kind.
+
+use serde_json::{Map, Value};
+
+use super::Resource;
+use super::check::{self, label};
+use super::field::Field;
+use crate::http::error::FieldErrors;
+
+/// Checks a body against the declaration. On create, required fields must be present; on
+/// update only the fields sent are checked. Unknown keys are ignored (clients often echo
+/// whole records back, `id` and timestamps included).
+pub fn validate(
+    resource: &Resource,
+    body: &Map<String, Value>,
+    creating: bool,
+) -> Result<Map<String, Value>, FieldErrors> {
+    let (clean, errors) = validate_fields(resource, body, creating);
+    if errors.is_empty() { Ok(clean) } else { Err(errors) }
+}
+
+/// Like [`validate`], but returns the fields that passed along with the errors, so that
+/// the references among them can be checked and reported together.
+pub fn validate_fields(
+    resource: &Resource,
+    body: &Map<String, Value>,
+    creating: bool,
+) -> (Map<String, Value>, FieldErrors) {
+    let mut errors = FieldErrors::new();
+    let mut clean = Map::new();
+    for f in resource.fields.iter().chain(resource.write_only) {
+        let derived = resource.derived.iter().any(|d| d.field == f.name);
+        match presence(f, body.get(f.name), creating, derived) {
+            Presence::Absent => {}
+            Presence::Missing(message) => errors.entry(f.name.into()).or_default().push(message),
+            Presence::Null => {
+                clean.insert(f.name.into(), Value::Null);
+            }
+            Presence::Value(value) => match check::check(f, value) {
+                Ok(v) => {
+                    clean.insert(f.name.into(), v);
+                }
+                Err(message) => errors.entry(f.name.into()).or_default().push(message),
+            },
+        }
+    }
+    (clean, errors)
+}
+
+/// What a body says about one field before its value is checked.
+enum Presence<'a> {
+    /// Not sent, or left to the database default: nothing to write.
+    Absent,
+    /// Required but missing or emptied.
+    Missing(String),
+    /// Cleared.
+    Null,
+    Value(&'a Value),
+}
+
+fn presence<'a>(f: &Field, value: Option<&'a Value>, creating: bool, derived: bool) -> Presence<'a> {
+    let required = || format!("The {} field is required.", label(f.name));
+    match value {
+        None if creating && f.required && !derived => Presence::Missing(required()),
+        None => Presence::Absent,
+        Some(Value::Null) if f.required => Presence::Missing(required()),
+        // On create a blank defaulted field is left to the database default.
+        Some(v) if f.defaulted && is_blank(v) && creating => Presence::Absent,
+        Some(v) if f.defaulted && is_blank(v) => {
+            Presence::Missing(format!("The {} field may not be empty.", label(f.name)))
+        }
+        Some(Value::Null) => Presence::Null,
+        // An emptied form field clears the value.
+        Some(Value::String(s)) if s.trim().is_empty() && !f.required => Presence::Null,
+        Some(v) => Presence::Value(v),
+    }
+}
+
+/// Null, or a string of only white space.
+fn is_blank(value: &Value) -> bool {
+    value.is_null() || value.as_str().is_some_and(|s| s.trim().is_empty())
+}

@@ -1,0 +1,4 @@
+//! Secrets: password hashing and strength rules, bearer-token secrets.
+
+pub mod password;
+pub mod tokens;

@@ -1,0 +1,113 @@
+//! The application state every request runs with: settings, pools, caches, limits, mailer.
+//!
+//! It sits below every domain (they all receive it) and above the infrastructure it bundles,
+//! so that no domain has to import another to reach a pool or a cache.
+
+pub mod session;
+
+use std::sync::Arc;
+
+use salvo::prelude::*;
+
+use crate::config::Settings;
+use crate::db::RegistryPool;
+use crate::db::directory::Directory;
+use crate::http::error::ApiResult;
+use crate::http::rate_limit::Limits;
+use crate::mail::Mailer;
+use crate::notify::{self, Invalidate, Topic};
+use crate::security::password::Hasher;
+pub use session::{AuthCache, AuthUser};
+
+pub struct AppState {
+    pub settings: Settings,
+    pub registry: RegistryPool,
+    pub directory: Arc<Directory>,
+    pub auth: AuthCache,
+    pub hasher: Hasher,
+    pub limits: Limits,
+    pub mailer: Mailer,
+    background: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl AppState {
+    pub fn new(
+        settings: Settings,
+        registry: RegistryPool,
+        directory: Arc<Directory>,
+    ) -> anyhow::Result<Self> {
+        Ok(Self {
+            hasher: Hasher::new(settings.password_hash_log_n)?,
+            limits: Limits::new(&settings),
+            mailer: Mailer::from_settings(&settings)?,
+            auth: AuthCache::default(),
+            registry,
+            directory,
+            settings,
+            background: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The state injected by the service; every route runs behind that injection.
+    pub fn of(depot: &Depot) -> Arc<AppState> {
+        depot.get_typed::<Arc<AppState>>().expect("app state is injected for every request").clone()
+    }
+
+    /// Forwarded headers are believed only from trusted proxies.
+    pub fn trusts_forwarded_headers(&self, req: &Request) -> bool {
+        req.remote_addr()
+            .ip()
+            .is_some_and(|ip| self.settings.trusted_proxies.iter().any(|net| net.contains(ip)))
+    }
+
+    pub fn client_ip(&self, req: &Request) -> String {
+        crate::http::client_ip(req, &self.settings.trusted_proxies)
+            .map_or_else(|| "unknown".into(), |ip| ip.to_string())
+    }
+
+    /// Commits a registry transaction whose change makes cached entries stale: the
+    /// notifications for `topics` are queued in it (so other instances hear of the change
+    /// exactly when it commits), and this instance drops its own entries before the caller
+    /// answers.
+    pub async fn commit(&self, tx: deadpool_postgres::Transaction<'_>, topics: &[Topic]) -> ApiResult<()> {
+        for topic in topics {
+            notify::publish(&tx, *topic).await?;
+        }
+        tx.commit().await?;
+        for topic in topics {
+            self.invalidate(*topic).await;
+        }
+        Ok(())
+    }
+
+    /// Keeps a background task (listener, periodic job) to stop at shutdown.
+    pub fn keep(&self, task: tokio::task::JoinHandle<()>) {
+        self.background.lock().expect("task list").push(task);
+    }
+
+    /// Stops background work and closes the pools (before the database goes away).
+    pub fn shutdown(&self) {
+        for task in self.background.lock().expect("task list").drain(..) {
+            task.abort();
+        }
+        self.registry.close();
+    }
+}
+
+impl Invalidate for AppState {
+    async fn invalidate(&self, topic: Topic) {
+        match topic {
+            Topic::Token(id) => self.auth.forget_token(id).await,
+            Topic::User(id) => self.auth.forget_user(id).await,
+            Topic::Branch(id) => {
+                self.directory.invalidate(id).await;
+                // Branch lists inside cached users may name it.
+                self.auth.forget_all_users();
+            }
+            Topic::All => {
+                self.auth.forget_all();
+                self.directory.invalidate_all();
+            }
+        }
+    }
+}
