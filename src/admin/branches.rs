@@ -1,18 +1,18 @@
 //! `/branches`: creating provisions the branch's schema; deleting archives it (the schema
 //! and its records stay); the code is fixed once created.
 
+use deadpool_postgres::Transaction;
 use salvo::prelude::*;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::{self as web};
 use crate::notify::Topic;
 use crate::permissions::ADMIN_ACCESS;
 use crate::resource::Context;
-use crate::resource::etag::IfMatch;
 use crate::resource::field::{Field, Kind, text};
-use crate::resource::routes::{respond_created, respond_updated};
-use crate::resource::store;
+use crate::resource::hooks::{Deleted, Hooks};
+use crate::resource::routes::respond_created;
+use crate::resource::store::{self, Writer};
 use crate::resource::{Resource, Scope, Shape};
 use crate::tenancy::branches::NewBranch;
 
@@ -23,7 +23,10 @@ pub static BRANCHES: Resource = Resource {
     table: "branches",
     label: "Branch",
     scope: Scope::Registry,
-    fields: &[Field::new("code", Kind::Code { min: 2, max: 10 }).required(), text("name", 120).required()],
+    fields: &[
+        Field::new("code", Kind::Code { min: 2, max: 10 }).required().fixed(),
+        text("name", 120).required(),
+    ],
     // Holds credentials: accepted, never shown.
     write_only: &[Field::new("database_url", Kind::Text { max: 2000 })],
     read_only: &[
@@ -40,6 +43,7 @@ pub static BRANCHES: Resource = Resource {
     filters: &["status"],
     read_permission: ADMIN_ACCESS,
     write_permission: ADMIN_ACCESS,
+    hooks: &BranchHooks,
     ..Resource::DEFAULTS
 };
 
@@ -67,51 +71,52 @@ pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     Ok(())
 }
 
-#[handler]
-pub async fn update(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Context::of(depot)?;
-    let id = web::path_id(req, "id")?;
-    let if_match = IfMatch::of(req);
-    let mut input = ctx.input(req, &BRANCHES, false).await?;
-    if input.contains_key("database_url") {
-        return Err(ApiError::field(
-            "database_url",
-            "A branch's database is moved by operators, not through the API.",
-        ));
-    }
-    let mut client = ctx.state.registry.get().await?;
-    let tx = client.transaction().await?;
-    let current = store::lock_for_change(&tx, &BRANCHES, None, id, if_match.clone()).await?;
-    if let Some(code) = input.remove("code")
-        && code != current["code"]
-    {
-        return Err(ApiError::field("code", "The code cannot be changed once the branch exists."));
-    }
-    let record = store::change(&tx, &ctx.writer(), &BRANCHES, None, id, input, if_match).await?;
-    ctx.state.commit(tx, &[Topic::Branch(id)]).await?;
-    respond_updated(res, &BRANCHES, record);
-    Ok(())
-}
+/// A branch's database is chosen once, by whoever provisions it; DELETE archives (the schema
+/// and its records stay, its routes answer 403).
+pub struct BranchHooks;
 
-/// Archives: the branch leaves every branch list and its routes answer 403; its schema and
-/// records are kept.
-#[handler]
-pub async fn archive(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Context::of(depot)?;
-    let id = web::path_id(req, "id")?;
-    let mut client = ctx.state.registry.get().await?;
-    let tx = client.transaction().await?;
-    let before = store::lock_for_change(&tx, &BRANCHES, None, id, IfMatch::of(req)).await?;
-    tx.execute(
-        "UPDATE branches SET status = 'archived', version = version + 1, updated_at = now(), updated_by = $2
-          WHERE id = $1",
-        &[&id, &ctx.user.id],
-    )
-    .await?;
-    tx.execute("UPDATE users SET default_branch_id = NULL WHERE default_branch_id = $1", &[&id]).await?;
-    let after = store::reload(&tx, &BRANCHES, id).await?;
-    store::audit_change(&tx, &ctx.writer(), &BRANCHES, "archive", id, Some(&before), Some(&after)).await?;
-    ctx.state.commit(tx, &[Topic::Branch(id)]).await?;
-    web::done(res, "Branch archived.");
-    Ok(())
+#[async_trait]
+impl Hooks for BranchHooks {
+    async fn prepare(
+        &self,
+        _: &Writer<'_>,
+        id: Option<i64>,
+        input: &mut Map<String, Value>,
+    ) -> ApiResult<()> {
+        if id.is_some() && input.contains_key("database_url") {
+            return Err(ApiError::field(
+                "database_url",
+                "A branch's database is moved by operators, not through the API.",
+            ));
+        }
+        Ok(())
+    }
+
+    async fn written(
+        &self,
+        _: &Transaction<'_>,
+        _: &Writer<'_>,
+        id: i64,
+        _: &Map<String, Value>,
+        _: Option<&Value>,
+    ) -> ApiResult<Vec<Topic>> {
+        Ok(vec![Topic::Branch(id)])
+    }
+
+    async fn delete(
+        &self,
+        tx: &Transaction<'_>,
+        writer: &Writer<'_>,
+        id: i64,
+        _: &Value,
+    ) -> ApiResult<Option<Deleted>> {
+        tx.execute(
+            "UPDATE branches SET status = 'archived', version = version + 1, updated_at = now(), updated_by = $2
+              WHERE id = $1",
+            &[&id, &writer.user_id],
+        )
+        .await?;
+        tx.execute("UPDATE users SET default_branch_id = NULL WHERE default_branch_id = $1", &[&id]).await?;
+        Ok(Some(Deleted { action: "archive", message: "Branch archived.", topics: vec![Topic::Branch(id)] }))
+    }
 }

@@ -15,7 +15,6 @@ use crate::http::docs::{self, Access, Doc};
 use crate::permissions::ADMIN_ACCESS;
 use crate::resource::Resource;
 use crate::resource::context::Require;
-use crate::resource::routes::{Op, handler};
 
 /// Ids from a validated id-list field.
 pub(crate) fn ids(input: &serde_json::Map<String, serde_json::Value>, field: &str) -> Option<Vec<i64>> {
@@ -25,33 +24,23 @@ pub(crate) fn ids(input: &serde_json::Map<String, serde_json::Value>, field: &st
 pub static RESOURCES: &[&Resource] =
     &[&roles::ROLES, &branches::BRANCHES, &services::BRANCH_SERVICES, &users::USERS];
 
-/// `/{path}` and `/{path}/{id}` with shared reads and the resource's own writes.
-fn routes(
-    resource: &'static Resource,
-    create: impl Handler,
-    update: impl Handler,
-    delete: impl Handler,
-) -> Router {
-    Router::with_path(resource.path)
-        .get(handler(resource, Op::List))
-        .post(create)
-        .push(Router::with_path("{id}").get(handler(resource, Op::Show)).put(update).delete(delete))
-}
-
 pub fn router() -> Router {
+    let generic = |r| crate::resource::routes::router(r);
     Router::new()
         .hoop(Require(ADMIN_ACCESS))
         .push(Router::with_path("permissions").get(roles::catalogue))
-        .push(routes(&roles::ROLES, roles::create, roles::update, roles::delete))
+        .push(generic(&roles::ROLES))
         .push(
-            crate::resource::routes::router(&services::BRANCH_SERVICES).push(
+            generic(&services::BRANCH_SERVICES).push(
                 Router::with_path("{id}/staff")
                     .post(services::assign)
                     .push(Router::with_path("{user}").delete(services::unassign)),
             ),
         )
-        .push(routes(&branches::BRANCHES, branches::create, branches::update, branches::archive))
-        .push(routes(&users::USERS, users::create, users::update, users::deactivate))
+        // Creating a branch provisions its schema: a handler of its own.
+        .push(Router::with_path("branches").post(branches::create))
+        .push(generic(&branches::BRANCHES))
+        .push(generic(&users::USERS))
 }
 
 /// The routes that are not plain resource operations, and what the own write handlers answer

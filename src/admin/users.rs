@@ -1,19 +1,17 @@
 //! `/users`: accounts, their roles and the branches they may work in. A user is never
 //! deleted while records name them: DELETE deactivates (and ends their sessions).
 
-use salvo::prelude::*;
+use deadpool_postgres::Transaction;
+use salvo::async_trait;
 use serde_json::{Map, Value};
 
 use super::ids;
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::{self as web};
 use crate::notify::Topic;
 use crate::permissions::ADMIN_ACCESS;
-use crate::resource::Context;
-use crate::resource::etag::IfMatch;
 use crate::resource::field::{Field, Kind, boolean, registry_ref, text};
-use crate::resource::routes::{respond_created, respond_updated};
-use crate::resource::store;
+use crate::resource::hooks::{Deleted, Hooks};
+use crate::resource::store::Writer;
 use crate::resource::{Resource, Scope, Shape, Unique};
 use crate::state::session::revoke_tokens;
 
@@ -60,16 +58,13 @@ pub static USERS: Resource = Resource {
         },
         Unique { index: "users_email_key", field: "email", message: "The email has already been taken." },
     ],
+    hooks: &UserHooks,
     ..Resource::DEFAULTS
 };
 
 /// Replaces the user's roles and branches with the requested ones (each must exist) and
 /// keeps the default branch among the accessible ones.
-async fn set_access(
-    tx: &deadpool_postgres::Transaction<'_>,
-    user: i64,
-    input: &Map<String, Value>,
-) -> ApiResult<()> {
+async fn set_access(tx: &Transaction<'_>, user: i64, input: &Map<String, Value>) -> ApiResult<()> {
     if let Some(roles) = ids(input, "role_ids") {
         let known: i64 =
             tx.query_one("SELECT count(*) FROM roles WHERE id = ANY($1)", &[&roles]).await?.get(0);
@@ -126,78 +121,72 @@ async fn set_access(
     Ok(())
 }
 
-#[handler]
-pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Context::of(depot)?;
-    let input = ctx.input(req, &USERS, true).await?;
-    let password = input.get("password").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let hash = ctx.state.hasher.hash(&password).await?;
-    let mut client = ctx.state.registry.get().await?;
-    let tx = client.transaction().await?;
-    let record = store::insert(&tx, &ctx.writer(), &USERS, None, input.clone()).await?;
-    let id = record["id"].as_i64().unwrap_or_default();
-    tx.execute("UPDATE users SET password_hash = $2 WHERE id = $1", &[&id, &hash]).await?;
-    set_access(&tx, id, &input).await?;
-    let record = store::reload(&tx, &USERS, id).await?;
-    tx.commit().await?;
-    respond_created(req, res, &USERS, record);
-    Ok(())
-}
+/// A user's password is hashed before the transaction and stored beside the row; roles and
+/// branches are rows of their own; DELETE deactivates. A new password or a deactivation ends
+/// every session of the user.
+pub struct UserHooks;
 
-#[handler]
-pub async fn update(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Context::of(depot)?;
-    let id = web::path_id(req, "id")?;
-    let if_match = IfMatch::of(req);
-    let input = ctx.input(req, &USERS, false).await?;
-    if id == ctx.user.id && input.get("active") == Some(&Value::Bool(false)) {
-        return Err(ApiError::field("active", "You cannot deactivate your own account."));
-    }
-    let hash = match input.get("password").and_then(Value::as_str) {
-        Some(password) => Some(ctx.state.hasher.hash(password).await?),
-        None => None,
-    };
-    let mut client = ctx.state.registry.get().await?;
-    let tx = client.transaction().await?;
-    store::change(&tx, &ctx.writer(), &USERS, None, id, input.clone(), if_match).await?;
-    set_access(&tx, id, &input).await?;
-    // A new password or a deactivation ends every session of the user.
-    let mut stale = vec![Topic::User(id)];
-    if let Some(hash) = &hash {
-        tx.execute("UPDATE users SET password_hash = $2 WHERE id = $1", &[&id, hash]).await?;
-    }
-    if hash.is_some() || input.get("active") == Some(&Value::Bool(false)) {
-        stale.extend(revoke_tokens(&tx, id, None).await?);
-    }
-    let record = store::reload(&tx, &USERS, id).await?;
-    ctx.state.commit(tx, &stale).await?;
-    respond_updated(res, &USERS, record);
-    Ok(())
-}
+/// The input key that carries a freshly computed hash from `prepare` to `written`.
+const HASH: &str = "password_hash";
 
-#[handler]
-pub async fn deactivate(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let ctx = Context::of(depot)?;
-    let id = web::path_id(req, "id")?;
-    if id == ctx.user.id {
-        return Err(ApiError::Conflict {
-            code: "cannot_deactivate_self",
-            message: "You cannot deactivate your own account.".into(),
-        });
+#[async_trait]
+impl Hooks for UserHooks {
+    async fn prepare(
+        &self,
+        writer: &Writer<'_>,
+        id: Option<i64>,
+        input: &mut Map<String, Value>,
+    ) -> ApiResult<()> {
+        if id == Some(writer.user_id) && input.get("active") == Some(&Value::Bool(false)) {
+            return Err(ApiError::field("active", "You cannot deactivate your own account."));
+        }
+        if let Some(Value::String(password)) = input.remove("password") {
+            let hash = writer.state.hasher.hash(&password).await?;
+            input.insert(HASH.into(), Value::String(hash));
+        }
+        Ok(())
     }
-    let mut client = ctx.state.registry.get().await?;
-    let tx = client.transaction().await?;
-    let before = store::lock_for_change(&tx, &USERS, None, id, IfMatch::of(req)).await?;
-    tx.execute(
-        "UPDATE users SET active = false, version = version + 1, updated_at = now(), updated_by = $2 WHERE id = $1",
-        &[&id, &ctx.user.id],
-    )
-    .await?;
-    let mut stale = revoke_tokens(&tx, id, None).await?;
-    stale.push(Topic::User(id));
-    let after = store::reload(&tx, &USERS, id).await?;
-    store::audit_change(&tx, &ctx.writer(), &USERS, "deactivate", id, Some(&before), Some(&after)).await?;
-    ctx.state.commit(tx, &stale).await?;
-    web::done(res, "User deactivated.");
-    Ok(())
+
+    async fn written(
+        &self,
+        tx: &Transaction<'_>,
+        _: &Writer<'_>,
+        id: i64,
+        input: &Map<String, Value>,
+        before: Option<&Value>,
+    ) -> ApiResult<Vec<Topic>> {
+        let mut stale = vec![Topic::User(id)];
+        if let Some(hash) = input.get(HASH).and_then(Value::as_str) {
+            tx.execute("UPDATE users SET password_hash = $2 WHERE id = $1", &[&id, &hash]).await?;
+        }
+        set_access(tx, id, input).await?;
+        let deactivated = input.get("active") == Some(&Value::Bool(false));
+        if before.is_some() && (input.contains_key(HASH) || deactivated) {
+            stale.extend(revoke_tokens(tx, id, None).await?);
+        }
+        Ok(stale)
+    }
+
+    async fn delete(
+        &self,
+        tx: &Transaction<'_>,
+        writer: &Writer<'_>,
+        id: i64,
+        _: &Value,
+    ) -> ApiResult<Option<Deleted>> {
+        if id == writer.user_id {
+            return Err(ApiError::Conflict {
+                code: "cannot_deactivate_self",
+                message: "You cannot deactivate your own account.".into(),
+            });
+        }
+        tx.execute(
+            "UPDATE users SET active = false, version = version + 1, updated_at = now(), updated_by = $2 WHERE id = $1",
+            &[&id, &writer.user_id],
+        )
+        .await?;
+        let mut topics = revoke_tokens(tx, id, None).await?;
+        topics.push(Topic::User(id));
+        Ok(Some(Deleted { action: "deactivate", message: "User deactivated.", topics }))
+    }
 }

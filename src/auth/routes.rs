@@ -9,11 +9,12 @@ use crate::http::docs::{self, Access, Doc};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::{self as web};
 use crate::notify;
+use crate::resource::Context;
 use crate::resource::field::Kind;
 use crate::resource::store;
 use crate::resource::validate::validate;
+use crate::state::AppState;
 use crate::state::session::{issue_token, revoke_tokens};
-use crate::state::{AppState, AuthUser};
 
 /// A required string field of a JSON body (422 naming it when missing or not a string).
 pub fn required_string(body: &Map<String, Value>, name: &str, errors: &mut FieldErrors) -> String {
@@ -154,8 +155,7 @@ async fn login(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiR
 
 #[handler]
 async fn logout(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let state = AppState::of(depot);
-    let user = AuthUser::current(depot)?;
+    let Context { state, user, .. } = Context::of(depot)?;
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;
     tx.execute("DELETE FROM api_tokens WHERE id = $1", &[&user.token_id]).await?;
@@ -166,8 +166,7 @@ async fn logout(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
 
 #[handler]
 async fn profile(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let state = AppState::of(depot);
-    let user = AuthUser::current(depot)?;
+    let Context { state, user, .. } = Context::of(depot)?;
     let client = state.registry.get().await?;
     web::ok(res, "Profile retrieved.", user_view(&client, user.id).await?);
     Ok(())
@@ -175,8 +174,7 @@ async fn profile(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
 
 #[handler]
 async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let state = AppState::of(depot);
-    let user = AuthUser::current(depot)?;
+    let Context { state, user, .. } = Context::of(depot)?;
     let body = web::json_object(req, state.settings.max_body_bytes).await?;
     // The user's own name and e-mail, checked, written and audited as the users resource
     // declares them (e-mail unique).
@@ -196,7 +194,7 @@ async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response
     }
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;
-    let writer = store::Writer { user_id: user.id, registry: &state.registry };
+    let writer = store::Writer { user_id: user.id, state: &state };
     store::change(&tx, &writer, &USERS, None, user.id, input, None).await?;
     state.commit(tx, &[notify::Topic::User(user.id)]).await?;
     web::ok(res, "Profile updated.", user_view(&client, user.id).await?);
@@ -205,8 +203,7 @@ async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response
 
 #[handler]
 async fn my_branches(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let state = AppState::of(depot);
-    let user = AuthUser::current(depot)?;
+    let Context { state, user, .. } = Context::of(depot)?;
     let client = state.registry.get().await?;
     web::ok(res, "Branches retrieved.", branch_summaries(&client, user.id).await?);
     Ok(())
@@ -216,8 +213,7 @@ async fn my_branches(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
 /// `X-Branch-Id` and the one login reports.
 #[handler]
 async fn switch_branch(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let state = AppState::of(depot);
-    let user = AuthUser::current(depot)?;
+    let Context { state, user, .. } = Context::of(depot)?;
     let body = web::json_object(req, state.settings.max_body_bytes).await?;
     let branch_id = match body.get("branch_id") {
         Some(Value::Number(n)) if n.as_i64().is_some_and(|id| id > 0) => n.as_i64().unwrap_or_default(),
@@ -375,8 +371,7 @@ async fn reset_password(req: &mut Request, depot: &mut Depot, res: &mut Response
 
 #[handler]
 async fn change_password_handler(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let state = AppState::of(depot);
-    let user = AuthUser::current(depot)?;
+    let Context { state, user, .. } = Context::of(depot)?;
     state.limits.change_password.hit(&format!("change-password:{}", user.id), res)?;
     let body = web::json_object(req, state.settings.max_body_bytes).await?;
     let mut errors = FieldErrors::new();
@@ -402,13 +397,30 @@ async fn change_password_handler(req: &mut Request, depot: &mut Depot, res: &mut
     Ok(())
 }
 
+/// Describes every `/auth/*` route and change-password.
 pub fn document(doc: &mut Doc) {
-    let branch = || {
-        Object::new()
-            .property("id", docs::integer())
-            .property("name", docs::string())
-            .property("code", docs::string())
-    };
+    document_login(doc);
+    document_password_reset(doc);
+    document_session(doc);
+}
+
+fn message() -> Object {
+    Object::new().property("message", docs::string())
+}
+
+fn branch_summary() -> Object {
+    Object::new()
+        .property("id", docs::integer())
+        .property("name", docs::string())
+        .property("code", docs::string())
+}
+
+/// An object of required string fields.
+fn strings(names: &[&str]) -> Object {
+    names.iter().fold(Object::new(), |o, n| o.property(*n, docs::string()).required(*n))
+}
+
+fn document_login(doc: &mut Doc) {
     let user = Object::new()
         .property("id", docs::integer())
         .property("name", docs::string())
@@ -417,48 +429,21 @@ pub fn document(doc: &mut Doc) {
         .property("default_branch_id", docs::integer());
     let op =
         Doc::operation(Access::Public, "auth", "Log in with username and password; returns a bearer token");
-    let op = Doc::with_body(
-        op,
-        Object::new()
-            .property("username", docs::string())
-            .property("password", docs::string())
-            .required("username")
-            .required("password"),
-    );
-    let op = Doc::answers(
-        op,
-        "200",
-        "Logged in",
-        docs::envelope(
-            Object::new()
-                .property("user", user)
-                .property("token", docs::string())
-                .property("branches", salvo::oapi::Array::new().items(branch())),
-        ),
-    );
-    let op = Doc::answers(
-        Doc::answers(op, "401", "Invalid credentials", Object::new().property("message", docs::string())),
-        "429",
-        "Too many attempts from this address",
-        Object::new().property("message", docs::string()),
-    );
+    let op = Doc::with_body(op, strings(&["username", "password"]));
+    let answer = Object::new()
+        .property("user", user)
+        .property("token", docs::string())
+        .property("branches", salvo::oapi::Array::new().items(branch_summary()));
+    let op = Doc::answers(op, "200", "Logged in", docs::envelope(answer));
+    let op = Doc::answers(op, "401", "Invalid credentials", message());
+    let op = Doc::answers(op, "429", "Too many attempts from this address", message());
     doc.add(PathItemType::Post, "/api/v1/auth/login", op);
     let op = Doc::operation(Access::User, "auth", "Revoke the token of this request");
-    doc.add(
-        PathItemType::Post,
-        "/api/v1/auth/logout",
-        Doc::answers(op, "200", "Logged out", Object::new().property("message", docs::string())),
-    );
-    let message = || Object::new().property("message", docs::string());
-    let summary = || {
-        Object::new()
-            .property("id", docs::integer())
-            .property("name", docs::string())
-            .property("code", docs::string())
-    };
-    let strings =
-        |names: &[&str]| names.iter().fold(Object::new(), |o, n| o.property(*n, docs::string()).required(*n));
-    let public = [
+    doc.add(PathItemType::Post, "/api/v1/auth/logout", Doc::answers(op, "200", "Logged out", message()));
+}
+
+fn document_password_reset(doc: &mut Doc) {
+    let steps = [
         ("reset-code", "Send a 6-digit reset code to an e-mail address", &["email"][..]),
         ("verify-code", "Check a reset code", &["email", "code"][..]),
         (
@@ -467,23 +452,21 @@ pub fn document(doc: &mut Doc) {
             &["email", "code", "password", "password_confirmation"][..],
         ),
     ];
-    for (path, summary_text, fields) in public {
-        let op = Doc::with_body(Doc::operation(Access::Public, "auth", summary_text), strings(fields));
-        let op = Doc::answers(
-            Doc::answers(op, "200", "Done", message()),
-            "429",
-            "Too many attempts from this address",
-            message(),
-        );
+    for (path, summary, fields) in steps {
+        let op = Doc::with_body(Doc::operation(Access::Public, "auth", summary), strings(fields));
+        let op = Doc::answers(op, "200", "Done", message());
+        let op = Doc::answers(op, "429", "Too many attempts from this address", message());
         doc.add(PathItemType::Post, &format!("/api/v1/auth/{path}"), op);
     }
-    let op = Doc::answers(
-        Doc::operation(Access::User, "auth", "The current user"),
-        "200",
-        "Profile",
-        docs::envelope(Object::new()),
+}
+
+fn document_session(doc: &mut Doc) {
+    let op = Doc::operation(Access::User, "auth", "The current user");
+    doc.add(
+        PathItemType::Get,
+        "/api/v1/auth/profile",
+        Doc::answers(op, "200", "Profile", docs::envelope(Object::new())),
     );
-    doc.add(PathItemType::Get, "/api/v1/auth/profile", op);
     let op = Doc::with_body(
         Doc::operation(Access::User, "auth", "Change name and e-mail"),
         strings(&["name", "email"]),
@@ -497,13 +480,15 @@ pub fn document(doc: &mut Doc) {
         Doc::operation(Access::User, "auth", "Make a branch the active one"),
         Object::new().property("branch_id", docs::integer().minimum(1)).required("branch_id"),
     );
-    doc.add(
-        PathItemType::Post,
-        "/api/v1/auth/switch-branch",
-        Doc::answers(op, "200", "Switched", docs::envelope(Object::new())),
-    );
+    let op = Doc::answers(op, "200", "Switched", docs::envelope(Object::new()));
+    doc.add(PathItemType::Post, "/api/v1/auth/switch-branch", op);
     let op = Doc::operation(Access::User, "auth", "Branches the user may work in");
-    let op = Doc::answers(op, "200", "Branches", docs::envelope(salvo::oapi::Array::new().items(summary())));
+    let op = Doc::answers(
+        op,
+        "200",
+        "Branches",
+        docs::envelope(salvo::oapi::Array::new().items(branch_summary())),
+    );
     doc.add(PathItemType::Get, "/api/v1/auth/branches", op);
     let op = Doc::with_body(
         Doc::operation(Access::User, "auth", "Change the password (ends the user's other sessions)"),

@@ -71,127 +71,144 @@ pub fn query_pairs(req: &Request) -> Vec<(String, String)> {
     form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes()).into_owned().collect()
 }
 
-fn integer_param(
-    errors: &mut FieldErrors,
-    name: &str,
-    raw: Option<&str>,
-    default: i64,
-    min: i64,
-    max: i64,
-) -> i64 {
-    let Some(raw) = raw else { return default };
-    match raw.trim().parse::<i64>() {
-        Ok(v) if (min..=max).contains(&v) => v,
-        _ => {
-            let message = if max == i64::MAX {
-                format!("The {name} must be an integer of at least {min}.")
-            } else {
-                format!("The {name} must be an integer between {min} and {max}.")
-            };
-            errors.entry(name.into()).or_default().push(message);
-            default
-        }
-    }
-}
-
 /// PostgreSQL text cannot hold NUL, and no search needs other control characters.
 pub fn has_control_characters(text: &str) -> bool {
     text.chars().any(|c| c.is_control() && c != '\t')
 }
 
+/// Checks every list parameter against `rules`; a 422 names each bad one.
 pub fn parse(pairs: &[(String, String)], rules: &ListRules) -> ApiResult<ListQuery> {
-    let mut errors = FieldErrors::new();
-    let get = |name: &str| pairs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
-
-    let page = integer_param(&mut errors, "page", get("page"), 1, 1, i64::MAX / MAX_PER_PAGE);
-    let per_page = integer_param(&mut errors, "perPage", get("perPage"), DEFAULT_PER_PAGE, 1, MAX_PER_PAGE);
-
-    let search = get("search").map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
-    if search.as_ref().is_some_and(|s| has_control_characters(s)) {
-        errors.entry("search".into()).or_default().push("The search contains control characters.".into());
-    }
-    if search.as_ref().is_some_and(|s| s.chars().count() > MAX_SEARCH_LEN) {
-        errors
-            .entry("search".into())
-            .or_default()
-            .push(format!("The search may not be greater than {MAX_SEARCH_LEN} characters."));
-    }
-
-    let sort_field = match get("sortField").map(str::trim).filter(|s| !s.is_empty()) {
-        None => rules.default_sort.to_owned(),
-        Some(field) if rules.sort_fields.contains(&field) => field.to_owned(),
-        Some(_) => {
-            errors
-                .entry("sortField".into())
-                .or_default()
-                .push(format!("The sortField must be one of: {}.", rules.sort_fields.join(", ")));
-            rules.default_sort.to_owned()
-        }
-    };
-    let sort_direction = match get("sortDirection").map(|s| s.trim().to_ascii_lowercase()) {
-        None => rules.default_direction,
-        Some(d) if d.is_empty() => rules.default_direction,
-        Some(d) if d == "asc" => SortDirection::Asc,
-        Some(d) if d == "desc" => SortDirection::Desc,
-        Some(_) => {
-            errors
-                .entry("sortDirection".into())
-                .or_default()
-                .push("The sortDirection must be asc or desc.".into());
-            rules.default_direction
-        }
-    };
-
-    let mut filters = Vec::new();
-    for (key, value) in pairs {
-        let Some(field) = key.strip_prefix("filters[").and_then(|rest| rest.strip_suffix(']')) else {
-            continue;
-        };
-        if !rules.filters.contains(&field) {
-            let allowed = if rules.filters.is_empty() { "none".to_owned() } else { rules.filters.join(", ") };
-            errors
-                .entry(key.clone())
-                .or_default()
-                .push(format!("Unknown filter. Allowed filters: {allowed}."));
-            continue;
-        }
-        if value.trim().is_empty() {
-            continue; // an empty filter box in a front-end means "no filter"
-        }
-        if has_control_characters(value) || value.chars().count() > MAX_SEARCH_LEN {
-            errors.entry(key.clone()).or_default().push("The filter value is not acceptable.".into());
-            continue;
-        }
-        filters.retain(|(f, _): &(String, String)| f != field);
-        filters.push((field.to_owned(), value.trim().to_owned()));
-    }
-
-    let mut date = |name: &str| {
-        let raw = get(name).map(str::trim).filter(|s| !s.is_empty())?;
-        if !rules.date_range {
-            return None;
-        }
-        let parsed = parse_date(raw);
-        if parsed.is_none() {
-            errors.entry(name.into()).or_default().push(format!("The {name} must be a date (YYYY-MM-DD)."));
-        }
-        parsed
-    };
-    let start_date = date("start_date");
-    let end_date = date("end_date");
-    if let (Some(start), Some(end)) = (start_date, end_date)
-        && end < start
-    {
-        errors
-            .entry("end_date".into())
-            .or_default()
-            .push("The end_date must be on or after the start_date.".into());
-    }
-
-    if errors.is_empty() {
+    let mut params = Params { pairs, errors: FieldErrors::new() };
+    let page = params.integer("page", 1, 1, i64::MAX / MAX_PER_PAGE);
+    let per_page = params.integer("perPage", DEFAULT_PER_PAGE, 1, MAX_PER_PAGE);
+    let search = params.search();
+    let sort_field = params.sort_field(rules);
+    let sort_direction = params.sort_direction(rules);
+    let filters = params.filters(rules);
+    let (start_date, end_date) = params.date_range(rules);
+    if params.errors.is_empty() {
         Ok(ListQuery { page, per_page, search, sort_field, sort_direction, filters, start_date, end_date })
     } else {
-        Err(ApiError::Validation(errors))
+        Err(ApiError::Validation(params.errors))
+    }
+}
+
+/// The query string being parsed, and what was wrong with it so far.
+struct Params<'a> {
+    pairs: &'a [(String, String)],
+    errors: FieldErrors,
+}
+
+impl Params<'_> {
+    /// The last value of `name` (later parameters win, as in most frameworks).
+    fn get(&self, name: &str) -> Option<&str> {
+        self.pairs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    fn error(&mut self, name: &str, message: String) {
+        self.errors.entry(name.into()).or_default().push(message);
+    }
+
+    fn integer(&mut self, name: &str, default: i64, min: i64, max: i64) -> i64 {
+        let Some(raw) = self.get(name) else { return default };
+        match raw.trim().parse::<i64>() {
+            Ok(v) if (min..=max).contains(&v) => v,
+            _ => {
+                let message = if max == i64::MAX {
+                    format!("The {name} must be an integer of at least {min}.")
+                } else {
+                    format!("The {name} must be an integer between {min} and {max}.")
+                };
+                self.error(name, message);
+                default
+            }
+        }
+    }
+
+    fn search(&mut self) -> Option<String> {
+        let search = self.get("search").map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)?;
+        if has_control_characters(&search) {
+            self.error("search", "The search contains control characters.".into());
+        }
+        if search.chars().count() > MAX_SEARCH_LEN {
+            self.error("search", format!("The search may not be greater than {MAX_SEARCH_LEN} characters."));
+        }
+        Some(search)
+    }
+
+    fn sort_field(&mut self, rules: &ListRules) -> String {
+        match self.get("sortField").map(str::trim).filter(|s| !s.is_empty()) {
+            None => rules.default_sort.to_owned(),
+            Some(field) if rules.sort_fields.contains(&field) => field.to_owned(),
+            Some(_) => {
+                self.error(
+                    "sortField",
+                    format!("The sortField must be one of: {}.", rules.sort_fields.join(", ")),
+                );
+                rules.default_sort.to_owned()
+            }
+        }
+    }
+
+    fn sort_direction(&mut self, rules: &ListRules) -> SortDirection {
+        match self.get("sortDirection").map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+            None | Some("") => rules.default_direction,
+            Some("asc") => SortDirection::Asc,
+            Some("desc") => SortDirection::Desc,
+            Some(_) => {
+                self.error("sortDirection", "The sortDirection must be asc or desc.".into());
+                rules.default_direction
+            }
+        }
+    }
+
+    /// `filters[field]=value` for declared fields; an empty value means "no filter".
+    fn filters(&mut self, rules: &ListRules) -> Vec<(String, String)> {
+        let mut filters: Vec<(String, String)> = Vec::new();
+        for (key, value) in self.pairs {
+            let Some(field) = key.strip_prefix("filters[").and_then(|rest| rest.strip_suffix(']')) else {
+                continue;
+            };
+            if !rules.filters.contains(&field) {
+                let allowed =
+                    if rules.filters.is_empty() { "none".to_owned() } else { rules.filters.join(", ") };
+                self.error(key, format!("Unknown filter. Allowed filters: {allowed}."));
+                continue;
+            }
+            if value.trim().is_empty() {
+                continue; // an empty filter box in a front-end means "no filter"
+            }
+            if has_control_characters(value) || value.chars().count() > MAX_SEARCH_LEN {
+                self.error(key, "The filter value is not acceptable.".into());
+                continue;
+            }
+            filters.retain(|(f, _)| f != field);
+            filters.push((field.to_owned(), value.trim().to_owned()));
+        }
+        filters
+    }
+
+    fn date(&mut self, name: &str) -> Option<time::Date> {
+        let raw = self.get(name).map(str::trim).filter(|s| !s.is_empty())?;
+        let parsed = parse_date(raw);
+        if parsed.is_none() {
+            self.error(name, format!("The {name} must be a date (YYYY-MM-DD)."));
+        }
+        parsed
+    }
+
+    /// `start_date` and `end_date`, for resources with a date range (ignored otherwise).
+    fn date_range(&mut self, rules: &ListRules) -> (Option<time::Date>, Option<time::Date>) {
+        if !rules.date_range {
+            return (None, None);
+        }
+        let (start, end) = (self.date("start_date"), self.date("end_date"));
+        if let (Some(start), Some(end)) = (start, end)
+            && end < start
+        {
+            self.error("end_date", "The end_date must be on or after the start_date.".into());
+        }
+        (start, end)
     }
 }
 

@@ -59,7 +59,7 @@ impl Context {
     }
 
     pub fn writer(&self) -> Writer<'_> {
-        Writer { user_id: self.user.id, registry: &self.state.registry }
+        Writer { user_id: self.user.id, state: &self.state }
     }
 
     /// The request body as a JSON object (size-limited).

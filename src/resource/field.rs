@@ -72,11 +72,13 @@ pub struct Field {
     /// The column is NOT NULL with a database default: left out, null or empty on create it
     /// takes the default; on update it may not be emptied.
     pub defaulted: bool,
+    /// Set on create, never changed after (sending the same value back is fine).
+    pub fixed: bool,
 }
 
 impl Field {
     pub const fn new(name: &'static str, kind: Kind) -> Self {
-        Self { name, kind, required: false, defaulted: false }
+        Self { name, kind, required: false, defaulted: false, fixed: false }
     }
 
     pub const fn required(mut self) -> Self {
@@ -86,6 +88,11 @@ impl Field {
 
     pub const fn defaulted(mut self) -> Self {
         self.defaulted = true;
+        self
+    }
+
+    pub const fn fixed(mut self) -> Self {
+        self.fixed = true;
         self
     }
 }

@@ -10,12 +10,14 @@ pub mod context;
 pub mod docs;
 pub mod etag;
 pub mod field;
+pub mod hooks;
 pub mod routes;
 pub mod store;
 pub mod validate;
 
 pub use context::Context;
 pub use field::{Field, Kind, Target};
+pub use hooks::Hooks;
 
 use crate::http::list::SortDirection;
 
@@ -84,7 +86,6 @@ pub struct Guard {
     pub column: &'static str,
 }
 
-#[derive(Debug)]
 pub struct Resource {
     /// URL segment under `/api/v1`, e.g. `complaints`.
     pub path: &'static str,
@@ -132,6 +133,14 @@ pub struct Resource {
     /// unfiltered list reads its total there instead of counting.
     pub counted: bool,
     pub guards: &'static [Guard],
+    /// What the resource does beyond the shared writes.
+    pub hooks: &'static dyn Hooks,
+}
+
+impl std::fmt::Debug for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resource").field("path", &self.path).finish_non_exhaustive()
+    }
 }
 
 impl Resource {
@@ -164,6 +173,7 @@ impl Resource {
         trailing: &["version", "created_at", "updated_at"],
         counted: false,
         guards: &[],
+        hooks: &hooks::NoHooks,
     };
 }
 

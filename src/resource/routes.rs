@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use super::Resource;
 use super::context::Context;
 use super::etag::{IfMatch, etag};
-use super::store::{self, Conn, Within, Writer};
+use super::store::{self, Conn, Within};
 use super::validate::validate_fields;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
@@ -134,9 +134,10 @@ impl ResourceHandler {
     ) -> ApiResult<()> {
         let body = ctx.body(req).await?;
         let mut conn = self.connect(ctx, within).await?;
-        let input = checked_input(&mut conn, &ctx.writer(), self.resource, &body, true).await?;
-        let record = store::create(&mut conn, &ctx.writer(), self.resource, within, input).await?;
-        respond_created(req, res, self.resource, record);
+        let input = checked_input(ctx, &mut conn, self.resource, &body, None).await?;
+        let written = store::create(&mut conn, &ctx.writer(), self.resource, within, input).await?;
+        ctx.state.forget(&written.topics).await;
+        respond_created(req, res, self.resource, written.record.unwrap_or_default());
         Ok(())
     }
 
@@ -151,10 +152,11 @@ impl ResourceHandler {
         let if_match = IfMatch::of(req);
         let body = ctx.body(req).await?;
         let mut conn = self.connect(ctx, within).await?;
-        let input = checked_input(&mut conn, &ctx.writer(), self.resource, &body, false).await?;
-        let record =
+        let input = checked_input(ctx, &mut conn, self.resource, &body, Some(id)).await?;
+        let written =
             store::update(&mut conn, &ctx.writer(), self.resource, within, id, input, if_match).await?;
-        respond_updated(res, self.resource, record);
+        ctx.state.forget(&written.topics).await;
+        respond_updated(res, self.resource, written.record.unwrap_or_default());
         Ok(())
     }
 
@@ -167,26 +169,33 @@ impl ResourceHandler {
     ) -> ApiResult<()> {
         let id = web::path_id(req, "id")?;
         let mut conn = self.connect(ctx, within).await?;
-        store::delete(&mut conn, &ctx.writer(), self.resource, within, id, IfMatch::of(req)).await?;
-        web::done(res, &format!("{} deleted.", self.resource.label));
+        let written =
+            store::delete(&mut conn, &ctx.writer(), self.resource, within, id, IfMatch::of(req)).await?;
+        ctx.state.forget(&written.topics).await;
+        match written.message {
+            Some(message) => web::done(res, message),
+            None => web::done(res, &format!("{} deleted.", self.resource.label)),
+        }
         Ok(())
     }
 }
 
-/// The body checked against the declaration; when fields are wrong, the references among
-/// the others are checked too, so that one 422 names every bad field.
+/// The body checked against the declaration and prepared by the resource's hooks (`id` is
+/// `None` on create); when fields are wrong, the references among the others are checked too,
+/// so that one 422 names every bad field.
 async fn checked_input(
+    ctx: &Context,
     conn: &mut Conn,
-    writer: &Writer<'_>,
     resource: &Resource,
     body: &Map<String, Value>,
-    creating: bool,
+    id: Option<i64>,
 ) -> ApiResult<Map<String, Value>> {
-    let (input, mut errors) = validate_fields(resource, body, creating);
+    let (mut input, mut errors) = validate_fields(resource, body, id.is_none());
     if errors.is_empty() {
+        resource.hooks.prepare(&ctx.writer(), id, &mut input).await?;
         return Ok(input);
     }
-    let more = store::reference_errors(conn, writer, resource, input, &errors).await?;
+    let more = store::reference_errors(conn, &ctx.writer(), resource, input, &errors).await?;
     errors.extend(more);
     Err(ApiError::Validation(errors))
 }

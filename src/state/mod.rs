@@ -74,10 +74,15 @@ impl AppState {
             notify::publish(&tx, *topic).await?;
         }
         tx.commit().await?;
+        self.forget(topics).await;
+        Ok(())
+    }
+
+    /// Drops this instance's cached entries for `topics` (already published with the change).
+    pub async fn forget(&self, topics: &[Topic]) {
         for topic in topics {
             self.invalidate(*topic).await;
         }
-        Ok(())
     }
 
     /// Keeps a background task (listener, periodic job) to stop at shutdown.

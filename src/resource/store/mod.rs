@@ -18,7 +18,10 @@ use tokio_postgres::types::ToSql;
 
 pub use references::{reference_errors, registry_row_exists};
 pub use select::{Selection, contains_pattern, fetch, list, parent_exists, reload, select_columns, stream};
-pub use write::{Writer, audit_change, change, create, delete, insert, lock_for_change, update};
+pub use write::{
+    Writer, Written, audit_change, change, change_with_hooks, create, delete, insert, insert_with_hooks,
+    lock_for_change, update,
+};
 
 use super::Resource;
 use crate::db::BranchConn;

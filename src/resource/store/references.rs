@@ -129,7 +129,9 @@ pub(super) async fn check_references(
             Target::Registry(table) if resource.scope == Scope::Registry => {
                 registry_row_in(client, table, id).await?
             }
-            Target::Registry(table) => registry_row_in(&writer.registry.get().await?, table, id).await?,
+            Target::Registry(table) => {
+                registry_row_in(&writer.state.registry.get().await?, table, id).await?
+            }
         };
         if !exists {
             errors

@@ -1,17 +1,19 @@
 //! Writes: create, change and soft delete, each with its audit record in the same
 //! transaction; and the pieces resource-specific handlers build their own writes from.
 
-use crate::db::Queries;
+use deadpool_postgres::Transaction;
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
 use super::references::{check_guards, check_references};
 use super::select::{reload, select_one};
 use super::{Conn, Within, db_span};
-use crate::db::RegistryPool;
+use crate::db::Queries;
 use crate::http::error::{ApiError, ApiResult};
+use crate::notify::{self, Topic};
 use crate::resource::Resource;
 use crate::resource::etag::IfMatch;
+use crate::state::AppState;
 
 /// A unique violation the resource declared is the client's mistake (422), not a 500.
 fn unique_violation(resource: &Resource, e: tokio_postgres::Error) -> ApiError {
@@ -42,10 +44,28 @@ pub(super) async fn audit(
     Ok(())
 }
 
-/// Who is writing, and where references to registry rows are checked.
+/// Who is writing, with the state the write may need (registry references, hashing).
 pub struct Writer<'a> {
     pub user_id: i64,
-    pub registry: &'a RegistryPool,
+    pub state: &'a AppState,
+}
+
+/// A committed write: the record as it now is, and the cached entries it made stale (already
+/// published to other instances; the caller drops its own).
+pub struct Written {
+    pub record: Option<Value>,
+    pub topics: Vec<Topic>,
+    /// The answer's message, when a hook's delete said something other than "deleted".
+    pub message: Option<&'static str>,
+}
+
+/// Publishes `topics` in `tx` and commits it.
+async fn commit(tx: Transaction<'_>, topics: &[Topic]) -> ApiResult<()> {
+    for topic in topics {
+        notify::publish(&tx, *topic).await?;
+    }
+    tx.commit().await?;
+    Ok(())
 }
 
 pub async fn create(
@@ -54,53 +74,74 @@ pub async fn create(
     resource: &Resource,
     within: Within,
     input: Map<String, Value>,
-) -> ApiResult<Value> {
+) -> ApiResult<Written> {
     let client = conn.client();
     async {
         let tx = client.transaction().await?;
-        let after = insert(&tx, writer, resource, within, input).await?;
-        tx.commit().await?;
-        Ok(after)
+        let (record, topics) = insert_with_hooks(&tx, writer, resource, within, input).await?;
+        commit(tx, &topics).await?;
+        Ok(Written { record: Some(record), topics, message: None })
     }
     .instrument(db_span(resource, "INSERT"))
     .await
 }
 
-/// Inserts and audits inside the caller's transaction (for handlers that write more rows
-/// alongside, such as a user's roles).
-pub async fn insert(
-    tx: &deadpool_postgres::Transaction<'_>,
+/// Inserts, runs the resource's `written` hook and audits, inside the caller's transaction.
+pub async fn insert_with_hooks(
+    tx: &Transaction<'_>,
     writer: &Writer<'_>,
     resource: &Resource,
     within: Within,
     mut input: Map<String, Value>,
+) -> ApiResult<(Value, Vec<Topic>)> {
+    check_references(tx, writer, resource, &mut input, None).await?;
+    let id = insert_row(tx, writer, resource, within, &input).await?;
+    let topics = resource.hooks.written(tx, writer, id, &input, None).await?;
+    let after = reload(tx, resource, id).await?;
+    audit(tx, writer.user_id, "create", resource, id, None, Some(&after)).await?;
+    Ok((after, topics))
+}
+
+/// Inserts and audits inside the caller's transaction (for handlers that write more rows
+/// alongside).
+pub async fn insert(
+    tx: &Transaction<'_>,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    within: Within,
+    input: Map<String, Value>,
 ) -> ApiResult<Value> {
-    {
-        check_references(tx, writer, resource, &mut input, None).await?;
-        let mut columns: Vec<&str> =
-            resource.fields.iter().map(|f| f.name).filter(|n| input.contains_key(*n)).collect();
-        if let Some((column, id)) = within {
-            input.insert(column.into(), Value::from(id));
-            columns.push(column);
-        }
-        let list = columns.iter().map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ");
-        let sql = format!(
-            "INSERT INTO {table} ({cols}{sep}created_by, updated_by)
-             SELECT {list}{sep}$2, $2 FROM jsonb_populate_record(NULL::{table}, $1) r RETURNING id",
-            table = resource.table,
-            cols = columns.join(", "),
-            sep = if columns.is_empty() { "" } else { ", " },
-        );
-        let stmt = tx.prepare_cached(&sql).await?;
-        let id: i64 = tx
-            .query_one(&stmt, &[&Value::Object(input), &writer.user_id])
-            .await
-            .map_err(|e| unique_violation(resource, e))?
-            .get(0);
-        let after = reload(tx, resource, id).await?;
-        audit(tx, writer.user_id, "create", resource, id, None, Some(&after)).await?;
-        Ok(after)
+    Ok(insert_with_hooks(tx, writer, resource, within, input).await?.0)
+}
+
+async fn insert_row(
+    tx: &Transaction<'_>,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    within: Within,
+    input: &Map<String, Value>,
+) -> ApiResult<i64> {
+    let mut input = input.clone();
+    let mut columns: Vec<&str> =
+        resource.fields.iter().map(|f| f.name).filter(|n| input.contains_key(*n)).collect();
+    if let Some((column, id)) = within {
+        input.insert(column.into(), Value::from(id));
+        columns.push(column);
     }
+    let list = columns.iter().map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ");
+    let sql = format!(
+        "INSERT INTO {table} ({cols}{sep}created_by, updated_by)
+         SELECT {list}{sep}$2, $2 FROM jsonb_populate_record(NULL::{table}, $1) r RETURNING id",
+        table = resource.table,
+        cols = columns.join(", "),
+        sep = if columns.is_empty() { "" } else { ", " },
+    );
+    let stmt = tx.prepare_cached(&sql).await?;
+    let row = tx
+        .query_one(&stmt, &[&Value::Object(input), &writer.user_id])
+        .await
+        .map_err(|e| unique_violation(resource, e))?;
+    Ok(row.get(0))
 }
 
 pub async fn update(
@@ -111,51 +152,93 @@ pub async fn update(
     id: i64,
     input: Map<String, Value>,
     if_match: Option<IfMatch>,
-) -> ApiResult<Value> {
+) -> ApiResult<Written> {
     let client = conn.client();
     async {
         let tx = client.transaction().await?;
-        let after = change(&tx, writer, resource, within, id, input, if_match).await?;
-        tx.commit().await?;
-        Ok(after)
+        let (record, topics) = change_with_hooks(&tx, writer, resource, within, id, input, if_match).await?;
+        commit(tx, &topics).await?;
+        Ok(Written { record: Some(record), topics, message: None })
     }
     .instrument(db_span(resource, "UPDATE"))
     .await
 }
 
-/// Updates and audits inside the caller's transaction.
-pub async fn change(
-    tx: &deadpool_postgres::Transaction<'_>,
+/// Locks, checks, updates, runs the `written` hook and audits, inside the caller's
+/// transaction.
+pub async fn change_with_hooks(
+    tx: &Transaction<'_>,
     writer: &Writer<'_>,
     resource: &Resource,
     within: Within,
     id: i64,
     mut input: Map<String, Value>,
     if_match: Option<IfMatch>,
-) -> ApiResult<Value> {
-    {
-        let before = lock_for_change(tx, resource, within, id, if_match).await?;
-        check_guards(tx, resource, id, &input, &before).await?;
-        check_references(tx, writer, resource, &mut input, Some(&before)).await?;
-        let columns: Vec<&str> =
-            resource.fields.iter().map(|f| f.name).filter(|n| input.contains_key(*n)).collect();
-        let sets: String = columns.iter().map(|c| format!("{c} = r.{c}, ")).collect();
-        let sql = format!(
-            "UPDATE {table} t SET {sets}version = t.version + 1, updated_at = now(), updated_by = $3
-               FROM jsonb_populate_record(NULL::{table}, $1) r WHERE t.id = $2",
-            table = resource.table,
-        );
-        let stmt = tx.prepare_cached(&sql).await?;
-        tx.execute(&stmt, &[&Value::Object(input), &id, &writer.user_id])
-            .await
-            .map_err(|e| unique_violation(resource, e))?;
-        let after = reload(tx, resource, id).await?;
-        audit(tx, writer.user_id, "update", resource, id, Some(&before), Some(&after)).await?;
-        Ok(after)
-    }
+) -> ApiResult<(Value, Vec<Topic>)> {
+    let before = lock_for_change(tx, resource, within, id, if_match).await?;
+    check_fixed(resource, &input, &before)?;
+    check_guards(tx, resource, id, &input, &before).await?;
+    check_references(tx, writer, resource, &mut input, Some(&before)).await?;
+    update_row(tx, writer, resource, id, &input).await?;
+    let topics = resource.hooks.written(tx, writer, id, &input, Some(&before)).await?;
+    let after = reload(tx, resource, id).await?;
+    audit(tx, writer.user_id, "update", resource, id, Some(&before), Some(&after)).await?;
+    Ok((after, topics))
 }
 
-/// Soft delete: later reads give 404; the row and its history stay.
+/// Updates and audits inside the caller's transaction.
+pub async fn change(
+    tx: &Transaction<'_>,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    within: Within,
+    id: i64,
+    input: Map<String, Value>,
+    if_match: Option<IfMatch>,
+) -> ApiResult<Value> {
+    Ok(change_with_hooks(tx, writer, resource, within, id, input, if_match).await?.0)
+}
+
+/// Fields fixed once created may be sent back unchanged, never changed.
+fn check_fixed(resource: &Resource, input: &Map<String, Value>, before: &Value) -> ApiResult<()> {
+    let mut errors = crate::http::error::FieldErrors::new();
+    for f in resource.fields.iter().filter(|f| f.fixed) {
+        if let Some(new) = input.get(f.name)
+            && Some(new) != before.get(f.name)
+        {
+            errors
+                .entry(f.name.into())
+                .or_default()
+                .push(format!("The {} cannot be changed once created.", f.name.replace('_', " ")));
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(ApiError::Validation(errors)) }
+}
+
+async fn update_row(
+    tx: &Transaction<'_>,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    id: i64,
+    input: &Map<String, Value>,
+) -> ApiResult<()> {
+    let columns: Vec<&str> =
+        resource.fields.iter().map(|f| f.name).filter(|n| input.contains_key(*n)).collect();
+    let sets: String = columns.iter().map(|c| format!("{c} = r.{c}, ")).collect();
+    let sql = format!(
+        "UPDATE {table} t SET {sets}version = t.version + 1, updated_at = now(), updated_by = $3
+           FROM jsonb_populate_record(NULL::{table}, $1) r WHERE t.id = $2",
+        table = resource.table,
+    );
+    let stmt = tx.prepare_cached(&sql).await?;
+    tx.execute(&stmt, &[&Value::Object(input.clone()), &id, &writer.user_id])
+        .await
+        .map_err(|e| unique_violation(resource, e))?;
+    Ok(())
+}
+
+/// Soft delete (later reads give 404; the row and its history stay), or what the resource's
+/// `delete` hook does instead.
 pub async fn delete(
     conn: &mut Conn,
     writer: &Writer<'_>,
@@ -163,28 +246,48 @@ pub async fn delete(
     within: Within,
     id: i64,
     if_match: Option<IfMatch>,
-) -> ApiResult<()> {
+) -> ApiResult<Written> {
     let client = conn.client();
     async {
         let tx = client.transaction().await?;
         let before = lock_for_change(&tx, resource, within, id, if_match).await?;
-        let sql = format!(
-            "UPDATE {} SET deleted_at = now(), updated_at = now(), version = version + 1, updated_by = $2 WHERE id = $1",
-            resource.table
-        );
-        let stmt = tx.prepare_cached(&sql).await?;
-        tx.execute(&stmt, &[&id, &writer.user_id]).await?;
-        audit(&tx, writer.user_id, "delete", resource, id, Some(&before), None).await?;
-        tx.commit().await?;
-        Ok(())
+        let written = match resource.hooks.delete(&tx, writer, id, &before).await? {
+            Some(own) => {
+                let after = select_one(&tx, resource, within, id, false).await?;
+                audit(&tx, writer.user_id, own.action, resource, id, Some(&before), after.as_ref()).await?;
+                Written { record: None, topics: own.topics, message: Some(own.message) }
+            }
+            None => {
+                soft_delete_row(&tx, writer, resource, id).await?;
+                audit(&tx, writer.user_id, "delete", resource, id, Some(&before), None).await?;
+                Written { record: None, topics: Vec::new(), message: None }
+            }
+        };
+        commit(tx, &written.topics).await?;
+        Ok(written)
     }
     .instrument(db_span(resource, "DELETE"))
     .await
 }
 
+async fn soft_delete_row(
+    tx: &Transaction<'_>,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    id: i64,
+) -> ApiResult<()> {
+    let sql = format!(
+        "UPDATE {} SET deleted_at = now(), updated_at = now(), version = version + 1, updated_by = $2 WHERE id = $1",
+        resource.table
+    );
+    let stmt = tx.prepare_cached(&sql).await?;
+    tx.execute(&stmt, &[&id, &writer.user_id]).await?;
+    Ok(())
+}
+
 /// Appends an audit record for a change a resource's own handler made.
 pub async fn audit_change(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &Transaction<'_>,
     writer: &Writer<'_>,
     resource: &Resource,
     action: &str,
@@ -198,7 +301,7 @@ pub async fn audit_change(
 /// Locks and returns a record for a resource's own write handler (404 when absent, 412 when
 /// `If-Match` no longer matches).
 pub async fn lock_for_change(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &Transaction<'_>,
     resource: &Resource,
     within: Within,
     id: i64,

@@ -1,0 +1,68 @@
+//! What a resource does beyond the shared writes, declared once beside it: work before the
+//! transaction (hashing a password), rows written alongside in the same transaction (a
+//! user's roles), and a delete that means something else (archive, deactivate, refuse).
+//!
+//! The shared handlers call these at fixed points, so a resource with hooks still validates,
+//! audits, answers and invalidates caches exactly like every other.
+
+use deadpool_postgres::Transaction;
+use salvo::async_trait;
+use serde_json::{Map, Value};
+
+use super::store::Writer;
+use crate::http::error::ApiResult;
+use crate::notify::Topic;
+
+/// What a resource's own delete did instead of the shared soft delete.
+pub struct Deleted {
+    /// The audit action (`archive`, `deactivate`, `delete`).
+    pub action: &'static str,
+    /// The answer's message.
+    pub message: &'static str,
+    /// Cached entries the change makes stale.
+    pub topics: Vec<Topic>,
+}
+
+#[async_trait]
+pub trait Hooks: Send + Sync {
+    /// Before the write's transaction: checks that need no row, and slow work (hashing).
+    /// `id` is `None` on create.
+    async fn prepare(
+        &self,
+        _writer: &Writer<'_>,
+        _id: Option<i64>,
+        _input: &mut Map<String, Value>,
+    ) -> ApiResult<()> {
+        Ok(())
+    }
+
+    /// In the write's transaction, after the row is written and before it is re-read and
+    /// audited (so the audit's after-image shows what this wrote too). Returns the cached
+    /// entries the write makes stale.
+    async fn written(
+        &self,
+        _tx: &Transaction<'_>,
+        _writer: &Writer<'_>,
+        _id: i64,
+        _input: &Map<String, Value>,
+        _before: Option<&Value>,
+    ) -> ApiResult<Vec<Topic>> {
+        Ok(Vec::new())
+    }
+
+    /// Replaces the shared soft delete, with the row locked; `None` keeps the shared one.
+    async fn delete(
+        &self,
+        _tx: &Transaction<'_>,
+        _writer: &Writer<'_>,
+        _id: i64,
+        _before: &Value,
+    ) -> ApiResult<Option<Deleted>> {
+        Ok(None)
+    }
+}
+
+/// A resource without hooks.
+pub struct NoHooks;
+
+impl Hooks for NoHooks {}
