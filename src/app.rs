@@ -105,6 +105,7 @@ pub fn openapi() -> salvo::oapi::OpenApi {
 }
 
 pub fn service(state: Arc<AppState>) -> Service {
+    let cors = crate::http::cors::AllowedOrigins::new(&state.settings.cors_allowed_origins);
     let router = Router::new()
         .hoop(salvo::affix_state::inject(state))
         .push(api_router())
@@ -114,10 +115,12 @@ pub fn service(state: Arc<AppState>) -> Service {
             SwaggerUi::new(Config::new(["/docs/api/openapi.json"]).validator_url("none"))
                 .into_router("docs/api"),
         );
-    Service::new(router)
-        .hoop(CatchPanic::new())
-        .hoop(trace::RequestSpan)
-        .catcher(Catcher::default().hoop(catcher::json_errors))
+    let service = Service::new(router).hoop(CatchPanic::new()).hoop(trace::RequestSpan);
+    let service = match cors {
+        Some(cors) => service.hoop(cors),
+        None => service,
+    };
+    service.catcher(Catcher::default().hoop(catcher::json_errors))
 }
 
 /// A server listening in the background.
@@ -142,7 +145,12 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpAcceptor> {
 pub async fn spawn(state: Arc<AppState>, addr: SocketAddr) -> anyhow::Result<Running> {
     let acceptor = bind(addr).await?;
     let addr = acceptor.local_addr()?;
-    let server = Server::new(acceptor);
+    // Slow or silent clients are cut off: headers (salvo's default), gaps in a body, idle
+    // keep-alive connections.
+    let fuse = salvo::fuse::FuseConfig::default()
+        .with_request_body_timeout(state.settings.body_read_timeout)
+        .with_connection_idle_timeout(state.settings.idle_timeout);
+    let server = Server::new(acceptor).fuse_config(fuse);
     let handle = server.handle();
     let service = service(state);
     let task = tokio::spawn(async move { server.serve(service).await });

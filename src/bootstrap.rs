@@ -60,7 +60,7 @@ async fn bootstrap(state: &AppState, client: &mut deadpool_postgres::Object) -> 
         Some(p) => (p.clone(), false),
         None => (generated_password(), true),
     };
-    if let Err(e) = crate::security::password::check_strength(&password) {
+    if let Err(e) = crate::security::password::check_strength(&password, &["admin", "admin@localhost"]) {
         anyhow::bail!("CLINIC_ADMIN_PASSWORD is not acceptable: {e}");
     }
     let hash = state.hasher.hash(&password).await?;

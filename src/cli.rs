@@ -233,7 +233,7 @@ async fn create_user(
         Some(p) => (p, false),
         None => (crate::security::tokens::random_secret()[..20].to_owned(), true),
     };
-    crate::security::password::check_strength(&password).map_err(anyhow::Error::msg)?;
+    crate::security::password::check_strength(&password, &[username, email]).map_err(anyhow::Error::msg)?;
     let hash = state.hasher.hash(&password).await?;
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;

@@ -81,6 +81,22 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// Where the embedded cluster and the mail drop live.
     pub var_dir: std::path::PathBuf,
+    /// Percent of a server's branch pool one branch may hold at once (its fair share).
+    pub branch_pool_share_percent: usize,
+    /// Longest a statement may run; exports have their own, longer limit.
+    pub statement_timeout: Duration,
+    pub export_statement_timeout: Duration,
+    /// Longest gap between two pieces of a request body, and the longest a whole body may
+    /// take to arrive.
+    pub body_read_timeout: Duration,
+    /// A connection with nothing read or written for this long is closed.
+    pub idle_timeout: Duration,
+    /// Failed bearer tokens per client IP and minute before 429.
+    pub rate_limit_bad_token: u32,
+    /// Hosts a branch's own database may live on (`None`: the registry's hosts only).
+    pub branch_database_hosts: Option<Vec<String>>,
+    /// Origins whose browsers may call the API (CORS); empty: no CORS headers at all.
+    pub cors_allowed_origins: Vec<String>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -95,6 +111,11 @@ where
         None => Ok(default),
         Some(v) => v.parse().map_err(|e| anyhow::anyhow!("{name}={v:?} is not valid: {e}")),
     }
+}
+
+/// A comma-separated list, trimmed, without empty items.
+fn list(value: &str) -> Vec<String> {
+    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
 }
 
 impl Settings {
@@ -130,6 +151,14 @@ impl Settings {
             password_hash_log_n: parsed("PASSWORD_HASH_COST", 15)?,
             max_body_bytes: parsed("MAX_BODY_BYTES", 1024 * 1024)?,
             var_dir: var("CLINIC_VAR_DIR").map(Into::into).unwrap_or_else(|| "var".into()),
+            branch_pool_share_percent: parsed("BRANCH_POOL_SHARE_PERCENT", 50)?,
+            statement_timeout: Duration::from_millis(parsed("STATEMENT_TIMEOUT_MS", 30_000)?),
+            export_statement_timeout: Duration::from_millis(parsed("EXPORT_STATEMENT_TIMEOUT_MS", 600_000)?),
+            body_read_timeout: Duration::from_millis(parsed("BODY_READ_TIMEOUT_MS", 15_000)?),
+            idle_timeout: Duration::from_millis(parsed("IDLE_TIMEOUT_MS", 75_000)?),
+            rate_limit_bad_token: parsed("RATE_LIMIT_BAD_TOKEN_PER_MINUTE", 60)?,
+            branch_database_hosts: var("BRANCH_DATABASE_HOSTS").map(|v| list(&v)),
+            cors_allowed_origins: var("CORS_ALLOWED_ORIGINS").map(|v| list(&v)).unwrap_or_default(),
         };
         settings.check()?;
         Ok(settings)
@@ -148,6 +177,17 @@ impl Settings {
         }
         if self.migrate_parallelism == 0 {
             bail!("MIGRATE_PARALLELISM must be at least 1");
+        }
+        if !(1..=100).contains(&self.branch_pool_share_percent) {
+            bail!("BRANCH_POOL_SHARE_PERCENT must be between 1 and 100");
+        }
+        if self.statement_timeout.is_zero() || self.export_statement_timeout.is_zero() {
+            bail!("STATEMENT_TIMEOUT_MS and EXPORT_STATEMENT_TIMEOUT_MS must be positive");
+        }
+        for origin in &self.cors_allowed_origins {
+            if !(origin.starts_with("http://") || origin.starts_with("https://")) || origin.ends_with('/') {
+                bail!("CORS_ALLOWED_ORIGINS: {origin:?} is not an origin such as https://clinic.example");
+            }
         }
         Ok(())
     }
@@ -174,6 +214,14 @@ impl Settings {
             password_hash_log_n: 15,
             max_body_bytes: 1024 * 1024,
             var_dir: "var".into(),
+            branch_pool_share_percent: 50,
+            statement_timeout: Duration::from_secs(30),
+            export_statement_timeout: Duration::from_secs(600),
+            body_read_timeout: Duration::from_secs(15),
+            idle_timeout: Duration::from_secs(75),
+            rate_limit_bad_token: 60,
+            branch_database_hosts: None,
+            cors_allowed_origins: Vec::new(),
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod app;
 pub mod auth;
 pub mod bootstrap;
+pub mod cache;
 pub mod cli;
 pub mod clinical;
 pub mod config;

@@ -29,6 +29,17 @@ impl Mailer {
         })
     }
 
+    /// Sends in the background, so that how long a mail server takes tells a caller nothing;
+    /// a failure is logged.
+    pub fn send_later(&self, to: String, subject: &'static str, body: String) {
+        let mailer = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = mailer.send(&to, subject, body).await {
+                tracing::error!(error = format!("{e:#}"), subject, "could not send mail");
+            }
+        });
+    }
+
     pub async fn send(&self, to: &str, subject: &str, body: String) -> anyhow::Result<()> {
         let from = match self {
             Self::Smtp { from, .. } | Self::Files { from, .. } => from.clone(),

@@ -13,16 +13,19 @@ use salvo::prelude::*;
 
 use crate::http::docs::{self, Access, Doc};
 use crate::permissions::ADMIN_ACCESS;
-use crate::resource::Resource;
 use crate::resource::context::Require;
+use crate::resource::{Resource, Scope};
 
 /// Ids from a validated id-list field.
 pub(crate) fn ids(input: &serde_json::Map<String, serde_json::Value>, field: &str) -> Option<Vec<i64>> {
     input.get(field).and_then(|v| v.as_array()).map(|a| a.iter().filter_map(|v| v.as_i64()).collect())
 }
 
+/// The registry's audit trail: administration, master data and account events.
+pub static SYSTEM_AUDIT_LOGS: Resource = Resource::audit_trail("system-audit-logs", Scope::Registry);
+
 pub static RESOURCES: &[&Resource] =
-    &[&roles::ROLES, &branches::BRANCHES, &services::BRANCH_SERVICES, &users::USERS];
+    &[&roles::ROLES, &branches::BRANCHES, &services::BRANCH_SERVICES, &users::USERS, &SYSTEM_AUDIT_LOGS];
 
 pub fn router() -> Router {
     let generic = |r| crate::resource::routes::router(r);
@@ -41,6 +44,7 @@ pub fn router() -> Router {
         .push(Router::with_path("branches").post(branches::create))
         .push(generic(&branches::BRANCHES))
         .push(generic(&users::USERS))
+        .push(generic(&SYSTEM_AUDIT_LOGS))
 }
 
 /// The routes that are not plain resource operations, and what the own write handlers answer

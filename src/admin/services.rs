@@ -56,7 +56,7 @@ async fn service(tx: &deadpool_postgres::Transaction<'_>, req: &Request) -> ApiR
 #[handler]
 pub async fn assign(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let ctx = Context::of(depot)?;
-    let body = web::json_object(req, ctx.state.settings.max_body_bytes).await?;
+    let body = web::json_object(req, &ctx.state.settings).await?;
     let user_id = match body.get("user_id").filter(|v| !v.is_null()) {
         None => return Err(ApiError::field("user_id", "The user id field is required.")),
         Some(v) => check::check(&registry_ref("user_id", "users"), v)

@@ -3,7 +3,7 @@
 
 use deadpool_postgres::Transaction;
 use salvo::async_trait;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::ids;
 use crate::http::error::{ApiError, ApiResult};
@@ -11,8 +11,9 @@ use crate::notify::Topic;
 use crate::permissions::ADMIN_ACCESS;
 use crate::resource::field::{Field, Kind, boolean, registry_ref, text};
 use crate::resource::hooks::{Deleted, Hooks};
-use crate::resource::store::Writer;
+use crate::resource::store::{self, Writer};
 use crate::resource::{Resource, Scope, Shape, Unique};
+use crate::security::password::check_strength;
 use crate::state::session::revoke_tokens;
 
 pub static USERS: Resource = Resource {
@@ -140,8 +141,8 @@ impl Hooks for UserHooks {
         if id == Some(writer.user_id) && input.get("active") == Some(&Value::Bool(false)) {
             return Err(ApiError::field("active", "You cannot deactivate your own account."));
         }
-        if let Some(Value::String(password)) = input.remove("password") {
-            let hash = writer.state.hasher.hash(&password).await?;
+        if let Some(password) = input.get("password").and_then(Value::as_str) {
+            let hash = writer.state.hasher.hash(password).await?;
             input.insert(HASH.into(), Value::String(hash));
         }
         Ok(())
@@ -150,14 +151,31 @@ impl Hooks for UserHooks {
     async fn written(
         &self,
         tx: &Transaction<'_>,
-        _: &Writer<'_>,
+        writer: &Writer<'_>,
         id: i64,
         input: &Map<String, Value>,
         before: Option<&Value>,
     ) -> ApiResult<Vec<Topic>> {
         let mut stale = vec![Topic::User(id)];
-        if let Some(hash) = input.get(HASH).and_then(Value::as_str) {
+        // The account as it is after this write, for the rules that compare with it.
+        let now = |field: &str| {
+            input
+                .get(field)
+                .or_else(|| before.and_then(|b| b.get(field)))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        if let Some(password) = input.get("password").and_then(Value::as_str) {
+            check_strength(password, &[now("username"), now("email")])
+                .map_err(|message| ApiError::field("password", message))?;
+            let hash = input.get(HASH).and_then(Value::as_str).unwrap_or_default();
             tx.execute("UPDATE users SET password_hash = $2 WHERE id = $1", &[&id, &hash]).await?;
+        }
+        if let Some(old) = before.and_then(|b| b.get("email")).and_then(Value::as_str)
+            && old != now("email")
+        {
+            let details = json!({ "from": old, "to": now("email") });
+            store::audit_event(tx, Some(writer.user_id), "email_change", &USERS, Some(id), details).await?;
         }
         set_access(tx, id, input).await?;
         let deactivated = input.get("active") == Some(&Value::Bool(false));

@@ -9,13 +9,27 @@ use std::sync::Arc;
 use salvo::prelude::*;
 
 use crate::http::error::ApiError;
-use crate::state::AppState;
 use crate::state::session::authenticate;
+use crate::state::{AppState, AuthUser};
 
 fn bearer(req: &Request) -> Option<&str> {
     let value = req.headers().get("authorization")?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// The user of a presented token. Made-up tokens are counted per client address: past the
+/// limit the address gets 429 before any lookup, so guessing costs the registry nothing.
+async fn check_token(state: &AppState, req: &Request, token: &str) -> Result<AuthUser, ApiError> {
+    let key = format!("bad-token:{}", state.client_ip(req));
+    state.limits.bad_token.check(&key)?;
+    match authenticate(state, token).await? {
+        Some(user) => Ok(user),
+        None => {
+            state.limits.bad_token.count(&key)?;
+            Err(ApiError::Unauthenticated)
+        }
+    }
 }
 
 /// Hoop: requires a valid bearer token and puts the [`AuthUser`] in the depot; `metered`
@@ -41,11 +55,7 @@ async fn authenticate_request(
     let state = AppState::of(depot);
     let outcome = match bearer(req) {
         None => Err(ApiError::Unauthenticated),
-        Some(token) => match authenticate(&state, token).await {
-            Ok(Some(user)) => Ok(user),
-            Ok(None) => Err(ApiError::Unauthenticated),
-            Err(e) => Err(e),
-        },
+        Some(token) => check_token(&state, req, token).await,
     };
     let user = match outcome {
         Ok(user) => user,

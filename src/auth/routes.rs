@@ -5,14 +5,15 @@ use salvo::prelude::*;
 use serde_json::{Map, Value, json};
 
 use crate::admin::users::USERS;
+use crate::db::Queries;
 use crate::http::docs::{self, Access, Doc};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::{self as web};
 use crate::notify;
 use crate::resource::Context;
-use crate::resource::field::Kind;
 use crate::resource::store;
 use crate::resource::validate::validate;
+use crate::security::password::check_strength;
 use crate::state::AppState;
 use crate::state::session::{issue_token, revoke_tokens};
 
@@ -47,9 +48,9 @@ pub fn required_string(body: &Map<String, Value>, name: &str, errors: &mut Field
 pub fn public() -> Router {
     Router::with_path("auth")
         .push(Router::with_path("login").post(login))
-        .push(Router::with_path("reset-code").post(reset_code))
-        .push(Router::with_path("verify-code").post(verify_code))
-        .push(Router::with_path("reset-password").post(reset_password))
+        .push(Router::with_path("reset-code").post(super::reset::reset_code))
+        .push(Router::with_path("verify-code").post(super::reset::verify_code))
+        .push(Router::with_path("reset-password").post(super::reset::reset_password))
 }
 
 pub fn authenticated() -> Router {
@@ -67,7 +68,7 @@ pub fn change_password() -> Router {
 }
 
 /// The active branches a user may work in, as branch summaries.
-async fn branch_summaries(client: &deadpool_postgres::Object, user_id: i64) -> ApiResult<Vec<Value>> {
+async fn branch_summaries(client: &impl Queries, user_id: i64) -> ApiResult<Vec<Value>> {
     let rows = client
         .query(
             "SELECT b.id, b.name, b.code FROM branches b JOIN branch_users bu ON bu.branch_id = b.id
@@ -82,7 +83,7 @@ async fn branch_summaries(client: &deadpool_postgres::Object, user_id: i64) -> A
 }
 
 /// The user as SPEC.md shows it, plus roles and permissions for front-ends.
-async fn user_view(client: &deadpool_postgres::Object, user_id: i64) -> ApiResult<Value> {
+async fn user_view(client: &impl Queries, user_id: i64) -> ApiResult<Value> {
     let row = client
         .query_one(
             "SELECT u.id, u.name, u.email, u.username, u.default_branch_id,
@@ -111,7 +112,7 @@ async fn user_view(client: &deadpool_postgres::Object, user_id: i64) -> ApiResul
 async fn login(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let state = AppState::of(depot);
     state.limits.login.hit(&format!("login:{}", state.client_ip(req)), res)?;
-    let body = web::json_object(req, state.settings.max_body_bytes).await?;
+    let body = web::json_object(req, &state.settings).await?;
     let mut errors = FieldErrors::new();
     let username = required_string(&body, "username", &mut errors);
     let password = required_string(&body, "password", &mut errors);
@@ -128,11 +129,24 @@ async fn login(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiR
         .await?;
     // Unknown users are checked against a decoy hash: same cost, same answer.
     let stored = row.as_ref().map(|r| r.get::<_, String>("password_hash"));
+    let account = row.as_ref().map(|r| r.get::<_, i64>("id"));
+    let ip = state.client_ip(req);
     if !state.hasher.verify(&password, stored.as_deref()).await? {
+        let tried: String = username.chars().take(100).collect();
+        store::audit_event(
+            &client,
+            None,
+            "login_failed",
+            &USERS,
+            account,
+            json!({ "username": tried, "ip": ip }),
+        )
+        .await?;
         return Err(ApiError::InvalidCredentials);
     }
     let row = row.ok_or(ApiError::InvalidCredentials)?;
     let user_id: i64 = row.get("id");
+    store::audit_event(&client, Some(user_id), "login", &USERS, Some(user_id), json!({ "ip": ip })).await?;
     let token = issue_token(&state, user_id).await?;
     let branches = branch_summaries(&client, user_id).await?;
     web::ok(
@@ -159,6 +173,7 @@ async fn logout(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;
     tx.execute("DELETE FROM api_tokens WHERE id = $1", &[&user.token_id]).await?;
+    store::audit_event(&tx, Some(user.id), "logout", &USERS, Some(user.id), json!({})).await?;
     state.commit(tx, &[notify::Topic::Token(user.token_id)]).await?;
     web::done(res, "Logged out.");
     Ok(())
@@ -175,7 +190,7 @@ async fn profile(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
 #[handler]
 async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let Context { state, user, .. } = Context::of(depot)?;
-    let body = web::json_object(req, state.settings.max_body_bytes).await?;
+    let body = web::json_object(req, &state.settings).await?;
     // The user's own name and e-mail, checked, written and audited as the users resource
     // declares them (e-mail unique).
     let own: Map<String, Value> =
@@ -192,12 +207,12 @@ async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
-    let mut client = state.registry.get().await?;
-    let tx = client.transaction().await?;
     let writer = store::Writer { user_id: user.id, state: &state };
-    store::change(&tx, &writer, &USERS, None, user.id, input, None).await?;
-    state.commit(tx, &[notify::Topic::User(user.id)]).await?;
-    web::ok(res, "Profile updated.", user_view(&client, user.id).await?);
+    let mut conn = store::Conn::Registry(state.registry.get().await?);
+    let written = store::update(&mut conn, &writer, &USERS, None, user.id, input, None).await?;
+    state.forget(&written.topics).await;
+    USERS.hooks.committed(&writer, written.before.as_ref(), written.record.as_ref()).await;
+    web::ok(res, "Profile updated.", user_view(&*conn.client(), user.id).await?);
     Ok(())
 }
 
@@ -214,7 +229,7 @@ async fn my_branches(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
 #[handler]
 async fn switch_branch(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let Context { state, user, .. } = Context::of(depot)?;
-    let body = web::json_object(req, state.settings.max_body_bytes).await?;
+    let body = web::json_object(req, &state.settings).await?;
     let branch_id = match body.get("branch_id") {
         Some(Value::Number(n)) if n.as_i64().is_some_and(|id| id > 0) => n.as_i64().unwrap_or_default(),
         None | Some(Value::Null) => {
@@ -241,93 +256,13 @@ async fn switch_branch(req: &mut Request, depot: &mut Depot, res: &mut Response)
     Ok(())
 }
 
-/// Same answer whether or not the address is known, and the mail leaves in the background so
-/// the timing does not tell either.
-#[handler]
-async fn reset_code(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let state = AppState::of(depot);
-    state.limits.reset.hit(&format!("reset:{}", state.client_ip(req)), res)?;
-    let body = web::json_object(req, state.settings.max_body_bytes).await?;
-    let email = checked_email(&body)?;
-    let client = state.registry.get().await?;
-    let user: Option<i64> = client
-        .query_opt("SELECT id FROM users WHERE lower(email) = lower($1) AND active", &[&email])
-        .await?
-        .map(|r| r.get(0));
-    if let Some(user_id) = user {
-        let code = super::reset::new_code();
-        let expires_at = time::OffsetDateTime::now_utc() + super::reset::LIFETIME;
-        client
-            .execute(
-                "INSERT INTO password_reset_codes (user_id, code_hash, expires_at) VALUES ($1, $2, $3)
-                 ON CONFLICT (user_id) DO UPDATE SET code_hash = EXCLUDED.code_hash, attempts = 0,
-                        expires_at = EXCLUDED.expires_at, created_at = now()",
-                &[&user_id, &super::reset::code_hash(user_id, &code), &expires_at],
-            )
-            .await?;
-        let mailer = state.mailer.clone();
-        tokio::spawn(async move {
-            let body = format!(
-                "Your password reset code is {code}.\n\nIt expires in 15 minutes. If you did not ask for it, ignore this message."
-            );
-            if let Err(e) = mailer.send(&email, "Your password reset code", body).await {
-                tracing::error!(error = format!("{e:#}"), "could not send a reset code");
-            }
-        });
-    }
-    web::done(res, "If the e-mail address belongs to an account, a reset code has been sent to it.");
-    Ok(())
-}
-
-fn checked_email(body: &Map<String, Value>) -> ApiResult<String> {
-    let field = crate::resource::field::Field::new("email", Kind::Email).required();
-    match body.get("email") {
-        None | Some(Value::Null) => Err(ApiError::field("email", "The email field is required.")),
-        Some(v) => crate::resource::check::check(&field, v)
-            .map(|v| v.as_str().unwrap_or_default().to_owned())
-            .map_err(|m| ApiError::field("email", m)),
-    }
-}
-
-fn checked_code(body: &Map<String, Value>, errors: &mut FieldErrors) -> String {
-    match body.get("code") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
-        // Codes are digits; a number is taken as typed, leading zeros lost, so it will fail.
-        Some(Value::Number(n)) => n.to_string(),
-        _ => {
-            errors.entry("code".into()).or_default().push("The code field is required.".into());
-            String::new()
-        }
-    }
-}
-
-#[handler]
-async fn verify_code(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let state = AppState::of(depot);
-    state.limits.reset.hit(&format!("reset:{}", state.client_ip(req)), res)?;
-    let body = web::json_object(req, state.settings.max_body_bytes).await?;
-    let email = checked_email(&body)?;
-    let mut errors = FieldErrors::new();
-    let code = checked_code(&body, &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
-    let mut client = state.registry.get().await?;
-    let tx = client.transaction().await?;
-    let outcome = super::reset::check(&tx, &email, &code, false).await;
-    // Commit either way: a wrong try must count.
-    tx.commit().await?;
-    outcome?;
-    web::done(res, "The code is valid.");
-    Ok(())
-}
-
-/// Checks a new password and its confirmation.
-fn checked_new_password(body: &Map<String, Value>, errors: &mut FieldErrors) -> String {
+/// Checks a new password and its confirmation, and the strength rules that need no account
+/// (the caller checks it against the account's username and e-mail).
+pub fn checked_new_password(body: &Map<String, Value>, errors: &mut FieldErrors) -> String {
     let password = required_string(body, "password", errors);
     let confirmation = required_string(body, "password_confirmation", errors);
     if !password.is_empty() {
-        if let Err(m) = crate::security::password::check_strength(&password) {
+        if let Err(m) = check_strength(&password, &[]) {
             errors.entry("password".into()).or_default().push(m);
         } else if !confirmation.is_empty() && password != confirmation {
             errors
@@ -340,40 +275,10 @@ fn checked_new_password(body: &Map<String, Value>, errors: &mut FieldErrors) -> 
 }
 
 #[handler]
-async fn reset_password(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let state = AppState::of(depot);
-    state.limits.reset.hit(&format!("reset:{}", state.client_ip(req)), res)?;
-    let body = web::json_object(req, state.settings.max_body_bytes).await?;
-    let email = checked_email(&body)?;
-    let mut errors = FieldErrors::new();
-    let code = checked_code(&body, &mut errors);
-    let password = checked_new_password(&body, &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
-    let hash = state.hasher.hash(&password).await?;
-    let mut client = state.registry.get().await?;
-    let tx = client.transaction().await?;
-    let user_id = match super::reset::check(&tx, &email, &code, true).await {
-        Ok(user_id) => user_id,
-        Err(e) => {
-            tx.commit().await?;
-            return Err(e);
-        }
-    };
-    tx.execute("UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1", &[&user_id, &hash])
-        .await?;
-    let revoked = revoke_tokens(&tx, user_id, None).await?;
-    state.commit(tx, &revoked).await?;
-    web::done(res, "Your password has been reset. Log in with the new password.");
-    Ok(())
-}
-
-#[handler]
 async fn change_password_handler(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let Context { state, user, .. } = Context::of(depot)?;
     state.limits.change_password.hit(&format!("change-password:{}", user.id), res)?;
-    let body = web::json_object(req, state.settings.max_body_bytes).await?;
+    let body = web::json_object(req, &state.settings).await?;
     let mut errors = FieldErrors::new();
     let current = required_string(&body, "current_password", &mut errors);
     let password = checked_new_password(&body, &mut errors);
@@ -386,10 +291,12 @@ async fn change_password_handler(req: &mut Request, depot: &mut Depot, res: &mut
     if !state.hasher.verify(&current, Some(&stored)).await? {
         return Err(ApiError::field("current_password", "The current password is incorrect."));
     }
+    check_strength(&password, &[&user.username, &user.email]).map_err(|m| ApiError::field("password", m))?;
     let hash = state.hasher.hash(&password).await?;
     let tx = client.transaction().await?;
     tx.execute("UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1", &[&user.id, &hash])
         .await?;
+    store::audit_event(&tx, Some(user.id), "password_change", &USERS, Some(user.id), json!({})).await?;
     // Other sessions end; this one goes on.
     let revoked = revoke_tokens(&tx, user.id, Some(user.token_id)).await?;
     state.commit(tx, &revoked).await?;

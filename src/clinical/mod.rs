@@ -4,7 +4,7 @@
 pub mod patients;
 
 use crate::http::list::SortDirection;
-use crate::permissions::{ADMIN_ACCESS, PATIENTS_READ, PATIENTS_WRITE};
+use crate::permissions::{PATIENTS_READ, PATIENTS_WRITE};
 use crate::resource::field::{
     Field, Kind, branch_ref, date, integer, long_text, one_of, past_date, registry_ref, text,
 };
@@ -210,38 +210,7 @@ pub static MEDICAL_CERTIFICATES: Resource = Resource {
 };
 
 /// The branch's audit trail: who created, changed, deleted or opened what, and when.
-pub static AUDIT_LOGS: Resource = Resource {
-    path: "audit-logs",
-    table: "audit_log",
-    label: "Audit record",
-    scope: Scope::Branch,
-    read_only: &[
-        ("at", Shape::Timestamp),
-        ("user_id", Shape::Integer),
-        ("action", Shape::Text),
-        ("resource", Shape::Text),
-        ("record_id", Shape::Integer),
-        ("before", Shape::Json),
-        ("after", Shape::Json),
-    ],
-    filter_only: &[
-        Field::new("resource", Kind::Text { max: 100 }),
-        Field::new("action", Kind::Text { max: 50 }),
-        Field::new("record_id", Kind::Integer { min: 1, max: i64::MAX }),
-        Field::new("user_id", Kind::Integer { min: 1, max: i64::MAX }),
-    ],
-    sort_fields: &["at", "id"],
-    default_sort: "at",
-    default_direction: SortDirection::Desc,
-    filters: &["resource", "action", "record_id", "user_id"],
-    date_range: Some("at"),
-    read_permission: ADMIN_ACCESS,
-    write_permission: ADMIN_ACCESS,
-    writable: false,
-    soft_delete: false,
-    trailing: &[],
-    ..Resource::DEFAULTS
-};
+pub static AUDIT_LOGS: Resource = Resource::audit_trail("audit-logs", Scope::Branch);
 
 /// Routes that must be matched before the generic `/patients/{id}`.
 pub fn extra_routes() -> salvo::Router {

@@ -12,7 +12,7 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
 use crate::permissions::PATIENTS_READ;
 use crate::resource::Context;
-use crate::resource::routes::list_rules;
+use crate::resource::routes::{audit_seen, list_rules};
 use crate::resource::store::{self, Conn, Param, as_refs, db_span, select_columns};
 
 pub const MAX_LOOKUP: i64 = 50;
@@ -27,8 +27,8 @@ async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<Vec<Valu
     let mut params: Vec<Param> = Vec::new();
     let mut words = Vec::new();
     for word in term.split_whitespace().take(8) {
-        params.push(Box::new(store::contains_pattern(word)));
-        words.push(format!("t.{column} LIKE search_normalize(${})", params.len()));
+        params.push(Box::new(word.to_owned()));
+        words.push(store::normalized_contains(&format!("t.{column}"), &format!("${}", params.len())));
     }
     let mut matches = format!("({})", words.join(" AND "));
     let digits: String = term.chars().filter(char::is_ascii_digit).collect();
@@ -83,6 +83,7 @@ pub async fn lookup(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     ctx.require(PATIENTS_READ)?;
     let mut conn = ctx.conn(PATIENTS.scope).await?;
     let rows = matching(&mut conn, &term, limit).await?;
+    audit_seen(&mut conn, &ctx, &PATIENTS, &rows, &pairs).await?;
     web::ok(res, "Patients found.", rows);
     Ok(())
 }
@@ -111,6 +112,46 @@ fn wants_json(req: &Request, pairs: &[(String, String)]) -> ApiResult<bool> {
     let accept =
         req.headers().get("accept").and_then(|v| v.to_str().ok()).unwrap_or_default().to_ascii_lowercase();
     Ok(!accept.contains("text/csv") && (accept.contains("application/json") || accept.contains("ndjson")))
+}
+
+/// Streams the rows as CSV or JSON lines in chunks of about 60 KiB, until the last row or
+/// until the client goes away.
+async fn send_rows(
+    rows: tokio_postgres::RowStream,
+    mut body: salvo::http::body::BodySender,
+    columns: &[&str],
+    json_lines: bool,
+) {
+    pin_mut!(rows);
+    let mut buffer = String::with_capacity(64 * 1024);
+    if !json_lines {
+        buffer.push_str(&columns.join(","));
+        buffer.push_str("\r\n");
+    }
+    while let Some(row) = rows.next().await {
+        let record: Value = match row {
+            Ok(row) => row.get(0),
+            Err(e) => {
+                tracing::error!(error = %e, "patient export stopped");
+                return;
+            }
+        };
+        if json_lines {
+            buffer.push_str(&record.to_string());
+            buffer.push('\n');
+        } else {
+            let cells: Vec<String> =
+                columns.iter().map(|c| csv_cell(record.get(*c).unwrap_or(&Value::Null))).collect();
+            buffer.push_str(&cells.join(","));
+            buffer.push_str("\r\n");
+        }
+        if buffer.len() >= 60 * 1024 && body.send_data(std::mem::take(&mut buffer)).await.is_err() {
+            return; // the client went away
+        }
+    }
+    if !buffer.is_empty() {
+        let _ = body.send_data(buffer).await;
+    }
 }
 
 /// A spreadsheet treats a cell starting with = + - @ (or a tab / carriage return) as a
@@ -143,6 +184,10 @@ pub async fn export(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     let mut conn = ctx.conn(PATIENTS.scope).await?;
     let details = json!({ "query": pairs, "format": if json_lines { "json" } else { "csv" } });
     audit_export(&mut conn, ctx.user.id, details).await?;
+    // An export reads every row while the client downloads: it gets a longer limit than the
+    // statements of ordinary requests.
+    let limit = ctx.state.settings.export_statement_timeout.as_millis();
+    conn.client().batch_execute(&format!("SET statement_timeout = {limit}")).await?;
     let rows = store::stream(&mut conn, &PATIENTS, None, &query).await?;
 
     let date = time::OffsetDateTime::now_utc().date();
@@ -156,39 +201,13 @@ pub async fn export(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     }
     let columns: Vec<&'static str> =
         PATIENTS.output_columns().chain(PATIENTS.computed.iter().map(|(n, _, _)| *n)).collect();
-    let mut body = res.channel();
+    let body = res.channel();
     tokio::spawn(async move {
-        // The connection stays checked out until the last row is sent.
-        let _conn = conn;
-        pin_mut!(rows);
-        let mut buffer = String::with_capacity(64 * 1024);
-        if !json_lines {
-            buffer.push_str(&columns.join(","));
-            buffer.push_str("\r\n");
-        }
-        while let Some(row) = rows.next().await {
-            let record: Value = match row {
-                Ok(row) => row.get(0),
-                Err(e) => {
-                    tracing::error!(error = %e, "patient export stopped");
-                    return;
-                }
-            };
-            if json_lines {
-                buffer.push_str(&record.to_string());
-                buffer.push('\n');
-            } else {
-                let cells: Vec<String> =
-                    columns.iter().map(|c| csv_cell(record.get(*c).unwrap_or(&Value::Null))).collect();
-                buffer.push_str(&cells.join(","));
-                buffer.push_str("\r\n");
-            }
-            if buffer.len() >= 60 * 1024 && body.send_data(std::mem::take(&mut buffer)).await.is_err() {
-                return; // the client went away
-            }
-        }
-        if !buffer.is_empty() {
-            let _ = body.send_data(buffer).await;
+        send_rows(rows, body, &columns, json_lines).await;
+        // The connection stays checked out until the last row is sent; it goes back to the
+        // pool with the usual statement limit.
+        if let Err(e) = conn.client().batch_execute("RESET statement_timeout").await {
+            tracing::warn!(error = %e, "could not reset the export's statement timeout");
         }
     });
     Ok(())

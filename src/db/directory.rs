@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use moka::future::Cache;
-use moka::policy::EvictionPolicy;
+use tokio::sync::Semaphore;
 
 use super::{BranchConn, BranchPool, RegistryPool};
+use crate::cache::FreshCache;
 use crate::config::Settings;
 use crate::http::error::{ApiError, ApiResult};
 
@@ -45,27 +45,25 @@ pub struct Directory {
     settings: Settings,
     /// One pool per database server URL, shared by all branches on it.
     pools: Mutex<HashMap<String, BranchPool>>,
-    routes: Cache<i64, Arc<BranchRoute>>,
+    routes: FreshCache<i64, Option<Arc<BranchRoute>>>,
+    /// Per branch, the connections it may hold at once (its fair share of its server's
+    /// pool), so that one busy branch cannot starve the others. Kept apart from the routes so
+    /// that reloading a route does not reset what a branch holds.
+    shares: Mutex<HashMap<i64, Arc<Semaphore>>>,
 }
 
 impl Directory {
     pub fn new(registry: RegistryPool, registry_url: &str, settings: &Settings) -> anyhow::Result<Self> {
-        let routes = Cache::builder()
-            // LRU: TinyLFU may refuse a brand-new entry when full, which would make every
-            // request of a new branch re-resolve it.
-            .eviction_policy(EvictionPolicy::lru())
-            .max_capacity(10_000)
-            .time_to_idle(Duration::from_secs(600))
-            // Bounds how long another instance's archive or migration change can go unseen
-            // if a notification is lost.
-            .time_to_live(Duration::from_secs(60))
-            .build();
+        // The time limit bounds how long another instance's archive or migration change can
+        // go unseen if a notification is lost.
+        let routes = FreshCache::new(10_000, Duration::from_secs(60), Some(Duration::from_secs(600)));
         let directory = Self {
             registry,
             registry_url: registry_url.to_owned(),
             settings: settings.clone(),
             pools: Mutex::new(HashMap::new()),
             routes,
+            shares: Mutex::new(HashMap::new()),
         };
         directory.pool_for(None)?;
         Ok(directory)
@@ -73,6 +71,21 @@ impl Directory {
 
     pub fn registry(&self) -> &RegistryPool {
         &self.registry
+    }
+
+    /// Whether a branch's own database URL names only hosts operators allowed
+    /// (`BRANCH_DATABASE_HOSTS`, else the registry's own hosts): a request must not make the
+    /// server connect wherever it says.
+    pub fn allows_database_url(&self, url: &str) -> bool {
+        let Ok(config) = url.parse::<tokio_postgres::Config>() else { return false };
+        let registry_hosts =
+            || self.registry_url.parse::<tokio_postgres::Config>().map(|c| hosts_of(&c)).unwrap_or_default();
+        let allowed: Vec<String> = match &self.settings.branch_database_hosts {
+            Some(list) => list.iter().map(|h| h.to_ascii_lowercase()).collect(),
+            None => registry_hosts(),
+        };
+        let named = hosts_of(&config);
+        !named.is_empty() && named.iter().all(|host| allowed.contains(host))
     }
 
     /// The pool of the server that holds a branch: its own database, or the registry's.
@@ -92,21 +105,10 @@ impl Directory {
     pub async fn route(&self, id: i64) -> ApiResult<Result<Arc<BranchRoute>, Unroutable>> {
         let loaded = self
             .routes
-            .try_get_with(id, async {
-                match self.load_route(id).await {
-                    Ok(Some(route)) => Ok(Arc::new(route)),
-                    Ok(None) => Err(None),
-                    Err(e) => Err(Some(e)),
-                }
-            })
-            .await;
-        match loaded {
-            Ok(route) => Ok(Ok(route)),
-            Err(e) => match &*e {
-                None => Ok(Err(Unroutable::Unknown)),
-                Some(cause) => Err(ApiError::Internal(anyhow::anyhow!("resolving branch {id}: {cause:#}"))),
-            },
-        }
+            .get_or_load(id, || async { Ok::<_, anyhow::Error>(self.load_route(id).await?.map(Arc::new)) })
+            .await
+            .map_err(|cause| ApiError::Internal(anyhow::anyhow!("resolving branch {id}: {cause:#}")))?;
+        Ok(loaded.ok_or(Unroutable::Unknown))
     }
 
     async fn load_route(&self, id: i64) -> anyhow::Result<Option<BranchRoute>> {
@@ -135,6 +137,13 @@ impl Directory {
         self.routes.invalidate(&id).await;
     }
 
+    /// The semaphore bounding what branch `id` holds of its server's pool.
+    fn share(&self, id: i64) -> Arc<Semaphore> {
+        let mut shares = self.shares.lock().expect("share map poisoned");
+        let permits = (self.settings.branch_pool_size * self.settings.branch_pool_share_percent / 100).max(1);
+        shares.entry(id).or_insert_with(|| Arc::new(Semaphore::new(permits))).clone()
+    }
+
     pub fn invalidate_all(&self) {
         self.routes.invalidate_all();
     }
@@ -147,7 +156,12 @@ impl Directory {
                 "This branch is under maintenance; try again later.",
             ));
         }
-        Ok(BranchConn::checkout(&route.pool, &route.schema).await?)
+        let busy = || ApiError::unavailable("branch_busy", "This branch is busy; try again shortly.");
+        let permit = tokio::time::timeout(self.settings.pool_wait, self.share(route.id).acquire_owned())
+            .await
+            .map_err(|_| busy())?
+            .map_err(|_| busy())?;
+        Ok(BranchConn::checkout(&route.pool, &route.schema).await?.holding(permit))
     }
 
     /// Connections held open across every pool, for the health check and tests.
@@ -156,4 +170,13 @@ impl Directory {
         let branch: usize = pools.values().map(|p| p.status().size).sum();
         (self.registry.status().size, branch)
     }
+}
+
+/// Every host a connection configuration names (names, addresses, socket folders), lowercased.
+fn hosts_of(config: &tokio_postgres::Config) -> Vec<String> {
+    let names = config.get_hosts().iter().map(|host| match host {
+        tokio_postgres::config::Host::Tcp(name) => name.to_ascii_lowercase(),
+        tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+    });
+    names.chain(config.get_hostaddrs().iter().map(|ip| ip.to_string())).collect()
 }

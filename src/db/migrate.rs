@@ -50,12 +50,29 @@ async fn with_advisory_lock<T>(
     Ok(value)
 }
 
+/// Runs `work` with no statement time limit (a migration may rebuild a large index), then
+/// gives the pooled connection its usual limit back.
+async fn without_statement_timeout<T>(
+    client: &mut Client,
+    work: impl AsyncFnOnce(&mut Client) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    client.batch_execute("SET statement_timeout = 0").await?;
+    let result = work(client).await;
+    client.batch_execute("RESET statement_timeout").await?;
+    result
+}
+
 /// Brings the registry schema up to date. Returns how many migrations ran.
 pub async fn migrate_registry(client: &mut Client) -> anyhow::Result<usize> {
-    with_advisory_lock(client, REGISTRY_LOCK, async |client| {
-        let report =
-            registry_set::migrations::runner().run_async(client).await.context("migrating the registry")?;
-        Ok(report.applied_migrations().len())
+    without_statement_timeout(client, async |client| {
+        with_advisory_lock(client, REGISTRY_LOCK, async |client| {
+            let report = registry_set::migrations::runner()
+                .run_async(client)
+                .await
+                .context("migrating the registry")?;
+            Ok(report.applied_migrations().len())
+        })
+        .await
     })
     .await
 }
@@ -74,6 +91,10 @@ pub struct SchemaMigration {
 /// caller must not trust the connection's schema afterwards.
 pub async fn migrate_branch_schema(client: &mut Client, schema: &str) -> anyhow::Result<SchemaMigration> {
     anyhow::ensure!(is_branch_schema_name(schema), "refusing to migrate schema {schema:?}");
+    without_statement_timeout(client, async |client| migrate_schema(client, schema).await).await
+}
+
+async fn migrate_schema(client: &mut Client, schema: &str) -> anyhow::Result<SchemaMigration> {
     with_advisory_lock(client, EXTENSIONS_LOCK, async |client| {
         client.batch_execute(EXTENSIONS).await.context("creating the pg_trgm and unaccent extensions")
     })

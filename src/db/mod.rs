@@ -38,6 +38,18 @@ pub fn pg_config(url: &str, search_path: &str) -> anyhow::Result<tokio_postgres:
     Ok(config)
 }
 
+/// [`pg_config`] for a pool serving requests: no statement runs longer than the setting.
+fn pool_config(url: &str, search_path: &str, settings: &Settings) -> anyhow::Result<tokio_postgres::Config> {
+    let mut config = pg_config(url, search_path)?;
+    let options = format!(
+        "{} -c statement_timeout={}",
+        config.get_options().unwrap_or_default(),
+        settings.statement_timeout.as_millis()
+    );
+    config.options(options);
+    Ok(config)
+}
+
 /// Connects once, outside any pool (maintenance work, LISTEN).
 pub async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
     let config = pg_config(url, "public")?;
@@ -52,7 +64,7 @@ pub async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
 
 pub fn registry_pool(url: &str, settings: &Settings) -> anyhow::Result<RegistryPool> {
     let manager = deadpool_postgres::Manager::from_config(
-        pg_config(url, "public")?,
+        pool_config(url, "public", settings)?,
         NoTls,
         ManagerConfig { recycling_method: RecyclingMethod::Fast },
     );
@@ -109,7 +121,7 @@ pub type BranchPool = managed::Pool<BranchManager>;
 
 pub fn branch_pool(url: &str, settings: &Settings) -> anyhow::Result<BranchPool> {
     let inner = deadpool_postgres::Manager::from_config(
-        pg_config(url, NO_SCHEMA)?,
+        pool_config(url, NO_SCHEMA, settings)?,
         NoTls,
         ManagerConfig { recycling_method: RecyclingMethod::Fast },
     );
@@ -126,6 +138,8 @@ pub fn branch_pool(url: &str, settings: &Settings) -> anyhow::Result<BranchPool>
 /// A connection whose search_path is exactly one branch's schema.
 pub struct BranchConn {
     conn: managed::Object<BranchManager>,
+    /// The branch's share of the pool this connection counts against (released with it).
+    _share: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl BranchConn {
@@ -145,7 +159,13 @@ impl BranchConn {
             conn.client.query_one(sql, &[&&**schema]).await?;
             conn.schema = Some(schema.clone());
         }
-        Ok(Self { conn })
+        Ok(Self { conn, _share: None })
+    }
+
+    /// Counts this connection against a branch's share until it is handed back.
+    pub fn holding(mut self, permit: tokio::sync::OwnedSemaphorePermit) -> Self {
+        self._share = Some(permit);
+        self
     }
 
     /// A connection for maintenance work (provisioning, migrations) that picks its own
@@ -153,7 +173,7 @@ impl BranchConn {
     pub async fn unrouted(pool: &BranchPool) -> Result<Self, deadpool_postgres::PoolError> {
         let mut conn = pool.get().await?;
         conn.schema = None;
-        Ok(Self { conn })
+        Ok(Self { conn, _share: None })
     }
 
     /// The raw client, for work that changes session state; forgets the recorded schema.

@@ -31,6 +31,8 @@ pub enum ApiError {
     Conflict { code: &'static str, message: String },
     #[error("precondition failed")]
     PreconditionFailed,
+    #[error("request timeout")]
+    RequestTimeout,
     #[error("payload too large")]
     PayloadTooLarge,
     #[error("unsupported media type")]
@@ -73,6 +75,7 @@ impl ApiError {
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::Conflict { .. } => StatusCode::CONFLICT,
             Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
+            Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -103,6 +106,9 @@ impl ApiError {
                         "The record was changed by someone else; reload it and try again.".into(),
                     ),
                     Self::PayloadTooLarge => ("payload_too_large", "The request body is too large.".into()),
+                    Self::RequestTimeout => {
+                        ("request_timeout", "The request body did not arrive in time.".into())
+                    }
                     Self::UnsupportedMediaType => {
                         ("unsupported_media_type", "Send the request body as application/json.".into())
                     }

@@ -2,6 +2,7 @@
 //! client addresses, rate limits, request spans and the API description.
 
 pub mod catcher;
+pub mod cors;
 pub mod docs;
 pub mod error;
 pub mod list;
@@ -14,7 +15,7 @@ use salvo::http::StatusCode;
 use salvo::prelude::*;
 use serde_json::{Map, Value, json};
 
-use crate::config::Cidr;
+use crate::config::{Cidr, Settings};
 use error::{ApiError, ApiResult};
 
 /// `{message, data}` with 200.
@@ -39,7 +40,9 @@ pub fn done(res: &mut Response, message: &str) {
 ///
 /// Oversized bodies are a 413, a body declared as something other than JSON a 415, and
 /// malformed JSON or a non-object a 400 that says what is wrong.
-pub async fn json_object(req: &mut Request, max_bytes: usize) -> ApiResult<Map<String, Value>> {
+/// A body that takes longer than the body-read limit to arrive is a 408: a slow client holds
+/// no more than its own task.
+pub async fn json_object(req: &mut Request, settings: &Settings) -> ApiResult<Map<String, Value>> {
     if let Some(content_type) = req.headers().get("content-type") {
         let content_type = content_type.to_str().unwrap_or_default().to_ascii_lowercase();
         let essence = content_type.split(';').next().unwrap_or_default().trim();
@@ -47,10 +50,14 @@ pub async fn json_object(req: &mut Request, max_bytes: usize) -> ApiResult<Map<S
             return Err(ApiError::UnsupportedMediaType);
         }
     }
-    let bytes = req.payload_with_max_size(max_bytes).await.map_err(|e| match e {
-        salvo::http::ParseError::PayloadTooLarge => ApiError::PayloadTooLarge,
-        _ => ApiError::bad_request("unreadable_body", "The request body could not be read."),
-    })?;
+    let read = req.payload_with_max_size(settings.max_body_bytes);
+    let bytes = tokio::time::timeout(settings.body_read_timeout, read)
+        .await
+        .map_err(|_| ApiError::RequestTimeout)?
+        .map_err(|e| match e {
+            salvo::http::ParseError::PayloadTooLarge => ApiError::PayloadTooLarge,
+            _ => ApiError::bad_request("unreadable_body", "The request body could not be read."),
+        })?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }

@@ -1,52 +1,95 @@
 //! Fixed-window rate limits kept in process memory: limits are per instance (README says so).
+//!
+//! Each key's window is a cache entry that lives exactly one window (moka's time to live), so
+//! a hit costs one hash lookup however many keys there are, and a flood of distinct keys
+//! (one per spoofed address) can never hold more than `MAX_KEYS` windows: past that the
+//! least recently used are dropped.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use moka::policy::EvictionPolicy;
+use moka::sync::Cache;
 use salvo::http::header::HeaderValue;
 use salvo::prelude::*;
 
 use super::error::ApiError;
 
+/// Windows kept per limiter at most.
+pub const MAX_KEYS: u64 = 100_000;
+
+struct Window {
+    started: Instant,
+    used: AtomicU32,
+}
+
 pub struct RateLimiter {
     limit: u32,
     window: Duration,
-    counters: Mutex<HashMap<String, (Instant, u32)>>,
+    windows: Cache<String, Arc<Window>>,
 }
 
 impl RateLimiter {
     pub fn per_minute(limit: u32) -> Self {
-        Self { limit, window: Duration::from_secs(60), counters: Mutex::new(HashMap::new()) }
+        Self::new(limit, Duration::from_secs(60), MAX_KEYS)
+    }
+
+    pub fn new(limit: u32, window: Duration, max_keys: u64) -> Self {
+        let windows = Cache::builder()
+            .eviction_policy(EvictionPolicy::lru())
+            .max_capacity(max_keys)
+            .time_to_live(window)
+            .build();
+        Self { limit, window, windows }
+    }
+
+    fn window_of(&self, key: &str) -> Arc<Window> {
+        self.windows
+            .get_with_by_ref(key, || Arc::new(Window { started: Instant::now(), used: AtomicU32::new(0) }))
+    }
+
+    fn refusal(&self, window: &Window) -> ApiError {
+        let retry_after = self.window.saturating_sub(window.started.elapsed()).as_secs().max(1);
+        ApiError::RateLimited { limit: self.limit, retry_after_secs: retry_after }
     }
 
     /// Counts one request for `key`. On success sets the `X-RateLimit-*` headers; past the
     /// limit answers the 429 to send.
     pub fn hit(&self, key: &str, res: &mut Response) -> Result<(), ApiError> {
-        let now = Instant::now();
-        let mut counters = self.counters.lock().expect("rate limiter poisoned");
-        if counters.len() > 100_000 {
-            counters.retain(|_, (start, _)| now.duration_since(*start) < self.window);
-        }
-        let entry = counters.entry(key.to_owned()).or_insert((now, 0));
-        if now.duration_since(entry.0) >= self.window {
-            *entry = (now, 0);
-        }
-        if entry.1 >= self.limit {
-            let retry_after = self.window.saturating_sub(now.duration_since(entry.0)).as_secs().max(1);
-            return Err(ApiError::RateLimited { limit: self.limit, retry_after_secs: retry_after });
-        }
-        entry.1 += 1;
-        let remaining = self.limit - entry.1;
-        drop(counters);
+        let remaining = self.count(key)?;
         let headers = res.headers_mut();
         headers.insert("x-ratelimit-limit", HeaderValue::from(self.limit));
         headers.insert("x-ratelimit-remaining", HeaderValue::from(remaining));
         Ok(())
     }
+
+    /// Counts one request for `key`; returns what is left of its window, or the 429.
+    pub fn count(&self, key: &str) -> Result<u32, ApiError> {
+        let window = self.window_of(key);
+        let used = window.used.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        if used > self.limit {
+            return Err(self.refusal(&window));
+        }
+        Ok(self.limit - used)
+    }
+
+    /// The 429 `key` would get now, without counting a request.
+    pub fn check(&self, key: &str) -> Result<(), ApiError> {
+        match self.windows.get(key) {
+            Some(window) if window.used.load(Ordering::Relaxed) >= self.limit => Err(self.refusal(&window)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Windows currently kept (for the benchmark).
+    pub fn keys(&self) -> u64 {
+        self.windows.run_pending_tasks();
+        self.windows.entry_count()
+    }
 }
 
-/// The three limits of DESIGN.md.
+/// The limits of DESIGN.md.
 pub struct Limits {
     /// `POST /auth/login`, per client IP.
     pub login: RateLimiter,
@@ -56,6 +99,8 @@ pub struct Limits {
     pub change_password: RateLimiter,
     /// Every other authenticated route, per user.
     pub api: RateLimiter,
+    /// Requests with a bearer token that is not valid, per client IP.
+    pub bad_token: RateLimiter,
 }
 
 impl Limits {
@@ -65,6 +110,7 @@ impl Limits {
             reset: RateLimiter::per_minute(settings.rate_limit_auth),
             change_password: RateLimiter::per_minute(settings.rate_limit_auth),
             api: RateLimiter::per_minute(settings.rate_limit_api),
+            bad_token: RateLimiter::per_minute(settings.rate_limit_bad_token),
         }
     }
 }
@@ -86,6 +132,18 @@ mod tests {
             }
             other => panic!("expected a 429, got {other:?}"),
         }
+        assert!(limiter.check("a").is_err(), "check sees the exhausted window");
         assert!(limiter.hit("b", &mut res).is_ok());
+        assert!(limiter.check("c").is_ok(), "check does not count");
+        assert!(limiter.count("c").is_ok());
+    }
+
+    #[test]
+    fn memory_is_bounded_by_the_key_cap() {
+        let limiter = RateLimiter::new(5, Duration::from_secs(60), 1_000);
+        for i in 0..5_000 {
+            let _ = limiter.count(&format!("10.0.{}.{}", i / 256, i % 256));
+        }
+        assert!(limiter.keys() <= 1_000, "kept {} windows", limiter.keys());
     }
 }

@@ -64,7 +64,7 @@ impl Context {
 
     /// The request body as a JSON object (size-limited).
     pub async fn body(&self, req: &mut Request) -> ApiResult<Map<String, Value>> {
-        crate::http::json_object(req, self.state.settings.max_body_bytes).await
+        crate::http::json_object(req, &self.state.settings).await
     }
 
     /// The request body, checked against `resource`'s declaration.

@@ -50,6 +50,10 @@ pub trait Hooks: Send + Sync {
         Ok(Vec::new())
     }
 
+    /// After the write committed (mail, notices): `before` is `None` on create, `after` on
+    /// delete. Cannot fail the write.
+    async fn committed(&self, _writer: &Writer<'_>, _before: Option<&Value>, _after: Option<&Value>) {}
+
     /// Replaces the shared soft delete, with the row locked; `None` keeps the shared one.
     async fn delete(
         &self,

@@ -177,7 +177,48 @@ impl Resource {
     };
 }
 
+/// What an audit trail can be filtered by.
+const AUDIT_FILTERS: &[Field] = &[
+    Field::new("resource", Kind::Text { max: 100 }),
+    Field::new("action", Kind::Text { max: 50 }),
+    Field::new("record_id", Kind::Integer { min: 1, max: i64::MAX }),
+    Field::new("user_id", Kind::Integer { min: 1, max: i64::MAX }),
+];
+
 impl Resource {
+    /// The audit trail of a branch or of the registry (read-only, `admin.access`): who
+    /// created, changed, deleted, opened or exported what, and when.
+    pub const fn audit_trail(path: &'static str, scope: Scope) -> Resource {
+        use crate::permissions::ADMIN_ACCESS;
+        Resource {
+            path,
+            table: "audit_log",
+            label: "Audit record",
+            scope,
+            read_only: &[
+                ("at", Shape::Timestamp),
+                ("user_id", Shape::Integer),
+                ("action", Shape::Text),
+                ("resource", Shape::Text),
+                ("record_id", Shape::Integer),
+                ("before", Shape::Json),
+                ("after", Shape::Json),
+            ],
+            filter_only: AUDIT_FILTERS,
+            sort_fields: &["at", "id"],
+            default_sort: "at",
+            default_direction: SortDirection::Desc,
+            filters: &["resource", "action", "record_id", "user_id"],
+            date_range: Some("at"),
+            read_permission: ADMIN_ACCESS,
+            write_permission: ADMIN_ACCESS,
+            writable: false,
+            soft_delete: false,
+            trailing: &[],
+            ..Resource::DEFAULTS
+        }
+    }
+
     pub fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
     }

@@ -95,6 +95,13 @@ impl ResourceHandler {
         }
     }
 
+    /// After a write committed: this instance's stale cache entries go, then the resource's
+    /// own after-commit work runs.
+    async fn committed(&self, ctx: &Context, written: &store::Written) {
+        ctx.state.forget(&written.topics).await;
+        self.resource.hooks.committed(&ctx.writer(), written.before.as_ref(), written.record.as_ref()).await;
+    }
+
     /// A connection to the resource's rows, once the parent in the path is known to exist.
     async fn connect(&self, ctx: &Context, within: Within) -> ApiResult<Conn> {
         let mut conn = ctx.conn(self.resource.scope).await?;
@@ -111,6 +118,9 @@ impl ResourceHandler {
         let query = list::parse(&pairs, &list_rules(self.resource))?;
         let mut conn = self.connect(ctx, within).await?;
         let (total, rows) = store::list(&mut conn, self.resource, within, &query).await?;
+        if self.resource.audit_reads {
+            audit_seen(&mut conn, ctx, self.resource, &rows, &pairs).await?;
+        }
         let base = web::base_url(req, ctx.state.trusts_forwarded_headers(req));
         res.render(Json(list::envelope(&base, req.uri().path(), &pairs, &query, total, rows)));
         Ok(())
@@ -136,7 +146,7 @@ impl ResourceHandler {
         let mut conn = self.connect(ctx, within).await?;
         let input = checked_input(ctx, &mut conn, self.resource, &body, None).await?;
         let written = store::create(&mut conn, &ctx.writer(), self.resource, within, input).await?;
-        ctx.state.forget(&written.topics).await;
+        self.committed(ctx, &written).await;
         respond_created(req, res, self.resource, written.record.unwrap_or_default());
         Ok(())
     }
@@ -155,7 +165,7 @@ impl ResourceHandler {
         let input = checked_input(ctx, &mut conn, self.resource, &body, Some(id)).await?;
         let written =
             store::update(&mut conn, &ctx.writer(), self.resource, within, id, input, if_match).await?;
-        ctx.state.forget(&written.topics).await;
+        self.committed(ctx, &written).await;
         respond_updated(res, self.resource, written.record.unwrap_or_default());
         Ok(())
     }
@@ -178,6 +188,22 @@ impl ResourceHandler {
         }
         Ok(())
     }
+}
+
+/// Records who was shown which records of a resource that audits reads (patients): one row
+/// per answer, with the ids it held and the query that selected them.
+pub async fn audit_seen(
+    conn: &mut Conn,
+    ctx: &Context,
+    resource: &Resource,
+    rows: &[Value],
+    query: &[(String, String)],
+) -> ApiResult<()> {
+    let ids: Vec<i64> = rows.iter().filter_map(|r| r.get("id").and_then(Value::as_i64)).collect();
+    let action =
+        if query.iter().any(|(k, v)| k == "search" && !v.trim().is_empty()) { "search" } else { "list" };
+    let details = serde_json::json!({ "ids": ids, "query": query });
+    store::audit_event(&*conn.client(), Some(ctx.user.id), action, resource, None, details).await
 }
 
 /// The body checked against the declaration and prepared by the resource's hooks (`id` is

@@ -1,7 +1,8 @@
 //! Password hashing: scrypt PHC strings, computed on the blocking pool (a hash costs tens of
 //! milliseconds and megabytes of memory), a few at a time.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, LazyLock};
 
 use anyhow::Context;
 use scrypt::password_hash::{PasswordHasher as _, PasswordVerifier as _};
@@ -34,9 +35,30 @@ pub fn check_length(password: &str) -> Result<(), String> {
     }
 }
 
-/// Every rule a new password must pass.
-pub fn check_strength(password: &str) -> Result<(), String> {
-    check_length(password)
+/// Passwords attackers try first (NIST SP 800-63B asks to refuse them).
+static COMMON: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
+    include_str!("common-passwords.txt").lines().filter(|l| !l.starts_with('#') && !l.is_empty()).collect()
+});
+
+/// Every rule a new password must pass: its length, not a common password, and not the
+/// account's own username or e-mail address (or the address's local part).
+pub fn check_strength(password: &str, identities: &[&str]) -> Result<(), String> {
+    check_length(password)?;
+    let folded = password.to_lowercase();
+    if COMMON.contains(folded.as_str()) {
+        return Err("The password is too common; choose one that is harder to guess.".into());
+    }
+    let own = identities.iter().flat_map(|id| {
+        let id = id.trim().to_lowercase();
+        let local = id.split_once('@').map(|(local, _)| local.to_owned());
+        std::iter::once(id).chain(local)
+    });
+    for identity in own {
+        if !identity.is_empty() && folded == identity {
+            return Err("The password may not be the username or the e-mail address.".into());
+        }
+    }
+    Ok(())
 }
 
 impl Hasher {
@@ -78,4 +100,20 @@ fn hash_with(params: &Params, password: &str) -> anyhow::Result<String> {
         .hash_password(password.as_bytes())
         .map_err(|e| anyhow::anyhow!("hashing: {e}"))?;
     Ok(hash.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_strength;
+
+    #[test]
+    fn refuses_short_common_and_own_identities() {
+        assert!(check_strength("short", &[]).is_err());
+        assert!(check_strength("Password1", &[]).is_err(), "case does not hide a common password");
+        assert!(check_strength("iloveyou", &[]).is_err());
+        assert!(check_strength("ana.cruz", &["ana.cruz", "x@y.z"]).is_err());
+        assert!(check_strength("Ana.Cruz@Clinic.Test", &["ana", "ana.cruz@clinic.test"]).is_err());
+        assert!(check_strength("anacruz1", &["ana", "anacruz1@clinic.test"]).is_err(), "the local part");
+        assert!(check_strength("violet-harbour-27", &["ana", "ana@clinic.test"]).is_ok());
+    }
 }

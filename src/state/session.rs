@@ -8,11 +8,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use moka::future::Cache;
-use moka::policy::EvictionPolicy;
 use time::OffsetDateTime;
 
 use super::AppState;
+use crate::cache::FreshCache;
 use crate::http::error::{ApiError, ApiResult};
 use crate::notify::Topic;
 use crate::security::tokens;
@@ -62,23 +61,18 @@ struct UserRecord {
 }
 
 pub struct AuthCache {
-    tokens: Cache<i64, Arc<TokenRecord>>,
-    users: Cache<i64, Arc<UserRecord>>,
+    /// Token id -> its record, or `None` for an id that names no token: a flood of made-up
+    /// tokens then costs no registry query per request. Issuing a token invalidates its id.
+    tokens: FreshCache<i64, Option<Arc<TokenRecord>>>,
+    users: FreshCache<i64, Option<Arc<UserRecord>>>,
 }
 
 impl Default for AuthCache {
     fn default() -> Self {
-        Self { tokens: cache(), users: cache() }
+        // The time limit is a safety net only: invalidation is by notification.
+        let ttl = Duration::from_secs(300);
+        Self { tokens: FreshCache::new(100_000, ttl, None), users: FreshCache::new(100_000, ttl, None) }
     }
-}
-
-fn cache<V: Clone + Send + Sync + 'static>() -> Cache<i64, V> {
-    Cache::builder()
-        .eviction_policy(EvictionPolicy::lru())
-        .max_capacity(100_000)
-        // A safety net only: invalidation is by notification.
-        .time_to_live(Duration::from_secs(300))
-        .build()
 }
 
 impl AuthCache {
@@ -104,14 +98,18 @@ impl AuthCache {
 pub async fn issue_token(state: &AppState, user_id: i64) -> ApiResult<String> {
     let secret = tokens::random_secret();
     let expires_at = state.settings.token_expiry.map(|ttl| OffsetDateTime::now_utc() + ttl);
-    let client = state.registry.get().await?;
-    let row = client
+    let mut client = state.registry.get().await?;
+    let tx = client.transaction().await?;
+    let id: i64 = tx
         .query_one(
             "INSERT INTO api_tokens (user_id, secret_hash, expires_at) VALUES ($1, $2, $3) RETURNING id",
             &[&user_id, &tokens::hash_secret(&secret), &expires_at],
         )
-        .await?;
-    Ok(format!("{}|{secret}", row.get::<_, i64>(0)))
+        .await?
+        .get(0);
+    // A probe may have cached this id as unknown, here or on another instance.
+    state.commit(tx, &[Topic::Token(id)]).await?;
+    Ok(format!("{id}|{secret}"))
 }
 
 /// Resolves a presented bearer token to its user. `Ok(None)` means: not a valid token.
@@ -123,7 +121,7 @@ pub async fn authenticate(state: &AppState, token: &str) -> ApiResult<Option<Aut
     let record = state
         .auth
         .tokens
-        .try_get_with(token_id, async {
+        .get_or_load(token_id, || async {
             let client = registry.get().await?;
             let row = client
                 .query_opt(
@@ -131,21 +129,13 @@ pub async fn authenticate(state: &AppState, token: &str) -> ApiResult<Option<Aut
                     &[&token_id],
                 )
                 .await?;
-            match row {
-                Some(row) => Ok(Arc::new(TokenRecord {
-                    user_id: row.get(0),
-                    secret_hash: row.get(1),
-                    expires_at: row.get(2),
-                })),
-                None => Err(ApiError::Unauthenticated),
-            }
+            Ok::<_, ApiError>(row.map(|row| {
+                Arc::new(TokenRecord { user_id: row.get(0), secret_hash: row.get(1), expires_at: row.get(2) })
+            }))
         })
-        .await;
-    let record = match record {
-        Ok(record) => record,
-        Err(e) if matches!(*e, ApiError::Unauthenticated) => return Ok(None),
-        Err(e) => return Err(ApiError::Internal(anyhow::anyhow!("token lookup: {e}"))),
-    };
+        .await
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("token lookup: {e}")))?;
+    let Some(record) = record else { return Ok(None) };
     if !tokens::constant_time_eq(&record.secret_hash, &tokens::hash_secret(secret)) {
         return Ok(None);
     }
@@ -170,10 +160,10 @@ pub async fn authenticate(state: &AppState, token: &str) -> ApiResult<Option<Aut
 /// An active user with their permissions and branches, cached.
 async fn load_user(state: &AppState, user_id: i64) -> ApiResult<Option<Arc<UserRecord>>> {
     let registry = &state.registry;
-    let loaded = state
+    state
         .auth
         .users
-        .try_get_with(user_id, async {
+        .get_or_load(user_id, || async {
             let client = registry.get().await?;
             let row = client
                 .query_opt(
@@ -188,8 +178,8 @@ async fn load_user(state: &AppState, user_id: i64) -> ApiResult<Option<Arc<UserR
                     &[&user_id],
                 )
                 .await?;
-            match row {
-                Some(row) => Ok(Arc::new(UserRecord {
+            Ok::<_, ApiError>(row.map(|row| {
+                Arc::new(UserRecord {
                     id: row.get("id"),
                     name: row.get("name"),
                     email: row.get("email"),
@@ -197,16 +187,11 @@ async fn load_user(state: &AppState, user_id: i64) -> ApiResult<Option<Arc<UserR
                     default_branch_id: row.get("default_branch_id"),
                     permissions: row.get::<_, Vec<String>>("permissions").into_iter().collect(),
                     branch_ids: row.get::<_, Vec<i64>>("branch_ids").into_iter().collect(),
-                })),
-                None => Err(ApiError::Unauthenticated),
-            }
+                })
+            }))
         })
-        .await;
-    match loaded {
-        Ok(user) => Ok(Some(user)),
-        Err(e) if matches!(*e, ApiError::Unauthenticated) => Ok(None),
-        Err(e) => Err(ApiError::Internal(anyhow::anyhow!("user lookup: {e}"))),
-    }
+        .await
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("user lookup: {e}")))
 }
 
 /// Deletes a user's tokens (all, or all but `keep`); returns the topics to commit with (see

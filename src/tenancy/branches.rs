@@ -109,10 +109,15 @@ pub async fn create(directory: &Directory, new: NewBranch, grant_to: &[i64]) -> 
     if let Err(e) = check_name(&new.name) {
         errors.entry("name".into()).or_default().push(e);
     }
-    if let Some(url) = &new.database_url
-        && url.parse::<tokio_postgres::Config>().is_err()
-    {
-        errors.entry("database_url".into()).or_default().push("Not a valid PostgreSQL URL.".into());
+    if let Some(url) = &new.database_url {
+        if url.parse::<tokio_postgres::Config>().is_err() {
+            errors.entry("database_url".into()).or_default().push("Not a valid PostgreSQL URL.".into());
+        } else if !directory.allows_database_url(url) {
+            errors
+                .entry("database_url".into())
+                .or_default()
+                .push("The database host is not one of the allowed branch database hosts.".into());
+        }
     }
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
@@ -143,6 +148,9 @@ pub async fn create(directory: &Directory, new: NewBranch, grant_to: &[i64]) -> 
         Ok(migration) => migration,
         Err(e) => {
             undo_provisioning(directory, new.database_url.as_deref(), id, &schema).await;
+            if e.downcast_ref::<ForeignSchema>().is_some() {
+                return Err(ApiError::Conflict { code: "schema_exists", message: e.to_string() });
+            }
             return Err(ApiError::Internal(e.context(format!("provisioning branch {}", new.code))));
         }
     };
@@ -174,6 +182,46 @@ pub async fn create(directory: &Directory, new: NewBranch, grant_to: &[i64]) -> 
     Ok(Branch::from_row(&row))
 }
 
+/// A schema of the branch's name exists, holds objects, and was not made by us.
+#[derive(Debug, thiserror::Error)]
+#[error("schema {0} already exists with objects this server did not create; it is left untouched")]
+pub struct ForeignSchema(String);
+
+/// What a schema made by provisioning is marked with; only such a schema is ever dropped.
+fn marker(id: i64) -> String {
+    format!("clinic-server branch {id}")
+}
+
+/// Makes sure the schema is ours to build in: creates and marks it, resumes our own
+/// half-built one, adopts an empty one (unmarked: never dropped), refuses anything else.
+async fn claim_schema(client: &mut tokio_postgres::Client, id: i64, schema: &str) -> anyhow::Result<()> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&schema]).await?;
+    let existing = tx
+        .query_opt(
+            "SELECT obj_description(n.oid, 'pg_namespace'),
+                    EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid)
+                      OR EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = n.oid)
+               FROM pg_namespace n WHERE n.nspname = $1",
+            &[&schema],
+        )
+        .await?;
+    match existing.map(|r| (r.get::<_, Option<String>>(0), r.get::<_, bool>(1))) {
+        None => {
+            tx.batch_execute(&format!(
+                "CREATE SCHEMA {schema}; COMMENT ON SCHEMA {schema} IS '{}'",
+                marker(id)
+            ))
+            .await?;
+        }
+        Some((comment, _)) if comment.as_deref() == Some(marker(id).as_str()) => {}
+        Some((_, false)) => {}
+        Some((_, true)) => return Err(ForeignSchema(schema.to_owned()).into()),
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
 async fn provision_schema(
     directory: &Directory,
     database_url: Option<&str>,
@@ -183,6 +231,7 @@ async fn provision_schema(
 ) -> anyhow::Result<SchemaMigration> {
     let pool = directory.pool_for(database_url)?;
     let mut conn = BranchConn::unrouted(&pool).await?;
+    claim_schema(conn.client_mut(), id, schema).await?;
     let migration = migrate_branch_schema(conn.client_mut(), schema).await?;
     conn.execute(
         &format!(
@@ -196,14 +245,25 @@ async fn provision_schema(
 }
 
 /// Removes what a failed provisioning built. The registry row goes in any case (a branch that
-/// never became active must not linger); a schema that cannot be dropped, because its server
+/// never became active must not linger); the schema only when it carries our marker (a
+/// schema someone else made is never dropped). One that cannot be dropped, because its server
 /// is unreachable, is logged: its name is never reused, so it cannot be mistaken for another
 /// branch's.
 async fn undo_provisioning(directory: &Directory, database_url: Option<&str>, id: i64, schema: &str) {
     let dropped = async {
         let pool = directory.pool_for(database_url)?;
         let conn = BranchConn::unrouted(&pool).await?;
-        conn.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await?;
+        let ours: bool = conn
+            .query_one(
+                "SELECT coalesce((SELECT obj_description(oid, 'pg_namespace') = $2
+                                    FROM pg_namespace WHERE nspname = $1), false)",
+                &[&schema, &marker(id)],
+            )
+            .await?
+            .get(0);
+        if ours {
+            conn.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await?;
+        }
         anyhow::Ok(())
     }
     .await;

@@ -17,10 +17,13 @@ use deadpool_postgres::ClientWrapper;
 use tokio_postgres::types::ToSql;
 
 pub use references::{reference_errors, registry_row_exists};
-pub use select::{Selection, contains_pattern, fetch, list, parent_exists, reload, select_columns, stream};
+pub use select::{
+    Selection, contains_pattern, fetch, list, normalized_contains, parent_exists, reload, select_columns,
+    stream,
+};
 pub use write::{
-    Writer, Written, audit_change, change, change_with_hooks, create, delete, insert, insert_with_hooks,
-    lock_for_change, update,
+    Writer, Written, audit_change, audit_event, change, change_with_hooks, create, delete, insert,
+    insert_with_hooks, lock_for_change, update,
 };
 
 use super::Resource;

@@ -39,6 +39,15 @@ pub struct Selection {
     params: Vec<Param>,
 }
 
+/// SQL for "the normalised column contains the normalised word in `param` literally": the
+/// word is normalised first and escaped after, because normalising turns the fullwidth
+/// ＿ and ％ into the LIKE wildcards _ and %.
+pub fn normalized_contains(column: &str, param: &str) -> String {
+    format!(
+        "{column} LIKE '%' || replace(replace(replace(search_normalize({param}), '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%'"
+    )
+}
+
 /// A LIKE pattern matching `term` literally anywhere.
 pub fn contains_pattern(term: &str) -> String {
     format!("%{}%", term.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"))
@@ -97,10 +106,7 @@ impl Selection {
             // Every word must occur, in any order, accents and case ignored.
             Some(column) => {
                 for word in term.split_whitespace().take(8) {
-                    self.bind(
-                        format!("t.{column} LIKE search_normalize($?)"),
-                        Box::new(contains_pattern(word)),
-                    );
+                    self.bind(normalized_contains(&format!("t.{column}"), "$?"), Box::new(word.to_owned()));
                 }
             }
             None if !resource.search.is_empty() => {

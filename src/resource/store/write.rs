@@ -44,6 +44,25 @@ pub(super) async fn audit(
     Ok(())
 }
 
+/// Audits something that happened to a record without a write through the declarations
+/// (logins, reset codes, e-mail changes): `actor` did `action` to `record` of `resource`.
+pub async fn audit_event(
+    client: &impl Queries,
+    actor: Option<i64>,
+    action: &str,
+    resource: &Resource,
+    record: Option<i64>,
+    details: Value,
+) -> ApiResult<()> {
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO audit_log (user_id, action, resource, record_id, after) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .await?;
+    client.execute(&stmt, &[&actor, &action, &resource.path, &record, &details]).await?;
+    Ok(())
+}
+
 /// Who is writing, with the state the write may need (registry references, hashing).
 pub struct Writer<'a> {
     pub user_id: i64,
@@ -53,6 +72,8 @@ pub struct Writer<'a> {
 /// A committed write: the record as it now is, and the cached entries it made stale (already
 /// published to other instances; the caller drops its own).
 pub struct Written {
+    /// The record before the write (updates and deletes).
+    pub before: Option<Value>,
     pub record: Option<Value>,
     pub topics: Vec<Topic>,
     /// The answer's message, when a hook's delete said something other than "deleted".
@@ -80,7 +101,7 @@ pub async fn create(
         let tx = client.transaction().await?;
         let (record, topics) = insert_with_hooks(&tx, writer, resource, within, input).await?;
         commit(tx, &topics).await?;
-        Ok(Written { record: Some(record), topics, message: None })
+        Ok(Written { before: None, record: Some(record), topics, message: None })
     }
     .instrument(db_span(resource, "INSERT"))
     .await
@@ -156,9 +177,10 @@ pub async fn update(
     let client = conn.client();
     async {
         let tx = client.transaction().await?;
-        let (record, topics) = change_with_hooks(&tx, writer, resource, within, id, input, if_match).await?;
+        let before = lock_for_change(&tx, resource, within, id, if_match).await?;
+        let (record, topics) = change_locked(&tx, writer, resource, id, input, &before).await?;
         commit(tx, &topics).await?;
-        Ok(Written { record: Some(record), topics, message: None })
+        Ok(Written { before: Some(before), record: Some(record), topics, message: None })
     }
     .instrument(db_span(resource, "UPDATE"))
     .await
@@ -172,17 +194,29 @@ pub async fn change_with_hooks(
     resource: &Resource,
     within: Within,
     id: i64,
-    mut input: Map<String, Value>,
+    input: Map<String, Value>,
     if_match: Option<IfMatch>,
 ) -> ApiResult<(Value, Vec<Topic>)> {
     let before = lock_for_change(tx, resource, within, id, if_match).await?;
-    check_fixed(resource, &input, &before)?;
-    check_guards(tx, resource, id, &input, &before).await?;
-    check_references(tx, writer, resource, &mut input, Some(&before)).await?;
+    change_locked(tx, writer, resource, id, input, &before).await
+}
+
+/// Checks, updates, runs the `written` hook and audits a row already locked as `before`.
+async fn change_locked(
+    tx: &Transaction<'_>,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    id: i64,
+    mut input: Map<String, Value>,
+    before: &Value,
+) -> ApiResult<(Value, Vec<Topic>)> {
+    check_fixed(resource, &input, before)?;
+    check_guards(tx, resource, id, &input, before).await?;
+    check_references(tx, writer, resource, &mut input, Some(before)).await?;
     update_row(tx, writer, resource, id, &input).await?;
-    let topics = resource.hooks.written(tx, writer, id, &input, Some(&before)).await?;
+    let topics = resource.hooks.written(tx, writer, id, &input, Some(before)).await?;
     let after = reload(tx, resource, id).await?;
-    audit(tx, writer.user_id, "update", resource, id, Some(&before), Some(&after)).await?;
+    audit(tx, writer.user_id, "update", resource, id, Some(before), Some(&after)).await?;
     Ok((after, topics))
 }
 
@@ -255,12 +289,17 @@ pub async fn delete(
             Some(own) => {
                 let after = select_one(&tx, resource, within, id, false).await?;
                 audit(&tx, writer.user_id, own.action, resource, id, Some(&before), after.as_ref()).await?;
-                Written { record: None, topics: own.topics, message: Some(own.message) }
+                Written {
+                    before: Some(before),
+                    record: after,
+                    topics: own.topics,
+                    message: Some(own.message),
+                }
             }
             None => {
                 soft_delete_row(&tx, writer, resource, id).await?;
                 audit(&tx, writer.user_id, "delete", resource, id, Some(&before), None).await?;
-                Written { record: None, topics: Vec::new(), message: None }
+                Written { before: Some(before), record: None, topics: Vec::new(), message: None }
             }
         };
         commit(tx, &written.topics).await?;
