@@ -11,6 +11,7 @@ pub mod clinical;
 pub mod config;
 pub mod db;
 pub mod embedded_pg;
+pub mod enums;
 pub mod health;
 pub mod http;
 pub mod mail;

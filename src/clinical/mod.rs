@@ -3,20 +3,13 @@
 
 pub mod patients;
 
+use crate::enums::{CIVIL_STATUS, EYE, PATIENT_STATUS, SEVERITY, SEX, VISIT_STATUS, VISIT_TYPE};
 use crate::http::list::SortDirection;
 use crate::permissions::{PATIENTS_READ, PATIENTS_WRITE};
 use crate::resource::field::{
     Field, Kind, branch_ref, date, integer, long_text, one_of, past_date, registry_ref, text,
 };
 use crate::resource::{Guard, PATIENT_OF_VISIT, Resource, Scope, Shape, Unique};
-
-pub const SEX: &[&str] = &["male", "female", "other", "unknown"];
-pub const CIVIL_STATUS: &[&str] = &["single", "married", "widowed", "separated", "divorced"];
-pub const PATIENT_STATUS: &[&str] = &["active", "inactive", "deceased"];
-pub const VISIT_TYPE: &[&str] = &["new", "follow_up", "emergency", "post_op"];
-pub const VISIT_STATUS: &[&str] = &["scheduled", "checked_in", "in_progress", "completed", "cancelled"];
-pub const EYE: &[&str] = &["right", "left", "both", "n_a"];
-pub const SEVERITY: &[&str] = &["mild", "moderate", "severe"];
 
 pub static PATIENTS: Resource = Resource {
     path: "patients",
@@ -29,9 +22,9 @@ pub static PATIENTS: Resource = Resource {
         text("last_name", 100).required(),
         text("suffix", 20),
         past_date("birth_date").required(),
-        one_of("sex", SEX).required(),
-        one_of("civil_status", CIVIL_STATUS),
-        one_of("status", PATIENT_STATUS).defaulted(),
+        one_of("sex", &SEX).required(),
+        one_of("civil_status", &CIVIL_STATUS),
+        one_of("status", &PATIENT_STATUS).defaulted(),
         Field::new("phone", Kind::Phone),
         Field::new("email", Kind::Email),
         text("address_line", 200),
@@ -70,10 +63,10 @@ pub static PATIENT_VISITS: Resource = Resource {
     fields: &[
         branch_ref("patient_id", "patients").required(),
         date("visit_date").required(),
-        one_of("visit_type", VISIT_TYPE),
+        one_of("visit_type", &VISIT_TYPE),
         registry_ref("doctor_id", "doctors"),
         text("reason", 500),
-        one_of("status", VISIT_STATUS).defaulted(),
+        one_of("status", &VISIT_STATUS).defaulted(),
         long_text("notes"),
     ],
     sort_fields: &["visit_date", "created_at", "status"],
@@ -107,10 +100,10 @@ pub static COMPLAINTS: Resource = Resource {
         branch_ref("patient_id", "patients").required(),
         branch_ref("patient_visit_id", "patient_visits").required(),
         text("complaint", 500).required(),
-        one_of("eye", EYE),
+        one_of("eye", &EYE),
         text("onset", 100),
         text("duration", 100),
-        one_of("severity", SEVERITY),
+        one_of("severity", &SEVERITY),
         long_text("notes"),
     ],
     sort_fields: &["created_at", "complaint", "severity"],
@@ -156,7 +149,7 @@ pub static PRESCRIBED_MEDICINES: Resource = Resource {
         branch_ref("patient_id", "patients").required(),
         branch_ref("patient_visit_id", "patient_visits").required(),
         registry_ref("medicine_id", "medicines").required(),
-        one_of("eye", EYE),
+        one_of("eye", &EYE),
         text("dosage", 100),
         text("frequency", 100),
         text("route", 100),

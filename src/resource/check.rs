@@ -1,37 +1,201 @@
 //! The check of one incoming value against its field's kind: one function per kind, each
-//! returning the value normalised (trimmed text, lowercased enums, sorted id lists) or the
-//! message to show under the field's name.
+//! returning the value normalised (trimmed text, lowercased enums, decimals at their scale)
+//! or the message to show. Objects and lists are checked field by field and item by item,
+//! their errors keyed by dotted paths (`right_eye.axis`, `left_eye.readings.1.method`).
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 
-use super::field::{Field, Kind};
+use super::field::{Field, Kind, Structure};
+use crate::http::error::FieldErrors;
 pub use crate::http::list::parse_date;
+
+/// Clock skew allowed to "not in the future" (a tablet a few minutes fast).
+const SKEW: time::Duration = time::Duration::minutes(5);
 
 /// A field name as people read it: `birth_date` -> "birth date".
 pub fn label(name: &str) -> String {
     name.replace('_', " ")
 }
 
-/// Checks one non-null value.
+/// Checks one non-null value of a scalar kind (objects and lists go through [`check_at`]).
 pub fn check(field: &Field, value: &Value) -> Result<Value, String> {
+    let mut errors = FieldErrors::new();
+    match check_at(field.name, field, value, &mut errors) {
+        Some(v) => Ok(v),
+        None => Err(errors.into_values().flatten().next().unwrap_or_else(|| "The value is invalid.".into())),
+    }
+}
+
+/// Checks one non-null value at `path`; on failure records every problem under its path and
+/// answers `None`.
+pub fn check_at(path: &str, field: &Field, value: &Value, errors: &mut FieldErrors) -> Option<Value> {
     let name = label(field.name);
-    match field.kind {
+    let scalar = match field.kind {
+        Kind::Object(structure) => return object(path, structure, value, errors),
+        Kind::List { item, min, max, distinct } => {
+            return list(path, field.name, item, (min, max, distinct), value, errors);
+        }
         Kind::Text { max } => text(&name, value, max, field.required, Lines::One),
         Kind::LongText { max } => text(&name, value, max, field.required, Lines::Many),
         Kind::Email => email(&name, value),
         Kind::Phone => phone(&name, value),
         Kind::Integer { min, max } => integer(&name, value, min, max),
+        Kind::Decimal(spec) => spec.check(&name, value),
         Kind::Ref(_) => id(&name, value),
         Kind::Date { past } => date(&name, value, past),
+        Kind::Timestamp { past } => timestamp(&name, value, past),
+        Kind::Time => clock_time(&name, value),
         Kind::Bool => boolean(&name, value),
-        Kind::Enum(values) => one_of(&name, value, values),
+        Kind::Enum(values) => one_of(&name, value, values.values),
         Kind::Code { min, max } => code(&name, value, min, max),
         Kind::Username => username(&name, value),
         Kind::Password => password(value, &name),
         Kind::IdList => id_list(&name, value),
         Kind::NameList => name_list(&name, value),
+    };
+    match scalar {
+        Ok(v) => Some(v),
+        Err(message) => {
+            errors.entry(path.to_owned()).or_default().push(message);
+            None
+        }
     }
+}
+
+fn nested(path: &str, key: impl std::fmt::Display) -> String {
+    format!("{path}.{key}")
+}
+
+/// An object of a structure's fields: unknown keys dropped, each field checked at its path,
+/// then the structure's rules.
+fn object(path: &str, structure: &Structure, value: &Value, errors: &mut FieldErrors) -> Option<Value> {
+    let Value::Object(sent) = value else {
+        errors
+            .entry(path.to_owned())
+            .or_default()
+            .push(format!("The {} must be an object.", label(leaf(path))));
+        return None;
+    };
+    let before = errors.len();
+    let mut clean = Map::new();
+    if structure.per_eye && !unassessed(path, structure, sent, &mut clean, errors) {
+        return None;
+    }
+    let assessing = !clean.get("unable_to_assess").is_some_and(|v| v == &Value::Bool(true));
+    if assessing {
+        for f in structure.fields {
+            let at = nested(path, f.name);
+            match sent.get(f.name) {
+                None | Some(Value::Null) if f.required => {
+                    errors.entry(at).or_default().push(format!("The {} field is required.", label(f.name)));
+                }
+                None | Some(Value::Null) => {}
+                Some(v) => {
+                    if let Some(v) = check_at(&at, f, v, errors) {
+                        clean.insert(f.name.into(), v);
+                    }
+                }
+            }
+        }
+        if structure.per_eye && errors.len() == before && clean.len() <= 1 {
+            errors
+                .entry(path.to_owned())
+                .or_default()
+                .push(format!("The {} holds no finding.", label(leaf(path))));
+        }
+    }
+    if errors.len() > before {
+        return None;
+    }
+    if assessing {
+        for rule in structure.rules {
+            for (field, message) in rule(&clean) {
+                errors.entry(nested(path, field)).or_default().push(message);
+            }
+        }
+    }
+    (errors.len() == before).then_some(Value::Object(clean))
+}
+
+/// `unable_to_assess` of an eye: when true, no measurement may be sent with it. Returns
+/// false when the object is already wrong.
+fn unassessed(
+    path: &str,
+    structure: &Structure,
+    sent: &Map<String, Value>,
+    clean: &mut Map<String, Value>,
+    errors: &mut FieldErrors,
+) -> bool {
+    let flag = match sent.get("unable_to_assess") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            let message = "The unable to assess field must be true or false.".to_owned();
+            errors.entry(nested(path, "unable_to_assess")).or_default().push(message);
+            return false;
+        }
+    };
+    clean.insert("unable_to_assess".into(), Value::Bool(flag));
+    if !flag {
+        return true;
+    }
+    let mut ok = true;
+    for f in structure.fields.iter().filter(|f| sent.get(f.name).is_some_and(|v| !v.is_null())) {
+        let message = format!("The {} must be empty when the eye could not be assessed.", label(f.name));
+        errors.entry(nested(path, f.name)).or_default().push(message);
+        ok = false;
+    }
+    ok
+}
+
+/// The last segment of a dotted path, for messages.
+fn leaf(path: &str) -> &str {
+    path.rsplit('.').find(|s| s.parse::<usize>().is_err()).unwrap_or(path)
+}
+
+fn list(
+    path: &str,
+    name: &'static str,
+    item: &Kind,
+    (min, max, distinct): (usize, usize, bool),
+    value: &Value,
+    errors: &mut FieldErrors,
+) -> Option<Value> {
+    let Value::Array(items) = value else {
+        errors.entry(path.to_owned()).or_default().push(format!("The {} must be a list.", label(name)));
+        return None;
+    };
+    if !(min..=max).contains(&items.len()) {
+        let message = format!("The {} must have {min} to {max} items.", label(name));
+        errors.entry(path.to_owned()).or_default().push(message);
+        return None;
+    }
+    let before = errors.len();
+    let element = Field { required: true, ..Field::new(name, *item) };
+    let mut clean = Vec::with_capacity(items.len());
+    for (i, v) in items.iter().enumerate() {
+        let at = nested(path, i);
+        if v.is_null() {
+            errors.entry(at).or_default().push(format!("The {} items may not be empty.", label(name)));
+        } else if let Some(v) = check_at(&at, &element, v, errors) {
+            clean.push(v);
+        }
+    }
+    if distinct && errors.len() == before {
+        let mut seen = Vec::new();
+        for (i, v) in clean.iter().enumerate() {
+            if seen.contains(&v) {
+                errors
+                    .entry(nested(path, i))
+                    .or_default()
+                    .push(format!("The {} may not repeat a value.", label(name)));
+            }
+            seen.push(v);
+        }
+    }
+    (errors.len() == before).then_some(Value::Array(clean))
 }
 
 fn string<'a>(name: &str, value: &'a Value) -> Result<&'a str, String> {
@@ -104,6 +268,30 @@ fn date(name: &str, value: &Value, past: bool) -> Result<Value, String> {
         return Err(format!("The {name} is too far in the past."));
     }
     Ok(Value::String(date.to_string()))
+}
+
+fn timestamp(name: &str, value: &Value, past: bool) -> Result<Value, String> {
+    let malformed = || format!("The {name} must be a date and time with an offset (RFC 3339).");
+    let at =
+        value.as_str().and_then(|s| OffsetDateTime::parse(s.trim(), &Rfc3339).ok()).ok_or_else(malformed)?;
+    if past && at > OffsetDateTime::now_utc() + SKEW {
+        return Err(format!("The {name} may not be in the future."));
+    }
+    if at.year() < 1900 || at.year() > 9999 {
+        return Err(format!("The {name} is out of range."));
+    }
+    let utc = at.to_offset(time::UtcOffset::UTC);
+    Ok(Value::String(utc.format(&Rfc3339).map_err(|_| malformed())?))
+}
+
+fn clock_time(name: &str, value: &Value) -> Result<Value, String> {
+    let s = value.as_str().map(str::trim).unwrap_or_default();
+    let parts: Vec<&str> = s.split(':').collect();
+    let ok = parts.len() == 2
+        && parts.iter().all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_digit()))
+        && parts[0].parse::<u8>().is_ok_and(|h| h < 24)
+        && parts[1].parse::<u8>().is_ok_and(|m| m < 60);
+    if ok { Ok(Value::String(s.to_owned())) } else { Err(format!("The {name} must be a time (HH:MM).")) }
 }
 
 fn boolean(name: &str, value: &Value) -> Result<Value, String> {
@@ -203,12 +391,13 @@ fn is_email(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::field::{branch_ref, one_of, past_date, text};
+    use crate::resource::field::{Enumeration, branch_ref, one_of, past_date, text};
     use serde_json::json;
 
     #[test]
     fn normalises_and_rejects() {
-        let sex = one_of("sex", &["male", "female"]);
+        static SEX: Enumeration = Enumeration { name: "sex", values: &["male", "female"] };
+        let sex = one_of("sex", &SEX);
         assert_eq!(check(&sex, &json!("Male")).unwrap(), json!("male"));
         assert!(check(&sex, &json!("x")).unwrap_err().contains("male, female"));
         let born = past_date("birth_date");

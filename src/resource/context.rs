@@ -59,7 +59,7 @@ impl Context {
     }
 
     pub fn writer(&self) -> Writer<'_> {
-        Writer { user_id: self.user.id, state: &self.state }
+        Writer { user_id: self.user.id, state: &self.state, branch_id: self.branch.as_ref().map(|b| b.id) }
     }
 
     /// The request body as a JSON object (size-limited).

@@ -6,7 +6,8 @@ use salvo::oapi::{
     Required, Schema, SchemaFormat, SchemaType,
 };
 
-use super::field::Kind;
+use super::decimal::{Decimal, Style};
+use super::field::{Kind, Structure};
 use super::{Resource, Scope, Shape};
 use crate::http::docs::{self, Access, Doc};
 use crate::http::list;
@@ -47,7 +48,7 @@ pub fn field_schema(kind: Kind, nullable: bool) -> RefOr<Schema> {
         Kind::Date { .. } => text().format(formatted(KnownFormat::Date)),
         Kind::Bool => typed(BasicType::Boolean, nullable),
         Kind::Enum(values) => {
-            let values = values.iter().map(|v| serde_json::Value::from(*v));
+            let values = values.values.iter().map(|v| serde_json::Value::from(*v));
             let values: Vec<serde_json::Value> =
                 if nullable { values.chain([serde_json::Value::Null]).collect() } else { values.collect() };
             text().enum_values(values)
@@ -62,8 +63,95 @@ pub fn field_schema(kind: Kind, nullable: bool) -> RefOr<Schema> {
             .format(formatted(KnownFormat::Password)),
         Kind::IdList => return list_of(docs::integer(), nullable),
         Kind::NameList => return list_of(docs::string(), nullable),
+        Kind::Decimal(spec) => decimal_schema(spec, nullable),
+        Kind::Timestamp { past } => text().format(formatted(KnownFormat::DateTime)).description(if past {
+            "RFC 3339; not in the future"
+        } else {
+            "RFC 3339"
+        }),
+        Kind::Time => text().pattern("^([01][0-9]|2[0-3]):[0-5][0-9]$").description("HH:MM"),
+        Kind::Object(structure) => return nullable_ref(structure.name, nullable),
+        Kind::List { item, min, max, distinct } => {
+            let list = Array::new().items(field_schema(*item, false)).min_items(min).max_items(max);
+            let list = if distinct { list.unique_items(true) } else { list };
+            return if nullable {
+                list.schema_type([BasicType::Array, BasicType::Null].into_iter().collect::<SchemaType>())
+                    .into()
+            } else {
+                list.into()
+            };
+        }
     };
     schema.into()
+}
+
+/// A structure's component, or null.
+fn nullable_ref(name: &str, nullable: bool) -> RefOr<Schema> {
+    if !nullable {
+        return Ref::from_schema_name(name).into();
+    }
+    let either = salvo::oapi::schema::OneOf::new()
+        .item(Ref::from_schema_name(name))
+        .item(typed(BasicType::Null, false));
+    Schema::OneOf(either).into()
+}
+
+/// Measurements are numbers on a step; money and quantities are fixed-scale strings.
+fn decimal_schema(spec: Decimal, nullable: bool) -> Object {
+    match spec.style {
+        Style::Measurement => {
+            let as_f64 = |d: rust_decimal::Decimal| d.to_string().parse::<f64>().unwrap_or_default();
+            typed(BasicType::Number, nullable)
+                .minimum(as_f64(spec.min_value()))
+                .maximum(as_f64(spec.max_value()))
+                .multiple_of(as_f64(spec.step_value()))
+                .description("Exact decimal; a numeric string is accepted too")
+        }
+        Style::Money | Style::Quantity => typed(BasicType::String, nullable)
+            .pattern(format!("^-?[0-9]+\\.[0-9]{{{}}}$", spec.scale))
+            .description(format!(
+                "Exact decimal with {} places, {} to {}; a number is accepted on input",
+                spec.scale,
+                spec.min_value(),
+                spec.max_value()
+            )),
+    }
+}
+
+/// The component of a structure (an eye's findings, a reading).
+pub fn structure_schema(structure: &Structure) -> Object {
+    let mut schema = Object::new().description(if structure.per_eye {
+        "One eye's findings; unable_to_assess true means no measurement may be given"
+    } else {
+        "Unknown keys are dropped"
+    });
+    if structure.per_eye {
+        schema =
+            schema.property("unable_to_assess", typed(BasicType::Boolean, false).default_value(false.into()));
+    }
+    for f in structure.fields {
+        schema = schema.property(f.name, field_schema(f.kind, !f.required));
+        if f.required {
+            schema = schema.required(f.name);
+        }
+    }
+    schema
+}
+
+/// Every structure a kind reaches, nested ones included.
+fn structures_in(kind: Kind, found: &mut Vec<&'static Structure>) {
+    match kind {
+        Kind::Object(structure) => {
+            if !found.iter().any(|s| std::ptr::eq(*s, structure)) {
+                found.push(structure);
+                for f in structure.fields {
+                    structures_in(f.kind, found);
+                }
+            }
+        }
+        Kind::List { item, .. } => structures_in(*item, found),
+        _ => {}
+    }
 }
 
 fn list_of(item: Object, nullable: bool) -> RefOr<Schema> {
@@ -280,6 +368,13 @@ fn filter_parameters(r: &Resource) -> Vec<Parameter> {
 /// Describes a resource's routes and schemas.
 pub fn document(doc: &mut Doc, resource: &'static Resource) {
     let name = schema_name(resource);
+    let mut structures = Vec::new();
+    for f in resource.fields {
+        structures_in(f.kind, &mut structures);
+    }
+    for structure in structures {
+        doc.add_schema(structure.name, structure_schema(structure));
+    }
     doc.add_schema(&name, output_schema(resource));
     doc.add_schema(&format!("{name}Input"), input_schema(resource));
     let item = || Ref::from_schema_name(&name);

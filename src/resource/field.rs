@@ -1,5 +1,10 @@
-//! Field declarations: a column's name, kind and presence rules. Values are checked against
-//! them by `check`.
+//! Field declarations: a column's name, kind and presence rules, and the shapes a kind can
+//! name (enumerations, exact decimals, structures stored as jsonb). Values are checked
+//! against them by `check`.
+
+use serde_json::{Map, Value};
+
+use super::decimal::{self, Decimal, Style};
 
 /// Where a referenced record lives.
 #[derive(Debug, Clone, Copy)]
@@ -8,6 +13,26 @@ pub enum Target {
     Branch(&'static str),
     /// A registry table (master data).
     Registry(&'static str),
+    /// An active user with access to the branch being written.
+    Staff,
+}
+
+pub use crate::enums::Enumeration;
+
+/// A rule between the fields of one object (a record, or a structure inside it): returns
+/// `(path, message)` for each field it finds wrong, the path relative to the object.
+pub type Rule = fn(&Map<String, Value>) -> Vec<(String, String)>;
+
+/// An object stored as jsonb (an eye's findings, a tonometry reading), with its own fields
+/// and rules. Its OpenAPI component is `name`.
+#[derive(Debug)]
+pub struct Structure {
+    pub name: &'static str,
+    pub fields: &'static [Field],
+    pub rules: &'static [Rule],
+    /// The findings of one eye: `unable_to_assess` (default false) may replace them; when it
+    /// is false the required fields must be there and at least one field hold a value.
+    pub per_eye: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -26,13 +51,22 @@ pub enum Kind {
         min: i64,
         max: i64,
     },
+    /// An exact decimal within a range and on a step (never a float).
+    Decimal(Decimal),
     /// `YYYY-MM-DD`; `past` forbids dates after today.
     Date {
         past: bool,
     },
+    /// An RFC 3339 timestamp with an offset; `past` forbids instants after now (5 minutes of
+    /// clock skew allowed).
+    Timestamp {
+        past: bool,
+    },
+    /// `HH:MM`.
+    Time,
     Bool,
-    /// One of the lowercase snake_case values.
-    Enum(&'static [&'static str]),
+    /// One of an enumeration's values.
+    Enum(&'static Enumeration),
     /// The id of another record, which must exist.
     Ref(Target),
     /// A short code of uppercase letters and digits (branch codes, ticket prefixes);
@@ -43,12 +77,21 @@ pub enum Kind {
     },
     /// A login name: letters, digits, `.`, `_`, `-` (never an e-mail address).
     Username,
-    /// A password: kept exactly as typed, length rules of `auth::password`.
+    /// A password: kept exactly as typed, length rules of `security::password`.
     Password,
     /// A list of distinct positive ids (checked by the resource's own handler).
     IdList,
     /// A list of distinct non-empty names (checked by the resource's own handler).
     NameList,
+    /// An object of the structure's fields, stored as jsonb.
+    Object(&'static Structure),
+    /// A list of `min..=max` items of one kind, stored as jsonb.
+    List {
+        item: &'static Kind,
+        min: usize,
+        max: usize,
+        distinct: bool,
+    },
 }
 
 impl Kind {
@@ -58,7 +101,17 @@ impl Kind {
             Self::Integer { .. } | Self::Ref(_) => "int8",
             Self::Date { .. } => "date",
             Self::Bool => "bool",
+            Self::Decimal(_) => "numeric",
             _ => "text",
+        }
+    }
+
+    /// How the column is selected for an answer: money and quantities as fixed-scale
+    /// strings, everything else as PostgreSQL renders it.
+    pub fn select(self, column: &str) -> String {
+        match self {
+            Self::Decimal(d) if d.style != Style::Measurement => format!("t.{column}::text AS {column}"),
+            _ => format!("t.{column}"),
         }
     }
 }
@@ -67,18 +120,21 @@ impl Kind {
 pub struct Field {
     pub name: &'static str,
     pub kind: Kind,
-    /// Must be present (and not null) on create; may never be set to null.
+    /// Must be present (and not null) on create; may never be set to null. Inside a
+    /// structure: must be present in every object.
     pub required: bool,
     /// The column is NOT NULL with a database default: left out, null or empty on create it
     /// takes the default; on update it may not be emptied.
     pub defaulted: bool,
     /// Set on create, never changed after (sending the same value back is fine).
     pub fixed: bool,
+    /// Left out on create, it is the id of the user writing (an exam's examiner).
+    pub caller_by_default: bool,
 }
 
 impl Field {
     pub const fn new(name: &'static str, kind: Kind) -> Self {
-        Self { name, kind, required: false, defaulted: false, fixed: false }
+        Self { name, kind, required: false, defaulted: false, fixed: false, caller_by_default: false }
     }
 
     pub const fn required(mut self) -> Self {
@@ -93,6 +149,11 @@ impl Field {
 
     pub const fn fixed(mut self) -> Self {
         self.fixed = true;
+        self
+    }
+
+    pub const fn caller_by_default(mut self) -> Self {
+        self.caller_by_default = true;
         self
     }
 }
@@ -110,7 +171,16 @@ pub const fn date(name: &'static str) -> Field {
 pub const fn past_date(name: &'static str) -> Field {
     Field::new(name, Kind::Date { past: true })
 }
-pub const fn one_of(name: &'static str, values: &'static [&'static str]) -> Field {
+pub const fn timestamp(name: &'static str) -> Field {
+    Field::new(name, Kind::Timestamp { past: false })
+}
+pub const fn past_timestamp(name: &'static str) -> Field {
+    Field::new(name, Kind::Timestamp { past: true })
+}
+pub const fn time(name: &'static str) -> Field {
+    Field::new(name, Kind::Time)
+}
+pub const fn one_of(name: &'static str, values: &'static Enumeration) -> Field {
     Field::new(name, Kind::Enum(values))
 }
 pub const fn branch_ref(name: &'static str, table: &'static str) -> Field {
@@ -124,4 +194,34 @@ pub const fn boolean(name: &'static str) -> Field {
 }
 pub const fn integer(name: &'static str, min: i64, max: i64) -> Field {
     Field::new(name, Kind::Integer { min, max })
+}
+/// A measurement: `min..=max` in multiples of `step`, all written as decimals
+/// (`num("sphere", "-30", "30", "0.25")`), answered as a JSON number at the step's scale.
+pub const fn num(name: &'static str, min: &str, max: &str, step: &str) -> Field {
+    Field::new(name, Kind::Decimal(decimal::spec(min, max, step, Style::Measurement)))
+}
+/// Money: at least 0, at most 10 integer digits, 2 decimals, answered as a string.
+pub const fn money(name: &'static str) -> Field {
+    Field::new(name, Kind::Decimal(decimal::spec("0", "9999999999.99", "0.01", Style::Money)))
+}
+/// A quantity: at least 0, at most 9 integer digits, 3 decimals, answered as a string.
+pub const fn qty(name: &'static str) -> Field {
+    Field::new(name, Kind::Decimal(decimal::spec("0", "999999999.999", "0.001", Style::Quantity)))
+}
+/// A quantity that may be negative (a movement out of stock).
+pub const fn signed_qty(name: &'static str) -> Field {
+    Field::new(
+        name,
+        Kind::Decimal(decimal::spec("-999999999.999", "999999999.999", "0.001", Style::Quantity)),
+    )
+}
+pub const fn object(name: &'static str, structure: &'static Structure) -> Field {
+    Field::new(name, Kind::Object(structure))
+}
+pub const fn list(name: &'static str, item: &'static Kind, min: usize, max: usize) -> Field {
+    Field::new(name, Kind::List { item, min, max, distinct: false })
+}
+/// A list whose items may not repeat (clock hours).
+pub const fn distinct_list(name: &'static str, item: &'static Kind, min: usize, max: usize) -> Field {
+    Field::new(name, Kind::List { item, min, max, distinct: true })
 }

@@ -7,6 +7,7 @@
 
 pub mod check;
 pub mod context;
+pub mod decimal;
 pub mod docs;
 pub mod etag;
 pub mod field;

@@ -132,6 +132,7 @@ pub(super) async fn check_references(
             Target::Registry(table) => {
                 registry_row_in(&writer.state.registry.get().await?, table, id).await?
             }
+            Target::Staff => staff_of_branch(writer, id).await?,
         };
         if !exists {
             errors
@@ -156,4 +157,13 @@ async fn registry_row_in(client: &impl Queries, table: &str, id: i64) -> ApiResu
     }
     let sql = format!("SELECT EXISTS (SELECT 1 FROM public.{table} WHERE id = $1)");
     Ok(client.query_one(&sql, &[&id]).await?.get(0))
+}
+
+/// Whether `user` is active and may work in the branch being written.
+async fn staff_of_branch(writer: &Writer<'_>, user: i64) -> ApiResult<bool> {
+    let Some(branch) = writer.branch_id else { return Ok(false) };
+    let client = writer.state.registry.get().await?;
+    let sql = "SELECT EXISTS (SELECT 1 FROM users u JOIN branch_users bu ON bu.user_id = u.id
+                               WHERE u.id = $1 AND u.active AND bu.branch_id = $2)";
+    Ok(client.query_one(sql, &[&user, &branch]).await?.get(0))
 }

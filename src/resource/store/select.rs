@@ -179,8 +179,11 @@ fn filter_value(kind: Kind, name: &str, raw: &str) -> Result<Option<Param>, Stri
         },
         Kind::Enum(values) => {
             let v = raw.to_ascii_lowercase();
-            if !values.contains(&v.as_str()) {
-                return Err(format!("The selected {name} is invalid. Allowed: {}.", values.join(", ")));
+            if !values.values.contains(&v.as_str()) {
+                return Err(format!(
+                    "The selected {name} is invalid. Allowed: {}.",
+                    values.values.join(", ")
+                ));
             }
             Box::new(v)
         }

@@ -67,6 +67,8 @@ pub async fn audit_event(
 pub struct Writer<'a> {
     pub user_id: i64,
     pub state: &'a AppState,
+    /// The branch being written, on branch routes.
+    pub branch_id: Option<i64>,
 }
 
 /// A committed write: the record as it now is, and the cached entries it made stale (already
