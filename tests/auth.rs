@@ -101,7 +101,7 @@ struct TempDir(PathBuf);
 impl TempDir {
     fn new() -> Self {
         let dir = std::env::temp_dir()
-            .join(format!("clinic-auth-test-{}", &clinic_server::auth::tokens::random_secret()[..16]));
+            .join(format!("clinic-auth-test-{}", &clinic_server::security::tokens::random_secret()[..16]));
         std::fs::create_dir_all(&dir).unwrap();
         Self(dir)
     }

@@ -141,12 +141,10 @@ pub fn structure_schema(structure: &Structure) -> Object {
 /// Every structure a kind reaches, nested ones included.
 fn structures_in(kind: Kind, found: &mut Vec<&'static Structure>) {
     match kind {
-        Kind::Object(structure) => {
-            if !found.iter().any(|s| std::ptr::eq(*s, structure)) {
-                found.push(structure);
-                for f in structure.fields {
-                    structures_in(f.kind, found);
-                }
+        Kind::Object(structure) if !found.iter().any(|s| std::ptr::eq(*s, structure)) => {
+            found.push(structure);
+            for f in structure.fields {
+                structures_in(f.kind, found);
             }
         }
         Kind::List { item, .. } => structures_in(*item, found),

@@ -8,9 +8,10 @@
 
 use std::sync::Arc;
 
-use clinic_server::app::{self, AppState, Running};
+use clinic_server::app::{self, Running};
 use clinic_server::config::Settings;
 use clinic_server::embedded_pg::{self, EmbeddedPostgres};
+use clinic_server::state::AppState;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
@@ -69,7 +70,7 @@ pub struct TestDb {
 impl TestDb {
     pub async fn create() -> Self {
         let server = server_url().await;
-        let name = format!("clinic_test_{}", &clinic_server::auth::tokens::random_secret()[..16]);
+        let name = format!("clinic_test_{}", &clinic_server::security::tokens::random_secret()[..16]);
         let admin = clinic_server::db::connect(&server).await.expect("connect to the test PostgreSQL server");
         admin.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create test database");
         Self { url: database_url(&server, &name), name, server }
@@ -190,7 +191,10 @@ impl TestApp {
             name: format!("Branch {code}"),
             database_url: None,
         };
-        self.state.create_branch(new, &[admin]).await.expect("branch created").id
+        clinic_server::tenancy::branches::provision(&self.state, new, &[admin])
+            .await
+            .expect("branch created")
+            .id
     }
 
     /// Creates a user with the given role names and branch ids; returns (id, token).
