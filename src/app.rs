@@ -19,22 +19,23 @@ use crate::http::{catcher, trace};
 use crate::resource::{self, Resource, Scope};
 use crate::state::AppState;
 use crate::tenancy::branches;
-use crate::{admin, auth, bootstrap, clinical, db, health, notify, permissions};
+use crate::{admin, auth, bootstrap, clinical, db, exams, health, master, notify, permissions};
 
 /// Every declared resource, for documentation and checks.
 pub fn resources() -> Vec<&'static Resource> {
-    clinical::RESOURCES.iter().chain(admin::RESOURCES).copied().collect()
+    clinical::RESOURCES.iter().chain(exams::RESOURCES).chain(admin::RESOURCES).copied().collect()
 }
 
 /// Resources whose five operations are all the shared handlers (admin composes its own
 /// routes from the shared parts).
 fn served_generically() -> impl Iterator<Item = &'static Resource> {
-    clinical::RESOURCES.iter().copied()
+    clinical::RESOURCES.iter().chain(exams::RESOURCES).copied()
 }
 
 /// Connects, migrates the registry and every branch, bootstraps an empty registry, and
 /// starts listening for cache invalidations.
 pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<Arc<AppState>> {
+    resource::register(resources());
     let registry = db::registry_pool(database_url, &settings)?;
     {
         let mut client = registry.get().await.context("connecting to the registry database")?;
@@ -68,8 +69,10 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
 
 /// Every route of the API, with its hoops.
 fn api_router() -> Router {
-    let mut branch_scoped =
-        Router::new().hoop(crate::tenancy::hoop::require_branch).push(clinical::extra_routes());
+    let mut branch_scoped = Router::new()
+        .hoop(crate::tenancy::hoop::require_branch)
+        .push(clinical::extra_routes())
+        .push(exams::extra_routes());
     let mut global = Router::new();
     for r in served_generically() {
         match r.scope {
@@ -81,6 +84,7 @@ fn api_router() -> Router {
         .hoop(auth::Authenticate { metered: true })
         .push(auth::routes::authenticated())
         .push(admin::router())
+        .push(master::router())
         .push(global)
         .push(branch_scoped);
     Router::with_path("api/v1")
@@ -101,6 +105,8 @@ pub fn openapi() -> salvo::oapi::OpenApi {
     }
     admin::document(&mut doc);
     clinical::document(&mut doc);
+    exams::document(&mut doc);
+    master::document(&mut doc);
     doc.finish()
 }
 

@@ -2,6 +2,7 @@
 //! serves them. Enumerations follow DESIGN.md (lowercase snake_case).
 
 pub mod patients;
+pub mod summary;
 
 use crate::enums::{CIVIL_STATUS, EYE, PATIENT_STATUS, SEVERITY, SEX, VISIT_STATUS, VISIT_TYPE};
 use crate::http::list::SortDirection;
@@ -9,7 +10,7 @@ use crate::permissions::{PATIENTS_READ, PATIENTS_WRITE};
 use crate::resource::field::{
     Field, Kind, branch_ref, date, integer, long_text, one_of, past_date, registry_ref, text,
 };
-use crate::resource::{Guard, PATIENT_OF_VISIT, Resource, Scope, Shape, Unique};
+use crate::resource::{PATIENT_OF_VISIT, Resource, Scope, Shape, Unique};
 
 pub static PATIENTS: Resource = Resource {
     path: "patients",
@@ -75,16 +76,7 @@ pub static PATIENT_VISITS: Resource = Resource {
     search: &["reason"],
     filters: &["patient_id", "status", "visit_type", "visit_date"],
     // Records of a visit name its patient too: the visit keeps its patient once it has any.
-    guards: &[
-        Guard { field: "patient_id", table: "patient_visit_plans", column: "patient_visit_id" },
-        Guard {
-            field: "patient_id",
-            table: "patient_visit_prescribed_medicines",
-            column: "patient_visit_id",
-        },
-        Guard { field: "patient_id", table: "complaints", column: "patient_visit_id" },
-        Guard { field: "patient_id", table: "medical_certificates", column: "patient_visit_id" },
-    ],
+    keeps: &["patient_id"],
     derived: &[],
     read_permission: PATIENTS_READ,
     write_permission: PATIENTS_WRITE,
@@ -207,15 +199,39 @@ pub static AUDIT_LOGS: Resource = Resource::audit_trail("audit-logs", Scope::Bra
 
 /// Routes that must be matched before the generic `/patients/{id}`.
 pub fn extra_routes() -> salvo::Router {
-    salvo::Router::with_path("patients")
-        .push(salvo::Router::with_path("search").get(patients::lookup))
-        .push(salvo::Router::with_path("export").get(patients::export))
+    salvo::Router::new()
+        .push(
+            salvo::Router::with_path("patients")
+                .push(salvo::Router::with_path("search").get(patients::lookup))
+                .push(salvo::Router::with_path("export").get(patients::export)),
+        )
+        .push(salvo::Router::with_path("patient-visits/{id}/summary").get(summary::summary))
 }
 
 /// OpenAPI entries of [`extra_routes`].
 pub fn document(doc: &mut crate::http::docs::Doc) {
     use crate::http::docs::{self, Access, Doc};
     use salvo::oapi::{Object, PathItemType};
+    let records = Object::new().additional_properties(salvo::oapi::Array::new().items(Object::new()));
+    let summary = Object::new()
+        .property("visit", salvo::oapi::Ref::from_schema_name("PatientVisit"))
+        .property(
+            "patient",
+            Object::new()
+                .property("id", docs::integer())
+                .property("pin", docs::string())
+                .property("first_name", docs::string())
+                .property("last_name", docs::string()),
+        )
+        .property(
+            "records",
+            records.description("One key per kind of record (`complaints`, `visual_acuities`, ...); examinations only with clinical.read"),
+        );
+    let op =
+        Doc::operation(Access::Branch, "patient-visits", "A visit with every record of it, grouped by kind")
+            .add_parameter(docs::path_id());
+    let op = Doc::not_found(Doc::answers(op, "200", "The visit and its records", docs::envelope(summary)));
+    doc.add(PathItemType::Get, "/api/v1/patient-visits/{id}/summary", op);
     let op = Doc::operation(Access::Branch, "patients", "Type-ahead lookup by name words, PIN or phone")
         .add_parameter(
             docs::query(

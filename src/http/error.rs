@@ -29,6 +29,9 @@ pub enum ApiError {
     NotFound,
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    /// A 409 whose body says more: the record's `status`, the `conflicts`, the `shortages`.
+    #[error("{message}")]
+    ConflictWith { code: &'static str, message: String, details: serde_json::Map<String, serde_json::Value> },
     #[error("precondition failed")]
     PreconditionFailed,
     #[error("request timeout")]
@@ -63,6 +66,14 @@ impl ApiError {
         Self::Validation(errors)
     }
 
+    pub fn conflict_with(
+        code: &'static str,
+        message: impl Into<String>,
+        details: impl IntoIterator<Item = (String, serde_json::Value)>,
+    ) -> Self {
+        Self::ConflictWith { code, message: message.into(), details: details.into_iter().collect() }
+    }
+
     pub fn unavailable(code: &'static str, message: impl Into<String>) -> Self {
         Self::Unavailable { code, message: message.into() }
     }
@@ -73,7 +84,7 @@ impl ApiError {
             Self::InvalidCredentials | Self::Unauthenticated => StatusCode::UNAUTHORIZED,
             Self::Forbidden { .. } => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
-            Self::Conflict { .. } => StatusCode::CONFLICT,
+            Self::Conflict { .. } | Self::ConflictWith { .. } => StatusCode::CONFLICT,
             Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -93,6 +104,12 @@ impl ApiError {
                 "code": "validation_failed",
                 "errors": errors,
             }),
+            Self::ConflictWith { code, message, details } => {
+                let mut body = details.clone();
+                body.insert("message".into(), json!(message));
+                body.insert("code".into(), json!(code));
+                serde_json::Value::Object(body)
+            }
             other => {
                 let (code, message): (&str, String) = match other {
                     Self::BadRequest { code, message }
@@ -116,7 +133,9 @@ impl ApiError {
                         ("rate_limited", "Too many requests. Try again later.".into())
                     }
                     Self::Internal(_) => ("internal_error", "Internal server error.".into()),
-                    Self::InvalidCredentials | Self::Validation(_) => unreachable!(),
+                    Self::InvalidCredentials | Self::Validation(_) | Self::ConflictWith { .. } => {
+                        unreachable!()
+                    }
                 };
                 json!({ "message": message, "code": code })
             }

@@ -111,7 +111,7 @@ fn object(path: &str, structure: &Structure, value: &Value, errors: &mut FieldEr
     }
     if assessing {
         for rule in structure.rules {
-            for (field, message) in rule(&clean) {
+            for (field, message) in rule(&mut clean) {
                 errors.entry(nested(path, field)).or_default().push(message);
             }
         }

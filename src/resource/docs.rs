@@ -6,6 +6,7 @@ use salvo::oapi::{
     Required, Schema, SchemaFormat, SchemaType,
 };
 
+use super::actions::{Action, Verb};
 use super::decimal::{Decimal, Style};
 use super::field::{Kind, Structure};
 use super::{Resource, Scope, Shape};
@@ -167,6 +168,7 @@ fn shape_schema(shape: Shape) -> RefOr<Schema> {
     let schema = match shape {
         Shape::Text => typed(BasicType::String, true),
         Shape::Integer => typed(BasicType::Integer, true).format(formatted(KnownFormat::Int64)),
+        Shape::Number => typed(BasicType::Number, true),
         Shape::Date => typed(BasicType::String, true).format(formatted(KnownFormat::Date)),
         Shape::Timestamp => typed(BasicType::String, true).format(formatted(KnownFormat::DateTime)),
         Shape::Ids => return Array::new().items(docs::integer()).into(),
@@ -185,7 +187,7 @@ fn output_schema(resource: &Resource) -> Object {
     if let Some(parent) = resource.parent {
         output = output.property(parent.column, docs::integer());
     }
-    for f in resource.fields {
+    for f in resource.all_fields() {
         // Optional fields may be sent as null (to clear them) and come back as null.
         output = output.property(f.name, field_schema(f.kind, !f.required && !f.defaulted));
     }
@@ -205,7 +207,7 @@ fn output_schema(resource: &Resource) -> Object {
 /// The body of a create or an update.
 fn input_schema(resource: &Resource) -> Object {
     let mut input = Object::new();
-    for f in resource.fields {
+    for f in resource.all_fields() {
         input = input.property(f.name, field_schema(f.kind, !f.required && !f.defaulted));
         if f.required {
             input = input.required(f.name);
@@ -315,6 +317,38 @@ impl Operations<'_> {
         Doc::not_found(Doc::stale(op))
     }
 
+    fn action(&self, action: &Action, item: impl Into<RefOr<Schema>>) -> (PathItemType, Operation) {
+        let moves: Vec<String> =
+            action.moves.iter().map(|m| format!("{} -> {}", m.from.join(" | "), m.to)).collect();
+        let op = self
+            .start(&format!("{}: {}", action.name.replace('_', " "), moves.join("; ")))
+            .add_parameter(docs::path_id())
+            .add_parameter(if_match_header("ETag of the version acted on; 412 when it changed meanwhile"));
+        let op = if action.input.is_empty() {
+            op
+        } else {
+            let mut body = Object::new();
+            for f in action.input {
+                body = body.property(f.name, field_schema(f.kind, !f.required));
+                if f.required {
+                    body = body.required(f.name);
+                }
+            }
+            Doc::with_body(op, body)
+        };
+        let op = Doc::answers(op, "200", action.done, docs::envelope(item));
+        let op = Doc::conflict(
+            Doc::stale(Doc::not_found(op)),
+            "invalid_transition: not possible from the current status",
+        );
+        let verb = match action.verb {
+            Verb::Post => PathItemType::Post,
+            Verb::Put => PathItemType::Put,
+            Verb::Patch => PathItemType::Patch,
+        };
+        (verb, op)
+    }
+
     fn delete(&self) -> Operation {
         let op = self
             .start(&format!("Delete a {}", self.resource.label.to_lowercase()))
@@ -367,7 +401,7 @@ fn filter_parameters(r: &Resource) -> Vec<Parameter> {
 pub fn document(doc: &mut Doc, resource: &'static Resource) {
     let name = schema_name(resource);
     let mut structures = Vec::new();
-    for f in resource.fields {
+    for f in resource.all_fields() {
         structures_in(f.kind, &mut structures);
     }
     for structure in structures {
@@ -386,6 +420,35 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
         return;
     }
     doc.add(PathItemType::Post, &collection, ops.create(item(), body()));
-    doc.add(PathItemType::Put, &member, ops.update(item(), body()));
-    doc.add(PathItemType::Delete, &member, ops.delete());
+    let (update, delete) = (ops.update(item(), body()), ops.delete());
+    match resource.lock {
+        Some(lock) => {
+            let update = match lock.amend {
+                Some(amend) => Doc::invalid(
+                    update,
+                    &format!("A {} record changes only with {}", lock.states.join(" or "), amend.reason),
+                ),
+                None => Doc::conflict(
+                    update,
+                    &format!("{}: the record's state allows no such change", lock.conflict),
+                ),
+            };
+            doc.add(PathItemType::Put, &member, update);
+            let delete = match lock.delete {
+                Some(code) => {
+                    Doc::conflict(delete, &format!("{code}: a {} record is kept", lock.states.join(" or ")))
+                }
+                None => delete,
+            };
+            doc.add(PathItemType::Delete, &member, delete);
+        }
+        None => {
+            doc.add(PathItemType::Put, &member, update);
+            doc.add(PathItemType::Delete, &member, delete);
+        }
+    }
+    for action in resource.actions {
+        let (verb, op) = ops.action(action, item());
+        doc.add(verb, &format!("{member}/{}", action.segment), op);
+    }
 }

@@ -20,8 +20,9 @@ pub enum Target {
 pub use crate::enums::Enumeration;
 
 /// A rule between the fields of one object (a record, or a structure inside it): returns
-/// `(path, message)` for each field it finds wrong, the path relative to the object.
-pub type Rule = fn(&Map<String, Value>) -> Vec<(String, String)>;
+/// `(path, message)` for each field it finds wrong, the path relative to the object. A rule
+/// may also fill in what follows from the other fields (a visual acuity's logMAR).
+pub type Rule = fn(&mut Map<String, Value>) -> Vec<(String, String)>;
 
 /// An object stored as jsonb (an eye's findings, a tonometry reading), with its own fields
 /// and rules. Its OpenAPI component is `name`.

@@ -9,6 +9,7 @@ use deadpool_postgres::Transaction;
 use salvo::async_trait;
 use serde_json::{Map, Value};
 
+use super::actions::Action;
 use super::store::Writer;
 use crate::http::error::ApiResult;
 use crate::notify::Topic;
@@ -46,6 +47,20 @@ pub trait Hooks: Send + Sync {
         _id: i64,
         _input: &Map<String, Value>,
         _before: Option<&Value>,
+    ) -> ApiResult<Vec<Topic>> {
+        Ok(Vec::new())
+    }
+
+    /// In an action's transaction, after the new state is written and before the record is
+    /// re-read and audited (posting a delivery writes its stock movements here).
+    async fn acted(
+        &self,
+        _tx: &Transaction<'_>,
+        _writer: &Writer<'_>,
+        _id: i64,
+        _action: &Action,
+        _input: &Map<String, Value>,
+        _before: &Value,
     ) -> ApiResult<Vec<Topic>> {
         Ok(Vec::new())
     }

@@ -5,6 +5,7 @@
 //! write audited in the same transaction) and [`routes`] into HTTP routes and their OpenAPI
 //! description. Handlers are never written per resource.
 
+pub mod actions;
 pub mod check;
 pub mod context;
 pub mod decimal;
@@ -16,8 +17,9 @@ pub mod routes;
 pub mod store;
 pub mod validate;
 
+pub use actions::{Action, StateLock};
 pub use context::Context;
-pub use field::{Field, Kind, Target};
+pub use field::{Field, Kind, Rule, Target};
 pub use hooks::Hooks;
 
 use crate::http::list::SortDirection;
@@ -50,6 +52,8 @@ pub const PATIENT_OF_VISIT: Derived =
 pub enum Shape {
     Text,
     Integer,
+    /// An exact decimal, answered as a JSON number.
+    Number,
     Date,
     Timestamp,
     Ids,
@@ -78,15 +82,6 @@ pub struct Unique {
     pub message: &'static str,
 }
 
-/// `field` may not change while rows of `table` point at the record through `column`
-/// (a visit's patient, once the visit has records that name that patient too).
-#[derive(Debug, Clone, Copy)]
-pub struct Guard {
-    pub field: &'static str,
-    pub table: &'static str,
-    pub column: &'static str,
-}
-
 pub struct Resource {
     /// URL segment under `/api/v1`, e.g. `complaints`.
     pub path: &'static str,
@@ -94,8 +89,22 @@ pub struct Resource {
     /// Human name of one record, for messages: "Complaint".
     pub label: &'static str,
     pub scope: Scope,
+    /// Writable fields shared with other resources (an examination's visit, examiner,
+    /// signature), answered before the resource's own.
+    pub common: &'static [Field],
     /// Writable fields.
     pub fields: &'static [Field],
+    /// Rules between the fields of a whole record, checked after the row is locked on the
+    /// stored record with the sent fields over it.
+    pub rules: &'static [Rule],
+    /// State changes beside the CRUD verbs.
+    pub actions: &'static [Action],
+    /// What the record's state forbids.
+    pub lock: Option<StateLock>,
+    /// Fields that may not change while live records derive theirs from this one (a visit's
+    /// patient, once records of the visit name that patient); the dependent resources are
+    /// found among all declarations by their `derived` rules.
+    pub keeps: &'static [&'static str],
     /// Columns shown but never written by clients (e.g. a generated PIN).
     pub read_only: &'static [(&'static str, Shape)],
     /// `(name, SQL expression over the row alias t)` added to every answer.
@@ -133,9 +142,21 @@ pub struct Resource {
     /// The table's live rows are counted in `row_counts` by trigger (large tables): an
     /// unfiltered list reads its total there instead of counting.
     pub counted: bool,
-    pub guards: &'static [Guard],
     /// What the resource does beyond the shared writes.
     pub hooks: &'static dyn Hooks,
+}
+
+static CATALOGUE: std::sync::OnceLock<Vec<&'static Resource>> = std::sync::OnceLock::new();
+
+/// Tells the mechanism every declaration, for rules that span resources (`keeps`); the top
+/// of the server calls it once at start-up.
+pub fn register(all: Vec<&'static Resource>) {
+    let _ = CATALOGUE.set(all);
+}
+
+/// Every declaration, once registered.
+pub fn registered() -> &'static [&'static Resource] {
+    CATALOGUE.get().map(Vec::as_slice).unwrap_or(&[])
 }
 
 impl std::fmt::Debug for Resource {
@@ -151,7 +172,12 @@ impl Resource {
         table: "",
         label: "",
         scope: Scope::Branch,
+        common: &[],
         fields: &[],
+        rules: &[],
+        actions: &[],
+        lock: None,
+        keeps: &[],
         read_only: &[],
         computed: &[],
         sort_fields: &["id"],
@@ -173,7 +199,6 @@ impl Resource {
         soft_delete: true,
         trailing: &["version", "created_at", "updated_at"],
         counted: false,
-        guards: &[],
         hooks: &hooks::NoHooks,
     };
 }
@@ -220,8 +245,13 @@ impl Resource {
         }
     }
 
-    pub fn field(&self, name: &str) -> Option<&Field> {
-        self.fields.iter().find(|f| f.name == name)
+    /// Every writable field: the shared ones, then the resource's own.
+    pub fn all_fields(&self) -> impl Iterator<Item = &'static Field> + use<> {
+        self.common.iter().chain(self.fields)
+    }
+
+    pub fn field(&self, name: &str) -> Option<&'static Field> {
+        self.all_fields().find(|f| f.name == name)
     }
 
     /// The declared type of a filterable column.
@@ -234,12 +264,23 @@ impl Resource {
         format!("/api/v1/{}", self.path)
     }
 
+    /// The dependents of a field named in `keeps`: `(table, column)` of every declaration
+    /// whose `field` is derived from this resource's `field` through `column`.
+    pub fn dependents(&self, field: &str) -> Vec<(&'static str, &'static str)> {
+        registered()
+            .iter()
+            .flat_map(|r| r.derived.iter().map(move |d| (r, d)))
+            .filter(|(_, d)| d.table == self.table && d.column == field)
+            .map(|(r, d)| (r.table, d.from))
+            .collect()
+    }
+
     /// Every column of an answer, in order.
     pub fn output_columns(&self) -> impl Iterator<Item = &'static str> + '_ {
         std::iter::once("id")
             .chain(self.parent.map(|p| p.column))
             .chain(self.read_only.iter().map(|(name, _)| *name))
-            .chain(self.fields.iter().map(|f| f.name))
+            .chain(self.all_fields().map(|f| f.name))
             .chain(self.trailing.iter().copied())
     }
 }

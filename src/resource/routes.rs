@@ -5,10 +5,11 @@ use salvo::prelude::*;
 use serde_json::{Map, Value};
 
 use super::Resource;
+use super::actions::{Action, Verb};
 use super::context::Context;
 use super::etag::{IfMatch, etag};
 use super::store::{self, Conn, Within};
-use super::validate::validate_fields;
+use super::validate::{check_fields, validate_fields};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
 
@@ -226,16 +227,67 @@ async fn checked_input(
     Err(ApiError::Validation(errors))
 }
 
-/// `/<path>` and `/<path>/{id}` with the five CRUD operations.
+/// The shared handler of a declared action (`POST /<path>/{id}/<segment>`).
+pub struct ActionHandler {
+    resource: &'static Resource,
+    action: &'static Action,
+}
+
+#[async_trait]
+impl Handler for ActionHandler {
+    async fn handle(&self, req: &mut Request, depot: &mut Depot, res: &mut Response, _ctrl: &mut FlowCtrl) {
+        if let Err(e) = self.run(req, depot, res).await {
+            res.render(e);
+        }
+    }
+}
+
+impl ActionHandler {
+    async fn run(&self, req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+        let (resource, action) = (self.resource, self.action);
+        let ctx = Context::of(depot)?;
+        ctx.require(action.permission.unwrap_or(resource.write_permission))?;
+        let within = match resource.parent {
+            Some(parent) => Some((parent.column, web::path_id(req, parent.param)?)),
+            None => None,
+        };
+        let id = web::path_id(req, "id")?;
+        let if_match = IfMatch::of(req);
+        let body = ctx.body(req).await?;
+        let (input, errors) = check_fields(action.input.iter(), &body, true, |_| false);
+        if !errors.is_empty() {
+            return Err(ApiError::Validation(errors));
+        }
+        let handler = ResourceHandler { resource, op: Op::Update };
+        let mut conn = handler.connect(&ctx, within).await?;
+        let written =
+            store::act(&mut conn, &ctx.writer(), resource, within, id, action, input, if_match).await?;
+        handler.committed(&ctx, &written).await;
+        let record = written.record.unwrap_or_default();
+        set_etag(res, &record);
+        web::ok(res, action.done, record);
+        Ok(())
+    }
+}
+
+/// `/<path>` and `/<path>/{id}` with the five CRUD operations, and `/<path>/{id}/<segment>`
+/// for each declared action.
 pub fn router(resource: &'static Resource) -> Router {
     let h = |op| ResourceHandler { resource, op };
-    if !resource.writable {
-        return Router::with_path(resource.path)
-            .get(h(Op::List))
-            .push(Router::with_path("{id}").get(h(Op::Show)));
+    let mut member = Router::with_path("{id}").get(h(Op::Show));
+    if resource.writable {
+        member = member.put(h(Op::Update)).delete(h(Op::Delete));
     }
-    Router::with_path(resource.path)
-        .get(h(Op::List))
-        .post(h(Op::Create))
-        .push(Router::with_path("{id}").get(h(Op::Show)).put(h(Op::Update)).delete(h(Op::Delete)))
+    for action in resource.actions {
+        let route = Router::with_path(action.segment);
+        let handler = ActionHandler { resource, action };
+        member = member.push(match action.verb {
+            Verb::Post => route.post(handler),
+            Verb::Put => route.put(handler),
+            Verb::Patch => route.patch(handler),
+        });
+    }
+    let collection = Router::with_path(resource.path).get(h(Op::List));
+    let collection = if resource.writable { collection.post(h(Op::Create)) } else { collection };
+    collection.push(member)
 }

@@ -26,22 +26,32 @@ pub fn validate_fields(
     body: &Map<String, Value>,
     creating: bool,
 ) -> (Map<String, Value>, FieldErrors) {
+    let filled = |f: &Field| f.caller_by_default || resource.derived.iter().any(|d| d.field == f.name);
+    check_fields(resource.all_fields().chain(resource.write_only), body, creating, filled)
+}
+
+/// Checks `body` against a list of fields (a resource's, an action's body); `filled` says
+/// which fields the server fills in when they are left out.
+pub fn check_fields<'f>(
+    fields: impl Iterator<Item = &'f Field>,
+    body: &Map<String, Value>,
+    creating: bool,
+    filled: impl Fn(&Field) -> bool,
+) -> (Map<String, Value>, FieldErrors) {
     let mut errors = FieldErrors::new();
     let mut clean = Map::new();
-    for f in resource.fields.iter().chain(resource.write_only) {
-        let derived = resource.derived.iter().any(|d| d.field == f.name);
-        match presence(f, body.get(f.name), creating, derived) {
+    for f in fields {
+        match presence(f, body.get(f.name), creating, filled(f)) {
             Presence::Absent => {}
             Presence::Missing(message) => errors.entry(f.name.into()).or_default().push(message),
             Presence::Null => {
                 clean.insert(f.name.into(), Value::Null);
             }
-            Presence::Value(value) => match check::check(f, value) {
-                Ok(v) => {
+            Presence::Value(value) => {
+                if let Some(v) = check::check_at(f.name, f, value, &mut errors) {
                     clean.insert(f.name.into(), v);
                 }
-                Err(message) => errors.entry(f.name.into()).or_default().push(message),
-            },
+            }
         }
     }
     (clean, errors)
@@ -58,10 +68,11 @@ enum Presence<'a> {
     Value(&'a Value),
 }
 
-fn presence<'a>(f: &Field, value: Option<&'a Value>, creating: bool, derived: bool) -> Presence<'a> {
+/// `filled`: the server fills the field in when it is left out (derived, or the caller).
+fn presence<'a>(f: &Field, value: Option<&'a Value>, creating: bool, filled: bool) -> Presence<'a> {
     let required = || format!("The {} field is required.", label(f.name));
     match value {
-        None if creating && f.required && !derived => Presence::Missing(required()),
+        None if creating && f.required && !filled => Presence::Missing(required()),
         None => Presence::Absent,
         Some(Value::Null) if f.required => Presence::Missing(required()),
         // On create a blank defaulted field is left to the database default.

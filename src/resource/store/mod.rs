@@ -22,8 +22,8 @@ pub use select::{
     stream,
 };
 pub use write::{
-    Writer, Written, audit_change, audit_event, change, change_with_hooks, create, delete, insert,
-    insert_with_hooks, lock_for_change, update,
+    Writer, Written, act, audit_change, audit_event, change, change_with_hooks, create, delete, insert,
+    insert_with_hooks, lock_for_change, state_conflict, update,
 };
 
 use super::Resource;

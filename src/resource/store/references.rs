@@ -11,7 +11,8 @@ use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::resource::field::{Kind, Target};
 use crate::resource::{Resource, Scope};
 
-/// Refuses to change a guarded field while dependent rows exist.
+/// Refuses to change a field the resource keeps while live records derive theirs from it
+/// (one query over every dependent table).
 pub(super) async fn check_guards(
     tx: &deadpool_postgres::Transaction<'_>,
     resource: &Resource,
@@ -19,24 +20,27 @@ pub(super) async fn check_guards(
     input: &Map<String, Value>,
     before: &Value,
 ) -> ApiResult<()> {
-    for guard in resource.guards {
-        let changes = input.get(guard.field).is_some_and(|new| Some(new) != before.get(guard.field));
-        if !changes {
+    for field in resource.keeps {
+        let changes = input.get(*field).is_some_and(|new| Some(new) != before.get(*field));
+        let dependents = resource.dependents(field);
+        if !changes || dependents.is_empty() {
             continue;
         }
-        let sql = format!(
-            "SELECT EXISTS (SELECT 1 FROM {} WHERE {} = $1 AND deleted_at IS NULL)",
-            guard.table, guard.column
-        );
+        let any: Vec<String> = dependents
+            .iter()
+            .map(|(table, column)| {
+                format!("SELECT 1 FROM {table} WHERE {column} = $1 AND deleted_at IS NULL")
+            })
+            .collect();
+        let sql = format!("SELECT EXISTS ({})", any.join(" UNION ALL "));
         let stmt = tx.prepare_cached(&sql).await?;
         if tx.query_one(&stmt, &[&id]).await?.get::<_, bool>(0) {
             return Err(ApiError::field(
-                guard.field,
+                *field,
                 format!(
-                    "The {} cannot change: this {} already has {} that name it.",
-                    guard.field.replace('_', " "),
+                    "The {} cannot change: records of this {} already name it.",
+                    field.replace('_', " "),
                     resource.label.to_lowercase(),
-                    guard.table.replace('_', " ")
                 ),
             ));
         }
@@ -109,7 +113,7 @@ pub(super) async fn check_references(
             }
         }
     }
-    for f in resource.fields {
+    for f in resource.all_fields() {
         let Kind::Ref(target) = f.kind else { continue };
         let Some(id) = input.get(f.name).and_then(Value::as_i64) else {
             continue;

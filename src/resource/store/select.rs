@@ -14,7 +14,10 @@ use crate::resource::field::Kind;
 
 /// `<columns>` of `SELECT <columns> FROM <table> t`, the inner query of every read.
 pub fn select_columns(resource: &Resource) -> String {
-    let mut columns: Vec<String> = resource.output_columns().map(|c| format!("t.{c}")).collect();
+    let mut columns: Vec<String> = resource
+        .output_columns()
+        .map(|c| resource.field(c).map_or_else(|| format!("t.{c}"), |f| f.kind.select(c)))
+        .collect();
     columns.extend(resource.computed.iter().map(|(name, expr, _)| format!("{expr} AS {name}")));
     columns.join(", ")
 }

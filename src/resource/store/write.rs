@@ -12,6 +12,7 @@ use crate::db::Queries;
 use crate::http::error::{ApiError, ApiResult};
 use crate::notify::{self, Topic};
 use crate::resource::Resource;
+use crate::resource::actions::{Action, Amend, Stamp};
 use crate::resource::etag::IfMatch;
 use crate::state::AppState;
 
@@ -117,7 +118,16 @@ pub async fn insert_with_hooks(
     within: Within,
     mut input: Map<String, Value>,
 ) -> ApiResult<(Value, Vec<Topic>)> {
+    let unset: Vec<&str> = resource
+        .all_fields()
+        .filter(|f| f.caller_by_default && !input.contains_key(f.name))
+        .map(|f| f.name)
+        .collect();
+    for name in unset {
+        input.insert(name.into(), Value::from(writer.user_id));
+    }
     check_references(tx, writer, resource, &mut input, None).await?;
+    apply_rules(resource, input.clone(), &mut input)?;
     let id = insert_row(tx, writer, resource, within, &input).await?;
     let topics = resource.hooks.written(tx, writer, id, &input, None).await?;
     let after = reload(tx, resource, id).await?;
@@ -137,6 +147,42 @@ pub async fn insert(
     Ok(insert_with_hooks(tx, writer, resource, within, input).await?.0)
 }
 
+/// The rules between a whole record's fields, on `record` (the stored record with the sent
+/// fields over it): a 422 naming each field they find wrong. What a rule fills in is added to
+/// `input`, so that it is written too.
+fn apply_rules(
+    resource: &Resource,
+    mut record: Map<String, Value>,
+    input: &mut Map<String, Value>,
+) -> ApiResult<()> {
+    if resource.rules.is_empty() {
+        return Ok(());
+    }
+    let original = record.clone();
+    let mut errors = crate::http::error::FieldErrors::new();
+    for rule in resource.rules {
+        for (path, message) in rule(&mut record) {
+            errors.entry(path).or_default().push(message);
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    for f in resource.all_fields() {
+        if let Some(value) = record.remove(f.name)
+            && original.get(f.name) != Some(&value)
+        {
+            input.insert(f.name.into(), value);
+        }
+    }
+    Ok(())
+}
+
+/// The names of the columns `input` sets.
+fn columns_of(resource: &Resource, input: &Map<String, Value>) -> Vec<&'static str> {
+    resource.all_fields().map(|f| f.name).filter(|n| input.contains_key(*n)).collect()
+}
+
 async fn insert_row(
     tx: &Transaction<'_>,
     writer: &Writer<'_>,
@@ -145,8 +191,7 @@ async fn insert_row(
     input: &Map<String, Value>,
 ) -> ApiResult<i64> {
     let mut input = input.clone();
-    let mut columns: Vec<&str> =
-        resource.fields.iter().map(|f| f.name).filter(|n| input.contains_key(*n)).collect();
+    let mut columns = columns_of(resource, &input);
     if let Some((column, id)) = within {
         input.insert(column.into(), Value::from(id));
         columns.push(column);
@@ -203,25 +248,6 @@ pub async fn change_with_hooks(
     change_locked(tx, writer, resource, id, input, &before).await
 }
 
-/// Checks, updates, runs the `written` hook and audits a row already locked as `before`.
-async fn change_locked(
-    tx: &Transaction<'_>,
-    writer: &Writer<'_>,
-    resource: &Resource,
-    id: i64,
-    mut input: Map<String, Value>,
-    before: &Value,
-) -> ApiResult<(Value, Vec<Topic>)> {
-    check_fixed(resource, &input, before)?;
-    check_guards(tx, resource, id, &input, before).await?;
-    check_references(tx, writer, resource, &mut input, Some(before)).await?;
-    update_row(tx, writer, resource, id, &input).await?;
-    let topics = resource.hooks.written(tx, writer, id, &input, Some(before)).await?;
-    let after = reload(tx, resource, id).await?;
-    audit(tx, writer.user_id, "update", resource, id, Some(before), Some(&after)).await?;
-    Ok((after, topics))
-}
-
 /// Updates and audits inside the caller's transaction.
 pub async fn change(
     tx: &Transaction<'_>,
@@ -235,10 +261,70 @@ pub async fn change(
     Ok(change_with_hooks(tx, writer, resource, within, id, input, if_match).await?.0)
 }
 
+/// Checks, updates, runs the `written` hook and audits a row already locked as `before`.
+async fn change_locked(
+    tx: &Transaction<'_>,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    id: i64,
+    mut input: Map<String, Value>,
+    before: &Value,
+) -> ApiResult<(Value, Vec<Topic>)> {
+    let amending = check_state(resource, &input, before)?;
+    check_fixed(resource, &input, before)?;
+    check_guards(tx, resource, id, &input, before).await?;
+    check_references(tx, writer, resource, &mut input, Some(before)).await?;
+    let mut merged = before.as_object().cloned().unwrap_or_default();
+    merged.extend(input.clone());
+    apply_rules(resource, merged, &mut input)?;
+    let stamps = amending.map_or(&[][..], |amend| amend.stamps);
+    update_row(tx, writer, resource, id, &input, stamps).await?;
+    let topics = resource.hooks.written(tx, writer, id, &input, Some(before)).await?;
+    let after = reload(tx, resource, id).await?;
+    let action = amending.map_or("update", |amend| amend.action);
+    audit(tx, writer.user_id, action, resource, id, Some(before), Some(&after)).await?;
+    Ok((after, topics))
+}
+
+/// What the record's state allows of this change: `Some(amend)` when it is an amendment.
+fn check_state(resource: &Resource, input: &Map<String, Value>, before: &Value) -> ApiResult<Option<Amend>> {
+    let Some(lock) = resource.lock else { return Ok(None) };
+    let state = before.get(lock.field).and_then(Value::as_str);
+    if !lock.holds(state) {
+        return Ok(None);
+    }
+    if let Some(amend) = lock.amend {
+        let reason = input.get(amend.reason).and_then(Value::as_str).is_some_and(|r| !r.trim().is_empty());
+        if !reason {
+            let message = format!(
+                "The {} is required to change a record that is {}.",
+                amend.reason.replace('_', " "),
+                state.unwrap_or_default()
+            );
+            return Err(ApiError::field(amend.reason, message));
+        }
+        return Ok(Some(amend));
+    }
+    if input.keys().all(|k| lock.editable.contains(&k.as_str())) {
+        return Ok(None);
+    }
+    Err(state_conflict(resource, lock.conflict, state))
+}
+
+/// A 409 that names the record's current state.
+pub fn state_conflict(resource: &Resource, code: &'static str, state: Option<&str>) -> ApiError {
+    let state = state.unwrap_or_default().to_owned();
+    ApiError::conflict_with(
+        code,
+        format!("This {} is {state}; that is not possible now.", resource.label.to_lowercase()),
+        [("status".to_owned(), Value::String(state))],
+    )
+}
+
 /// Fields fixed once created may be sent back unchanged, never changed.
 fn check_fixed(resource: &Resource, input: &Map<String, Value>, before: &Value) -> ApiResult<()> {
     let mut errors = crate::http::error::FieldErrors::new();
-    for f in resource.fields.iter().filter(|f| f.fixed) {
+    for f in resource.all_fields().filter(|f| f.fixed) {
         if let Some(new) = input.get(f.name)
             && Some(new) != before.get(f.name)
         {
@@ -251,20 +337,33 @@ fn check_fixed(resource: &Resource, input: &Map<String, Value>, before: &Value) 
     if errors.is_empty() { Ok(()) } else { Err(ApiError::Validation(errors)) }
 }
 
+/// `column = value` for each stamp, the user id being `$user`.
+fn stamp_sets(stamps: &[Stamp], user: &str) -> String {
+    stamps
+        .iter()
+        .map(|stamp| match stamp {
+            Stamp::User(c) => format!("{c} = {user}, "),
+            Stamp::Now(c) => format!("{c} = now(), "),
+            Stamp::Increment(c) => format!("{c} = t.{c} + 1, "),
+            Stamp::Sent(field, c) => format!("{c} = r.{field}, "),
+        })
+        .collect()
+}
+
 async fn update_row(
     tx: &Transaction<'_>,
     writer: &Writer<'_>,
     resource: &Resource,
     id: i64,
     input: &Map<String, Value>,
+    stamps: &[Stamp],
 ) -> ApiResult<()> {
-    let columns: Vec<&str> =
-        resource.fields.iter().map(|f| f.name).filter(|n| input.contains_key(*n)).collect();
-    let sets: String = columns.iter().map(|c| format!("{c} = r.{c}, ")).collect();
+    let sets: String = columns_of(resource, input).iter().map(|c| format!("{c} = r.{c}, ")).collect();
     let sql = format!(
-        "UPDATE {table} t SET {sets}version = t.version + 1, updated_at = now(), updated_by = $3
+        "UPDATE {table} t SET {sets}{stamps}version = t.version + 1, updated_at = now(), updated_by = $3
            FROM jsonb_populate_record(NULL::{table}, $1) r WHERE t.id = $2",
         table = resource.table,
+        stamps = stamp_sets(stamps, "$3"),
     );
     let stmt = tx.prepare_cached(&sql).await?;
     tx.execute(&stmt, &[&Value::Object(input.clone()), &id, &writer.user_id])
@@ -287,6 +386,12 @@ pub async fn delete(
     async {
         let tx = client.transaction().await?;
         let before = lock_for_change(&tx, resource, within, id, if_match).await?;
+        if let Some(lock) = resource.lock
+            && let Some(code) = lock.delete
+            && lock.holds(before.get(lock.field).and_then(Value::as_str))
+        {
+            return Err(state_conflict(resource, code, before.get(lock.field).and_then(Value::as_str)));
+        }
         let written = match resource.hooks.delete(&tx, writer, id, &before).await? {
             Some(own) => {
                 let after = select_one(&tx, resource, within, id, false).await?;
@@ -324,6 +429,48 @@ async fn soft_delete_row(
     let stmt = tx.prepare_cached(&sql).await?;
     tx.execute(&stmt, &[&id, &writer.user_id]).await?;
     Ok(())
+}
+
+/// Runs a declared action: the row locked and `If-Match` honoured, the move checked against
+/// the current state (409 `invalid_transition` naming it), the new state and the stamps
+/// written, the version bumped, the resource's `acted` hook run, and all of it audited under
+/// the action's name.
+#[allow(clippy::too_many_arguments)]
+pub async fn act(
+    conn: &mut Conn,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    within: Within,
+    id: i64,
+    action: &Action,
+    input: Map<String, Value>,
+    if_match: Option<IfMatch>,
+) -> ApiResult<Written> {
+    let client = conn.client();
+    async {
+        let tx = client.transaction().await?;
+        let before = lock_for_change(&tx, resource, within, id, if_match).await?;
+        let state = before.get(action.field).and_then(Value::as_str);
+        let Some(step) = action.moves.iter().find(|m| state.is_some_and(|s| m.from.contains(&s))) else {
+            return Err(state_conflict(resource, "invalid_transition", state));
+        };
+        let sql = format!(
+            "UPDATE {table} t SET {field} = $4, {stamps}version = t.version + 1, updated_at = now(), updated_by = $3
+               FROM jsonb_populate_record(NULL::{table}, $1) r WHERE t.id = $2",
+            table = resource.table,
+            field = action.field,
+            stamps = stamp_sets(action.stamps, "$3"),
+        );
+        let stmt = tx.prepare_cached(&sql).await?;
+        tx.execute(&stmt, &[&Value::Object(input.clone()), &id, &writer.user_id, &step.to]).await?;
+        let topics = resource.hooks.acted(&tx, writer, id, action, &input, &before).await?;
+        let after = reload(&tx, resource, id).await?;
+        audit(&tx, writer.user_id, action.name, resource, id, Some(&before), Some(&after)).await?;
+        commit(tx, &topics).await?;
+        Ok(Written { before: Some(before), record: Some(after), topics, message: Some(action.done) })
+    }
+    .instrument(db_span(resource, "UPDATE"))
+    .await
 }
 
 /// Appends an audit record for a change a resource's own handler made.

@@ -1,0 +1,35 @@
+//! Master data and lookups shared by every branch: the catalogue of enumerations for now.
+
+use salvo::oapi::{Array, Object, PathItemType};
+use salvo::prelude::*;
+use serde_json::{Map, Value};
+
+use crate::enums::ALL;
+use crate::http::docs::{self, Access, Doc};
+use crate::http::{self as web};
+
+/// `GET /enums`: every enumeration the API uses, its values in order.
+#[handler]
+pub async fn enums(res: &mut Response) {
+    let all: Map<String, Value> =
+        ALL.iter().map(|e| (e.name.to_owned(), Value::from(e.values.to_vec()))).collect();
+    web::ok(res, "Enumerations retrieved.", all);
+}
+
+pub fn router() -> Router {
+    Router::with_path("enums").get(enums)
+}
+
+pub fn document(doc: &mut Doc) {
+    let mut values = Object::new();
+    for e in ALL {
+        values =
+            values.property(e.name, Array::new().items(docs::string().enum_values(e.values.iter().copied())));
+    }
+    let op = Doc::operation(Access::User, "lookups", "Every enumeration and its values, in order");
+    doc.add(
+        PathItemType::Get,
+        "/api/v1/enums",
+        Doc::answers(op, "200", "Enumerations", docs::envelope(values)),
+    );
+}
