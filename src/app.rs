@@ -23,13 +23,19 @@ use crate::{admin, auth, bootstrap, clinical, db, exams, health, master, notify,
 
 /// Every declared resource, for documentation and checks.
 pub fn resources() -> Vec<&'static Resource> {
-    clinical::RESOURCES.iter().chain(exams::RESOURCES).chain(admin::RESOURCES).copied().collect()
+    clinical::RESOURCES
+        .iter()
+        .chain(exams::RESOURCES)
+        .chain(master::RESOURCES)
+        .chain(admin::RESOURCES)
+        .copied()
+        .collect()
 }
 
 /// Resources whose five operations are all the shared handlers (admin composes its own
 /// routes from the shared parts).
 fn served_generically() -> impl Iterator<Item = &'static Resource> {
-    clinical::RESOURCES.iter().chain(exams::RESOURCES).copied()
+    clinical::RESOURCES.iter().chain(exams::RESOURCES).chain(master::RESOURCES).copied()
 }
 
 /// Connects, migrates the registry and every branch, bootstraps an empty registry, and

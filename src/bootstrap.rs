@@ -85,7 +85,8 @@ async fn bootstrap(state: &AppState, client: &mut deadpool_postgres::Object) -> 
     let main_exists: bool =
         client.query_one("SELECT EXISTS (SELECT 1 FROM branches WHERE code = 'MAIN')", &[]).await?.get(0);
     if !main_exists {
-        let new = NewBranch { code: "MAIN".into(), name: "Main Branch".into(), database_url: None };
+        let new =
+            NewBranch { code: "MAIN".into(), name: "Main Branch".into(), database_url: None, timezone: None };
         let branch = branches::provision(state, new, &[admin_id])
             .await
             .map_err(|e| anyhow::anyhow!("creating branch MAIN: {e}"))?;

@@ -49,6 +49,9 @@ enum BranchCommand {
         /// Keep this branch's schema in another database (PostgreSQL URL).
         #[arg(long)]
         database_url: Option<String>,
+        /// IANA time zone of the branch (default: CLINIC_TIMEZONE, else UTC).
+        #[arg(long)]
+        timezone: Option<String>,
     },
     /// List branches with their schema, schema version and migration state.
     List,
@@ -129,9 +132,9 @@ async fn execute(command: Command, state: &Arc<AppState>) -> anyhow::Result<Exit
     match command {
         Command::Serve => serve(state.clone()).await,
         Command::Migrate | Command::Branch { command: BranchCommand::List } => print_branches(state).await,
-        Command::Branch { command: BranchCommand::Create { code, name, database_url } } => {
+        Command::Branch { command: BranchCommand::Create { code, name, database_url, timezone } } => {
             let admins = admin_ids(state).await?;
-            let new = NewBranch { code, name, database_url };
+            let new = NewBranch { code, name, database_url, timezone };
             let branch = branches::provision(state, new, &admins).await.map_err(explain)?;
             println!(
                 "created branch {} (id {}) with schema {} at version {}",

@@ -95,6 +95,8 @@ pub struct Settings {
     pub rate_limit_bad_token: u32,
     /// Hosts a branch's own database may live on (`None`: the registry's hosts only).
     pub branch_database_hosts: Option<Vec<String>>,
+    /// The time zone of branches created without one (IANA name).
+    pub clinic_timezone: String,
     /// Origins whose browsers may call the API (CORS); empty: no CORS headers at all.
     pub cors_allowed_origins: Vec<String>,
 }
@@ -159,6 +161,7 @@ impl Settings {
             rate_limit_bad_token: parsed("RATE_LIMIT_BAD_TOKEN_PER_MINUTE", 60)?,
             branch_database_hosts: var("BRANCH_DATABASE_HOSTS").map(|v| list(&v)),
             cors_allowed_origins: var("CORS_ALLOWED_ORIGINS").map(|v| list(&v)).unwrap_or_default(),
+            clinic_timezone: var("CLINIC_TIMEZONE").unwrap_or_else(|| "UTC".into()),
         };
         settings.check()?;
         Ok(settings)
@@ -222,6 +225,7 @@ impl Settings {
             rate_limit_bad_token: 60,
             branch_database_hosts: None,
             cors_allowed_origins: Vec::new(),
+            clinic_timezone: "UTC".into(),
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The permission catalogue. Fixed in code; mirrored into the registry's `permissions`
 //! table on every migration so roles can reference it with a foreign key.
 
+/// Not a permission but what routes open to every signed-in user declare (lookups).
+pub const ANY_USER: &str = "*";
 pub const ADMIN_ACCESS: &str = "admin.access";
 pub const PATIENTS_READ: &str = "patients.read";
 pub const PATIENTS_WRITE: &str = "patients.write";

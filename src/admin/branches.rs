@@ -9,7 +9,7 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::notify::Topic;
 use crate::permissions::ADMIN_ACCESS;
 use crate::resource::Context;
-use crate::resource::field::{Field, Kind, text};
+use crate::resource::field::{Field, Kind, plain_code, text};
 use crate::resource::hooks::{Deleted, Hooks};
 use crate::resource::routes::respond_created;
 use crate::resource::store::{self, Writer};
@@ -23,10 +23,7 @@ pub static BRANCHES: Resource = Resource {
     table: "branches",
     label: "Branch",
     scope: Scope::Registry,
-    fields: &[
-        Field::new("code", Kind::Code { min: 2, max: 10 }).required().fixed(),
-        text("name", 120).required(),
-    ],
+    fields: &[plain_code("code", 2, 10).required().fixed(), text("name", 120).required()],
     // Holds credentials: accepted, never shown.
     write_only: &[Field::new("database_url", Kind::Text { max: 2000 })],
     read_only: &[
@@ -59,6 +56,7 @@ pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
         code: text_of(&input, "code").unwrap_or_default(),
         name: text_of(&input, "name").unwrap_or_default(),
         database_url: text_of(&input, "database_url"),
+        timezone: text_of(&input, "timezone"),
     };
     // The creator may work in the branch at once; others are granted through /users.
     let branch = crate::tenancy::branches::provision(&ctx.state, new, &[ctx.user.id]).await?;

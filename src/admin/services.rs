@@ -9,7 +9,7 @@ use crate::http::{self as web};
 use crate::permissions::ADMIN_ACCESS;
 use crate::resource::Context;
 use crate::resource::check;
-use crate::resource::field::{Field, Kind, boolean, registry_ref, text};
+use crate::resource::field::{boolean, plain_code, registry_ref, text};
 use crate::resource::store;
 use crate::resource::{Parent, Resource, Scope, Shape, Unique};
 
@@ -21,9 +21,11 @@ pub static BRANCH_SERVICES: Resource = Resource {
     fields: &[
         text("name", 100).required(),
         // Prefix of this service's queue tickets.
-        Field::new("code", Kind::Code { min: 1, max: 5 }).required(),
+        plain_code("code", 1, 5).required(),
         text("description", 500),
         boolean("active").defaulted(),
+        // The clinical service offered here, if any.
+        registry_ref("service_id", "services"),
     ],
     computed: &[(
         "staff_ids",
@@ -49,7 +51,9 @@ pub static BRANCH_SERVICES: Resource = Resource {
 async fn service(tx: &deadpool_postgres::Transaction<'_>, req: &Request) -> ApiResult<(i64, i64, Value)> {
     let branch = web::path_id(req, "branch_id")?;
     let id = web::path_id(req, "id")?;
-    let record = store::lock_for_change(tx, &BRANCH_SERVICES, Some(("branch_id", branch)), id, None).await?;
+    let record =
+        store::lock_for_change(tx, &BRANCH_SERVICES, store::Within::parent("branch_id", branch), id, None)
+            .await?;
     Ok((branch, id, record))
 }
 

@@ -209,7 +209,8 @@ async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response
     }
     let writer = store::Writer { user_id: user.id, state: &state, branch_id: None };
     let mut conn = store::Conn::Registry(state.registry.get().await?);
-    let written = store::update(&mut conn, &writer, &USERS, None, user.id, input, None).await?;
+    let written =
+        store::update(&mut conn, &writer, &USERS, store::Within::default(), user.id, input, None).await?;
     state.forget(&written.topics).await;
     USERS.hooks.committed(&writer, written.before.as_ref(), written.record.as_ref()).await;
     web::ok(res, "Profile updated.", user_view(&*conn.client(), user.id).await?);

@@ -188,7 +188,7 @@ pub async fn export(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     // statements of ordinary requests.
     let limit = ctx.state.settings.export_statement_timeout.as_millis();
     conn.client().batch_execute(&format!("SET statement_timeout = {limit}")).await?;
-    let rows = store::stream(&mut conn, &PATIENTS, None, &query).await?;
+    let rows = store::stream(&mut conn, &PATIENTS, store::Within::default(), &query).await?;
 
     let date = time::OffsetDateTime::now_utc().date();
     let (content_type, extension) =

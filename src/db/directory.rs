@@ -21,6 +21,8 @@ pub struct BranchRoute {
     pub code: String,
     pub name: String,
     pub schema: Arc<str>,
+    /// IANA time zone: the branch's "today" and local dates.
+    pub timezone: String,
     pub pool: BranchPool,
     /// Set when the last migration of this branch failed: it answers 503 until fixed.
     pub migration_failed: bool,
@@ -69,6 +71,10 @@ impl Directory {
         Ok(directory)
     }
 
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     pub fn registry(&self) -> &RegistryPool {
         &self.registry
     }
@@ -115,7 +121,7 @@ impl Directory {
         let client = self.registry.get().await?;
         let row = client
             .query_opt(
-                "SELECT code, name, schema_name, database_url, migration_state
+                "SELECT code, name, schema_name, database_url, migration_state, timezone
                    FROM branches WHERE id = $1 AND status = 'active'",
                 &[&id],
             )
@@ -127,6 +133,7 @@ impl Directory {
             code: row.get("code"),
             name: row.get("name"),
             schema: Arc::from(row.get::<_, String>("schema_name")),
+            timezone: row.get("timezone"),
             pool: self.pool_for(database_url.as_deref())?,
             migration_failed: row.get::<_, String>("migration_state") == "failed",
         }))

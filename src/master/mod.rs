@@ -1,4 +1,8 @@
-//! Master data and lookups shared by every branch: the catalogue of enumerations for now.
+//! Master data and lookups shared by every branch, and the enumerations of the API.
+
+pub mod catalogue;
+pub mod lookups;
+pub mod schedules;
 
 use salvo::oapi::{Array, Object, PathItemType};
 use salvo::prelude::*;
@@ -7,6 +11,21 @@ use serde_json::{Map, Value};
 use crate::enums::ALL;
 use crate::http::docs::{self, Access, Doc};
 use crate::http::{self as web};
+use crate::resource::Resource;
+
+pub static RESOURCES: &[&Resource] = &[
+    &catalogue::BILL_ITEMS,
+    &catalogue::MEDICINES,
+    &catalogue::PROCEDURES,
+    &catalogue::INSURANCES,
+    &catalogue::SERVICES,
+    &catalogue::DOCTORS,
+    &schedules::SURGERY_SCHEDULES,
+    &lookups::BILL_ITEM_CATEGORIES,
+    &lookups::PAYMENT_METHODS,
+    &lookups::SUPPLIERS,
+    &lookups::PURCHASE_ORDER_STATUSES,
+];
 
 /// `GET /enums`: every enumeration the API uses, its values in order.
 #[handler]

@@ -105,3 +105,31 @@ pub const TOGGLE_STATUS: Action = Action {
     input: &[],
     done: "Status toggled.",
 };
+
+/// State changes made by PUT of the state field itself (a surgery schedule's status): any
+/// other move is 409 `invalid_transition` naming the current state.
+#[derive(Debug, Clone, Copy)]
+pub struct Transitions {
+    pub field: &'static str,
+    pub moves: &'static [Move],
+}
+
+impl Transitions {
+    /// Whether `from -> to` is allowed (staying put always is).
+    pub fn allows(&self, from: &str, to: &str) -> bool {
+        from == to || self.moves.iter().any(|m| m.to == to && m.from.contains(&from))
+    }
+}
+
+/// Rows that may not overlap, enforced by an exclusion constraint (the backstop under
+/// concurrent writes) and answered as a 409 that names the rows in the way.
+#[derive(Debug, Clone, Copy)]
+pub struct Exclusion {
+    /// The constraints whose violation this is.
+    pub constraints: &'static [&'static str],
+    pub code: &'static str,
+    pub message: &'static str,
+    /// SQL answering the ids in the way: `$1` the record's id (0 when new), `$2` the record
+    /// (stored with the sent fields over it) as jsonb.
+    pub overlapping: &'static str,
+}

@@ -49,7 +49,8 @@ pub fn check_at(path: &str, field: &Field, value: &Value, errors: &mut FieldErro
         Kind::Time => clock_time(&name, value),
         Kind::Bool => boolean(&name, value),
         Kind::Enum(values) => one_of(&name, value, values.values),
-        Kind::Code { min, max } => code(&name, value, min, max),
+        Kind::Code { min, max, marks } => code(&name, value, min, max, marks),
+        Kind::TimeZone => time_zone(&name, value),
         Kind::Username => username(&name, value),
         Kind::Password => password(value, &name),
         Kind::IdList => id_list(&name, value),
@@ -308,13 +309,31 @@ fn one_of(name: &str, value: &Value, values: &[&str]) -> Result<Value, String> {
     }
 }
 
-fn code(name: &str, value: &Value, min: usize, max: usize) -> Result<Value, String> {
+fn code(name: &str, value: &Value, min: usize, max: usize, marks: &str) -> Result<Value, String> {
     let code = string(name, value)?.trim().to_ascii_uppercase();
-    let ok = (min..=max).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_alphanumeric());
+    let ok = (min..=max).contains(&code.len())
+        && code.bytes().all(|b| b.is_ascii_alphanumeric() || marks.as_bytes().contains(&b));
     if !ok {
-        return Err(format!("The {name} must be {min} to {max} letters or digits."));
+        let also = if marks.is_empty() {
+            String::new()
+        } else {
+            format!(" or {}", marks.chars().map(String::from).collect::<Vec<_>>().join(" "))
+        };
+        return Err(format!("The {name} must be {min} to {max} letters, digits{also}."));
     }
     Ok(Value::String(code))
+}
+
+/// The name's form only; whether the database knows the zone is checked with the references.
+fn time_zone(name: &str, value: &Value) -> Result<Value, String> {
+    let zone = string(name, value)?.trim();
+    let ok = (1..=64).contains(&zone.len())
+        && zone.bytes().all(|b| b.is_ascii_alphanumeric() || b"/_+-".contains(&b));
+    if ok {
+        Ok(Value::String(zone.to_owned()))
+    } else {
+        Err(format!("The {name} must be an IANA time zone such as Asia/Manila."))
+    }
 }
 
 fn username(name: &str, value: &Value) -> Result<Value, String> {

@@ -58,6 +58,11 @@ impl Context {
         Ok(self.state.registry.get().await?)
     }
 
+    /// The active branches the caller may work in, for rows that belong to a branch.
+    pub fn accessible_branches(&self) -> Vec<i64> {
+        self.user.branch_ids.iter().copied().collect()
+    }
+
     pub fn writer(&self) -> Writer<'_> {
         Writer { user_id: self.user.id, state: &self.state, branch_id: self.branch.as_ref().map(|b| b.id) }
     }

@@ -54,9 +54,12 @@ pub fn field_schema(kind: Kind, nullable: bool) -> RefOr<Schema> {
                 if nullable { values.chain([serde_json::Value::Null]).collect() } else { values.collect() };
             text().enum_values(values)
         }
-        Kind::Code { min, max } => {
-            text().min_length(min).max_length(max).description("Uppercase letters and digits")
-        }
+        Kind::Code { min, max, marks } => text()
+            .min_length(min)
+            .max_length(max)
+            .pattern(format!("^[A-Za-z0-9{}]+$", marks.replace('-', "\\-")))
+            .description("Uppercased when stored"),
+        Kind::TimeZone => text().max_length(64).description("IANA time zone, e.g. Asia/Manila"),
         Kind::Username => text().min_length(3).max_length(50),
         Kind::Password => typed(BasicType::String, false)
             .min_length(8)

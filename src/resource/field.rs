@@ -15,6 +15,9 @@ pub enum Target {
     Registry(&'static str),
     /// An active user with access to the branch being written.
     Staff,
+    /// A live row of a table in the schema of the branch the record names in `branch_id`
+    /// (a surgery schedule's patient).
+    InBranch(&'static str),
 }
 
 pub use crate::enums::Enumeration;
@@ -70,12 +73,15 @@ pub enum Kind {
     Enum(&'static Enumeration),
     /// The id of another record, which must exist.
     Ref(Target),
-    /// A short code of uppercase letters and digits (branch codes, ticket prefixes);
-    /// lowercase input is uppercased.
+    /// A short code of uppercase letters, digits and the `marks` (`._-`); lowercase input is
+    /// uppercased.
     Code {
         min: usize,
         max: usize,
+        marks: &'static str,
     },
+    /// An IANA time zone name (`Asia/Manila`), as the database knows them.
+    TimeZone,
     /// A login name: letters, digits, `.`, `_`, `-` (never an e-mail address).
     Username,
     /// A password: kept exactly as typed, length rules of `security::password`.
@@ -195,6 +201,14 @@ pub const fn boolean(name: &'static str) -> Field {
 }
 pub const fn integer(name: &'static str, min: i64, max: i64) -> Field {
     Field::new(name, Kind::Integer { min, max })
+}
+/// A code of master data: 1 to 30 of `A-Z0-9._-`.
+pub const fn code(name: &'static str) -> Field {
+    Field::new(name, Kind::Code { min: 1, max: 30, marks: "._-" })
+}
+/// A code of letters and digits only, `min..=max` long (branches, services, ticket prefixes).
+pub const fn plain_code(name: &'static str, min: usize, max: usize) -> Field {
+    Field::new(name, Kind::Code { min, max, marks: "" })
 }
 /// A measurement: `min..=max` in multiples of `step`, all written as decimals
 /// (`num("sphere", "-30", "30", "0.25")`), answered as a JSON number at the step's scale.

@@ -101,6 +101,10 @@ pub struct Resource {
     pub actions: &'static [Action],
     /// What the record's state forbids.
     pub lock: Option<StateLock>,
+    /// State changes made by PUT.
+    pub transitions: Option<actions::Transitions>,
+    /// Rows that may not overlap.
+    pub exclusions: &'static [actions::Exclusion],
     /// Fields that may not change while live records derive theirs from this one (a visit's
     /// patient, once records of the visit name that patient); the dependent resources are
     /// found among all declarations by their `derived` rules.
@@ -142,6 +146,9 @@ pub struct Resource {
     /// The table's live rows are counted in `row_counts` by trigger (large tables): an
     /// unfiltered list reads its total there instead of counting.
     pub counted: bool,
+    /// Rows belong to a branch (`branch_id`): a caller reaches only rows of branches they may
+    /// access, and writes for another branch are refused.
+    pub branch_bound: bool,
     /// What the resource does beyond the shared writes.
     pub hooks: &'static dyn Hooks,
 }
@@ -177,6 +184,8 @@ impl Resource {
         rules: &[],
         actions: &[],
         lock: None,
+        transitions: None,
+        exclusions: &[],
         keeps: &[],
         read_only: &[],
         computed: &[],
@@ -199,6 +208,7 @@ impl Resource {
         soft_delete: true,
         trailing: &["version", "created_at", "updated_at"],
         counted: false,
+        branch_bound: false,
         hooks: &hooks::NoHooks,
     };
 }

@@ -65,6 +65,18 @@ pub fn set_etag(res: &mut Response, record: &Value) {
     }
 }
 
+/// The rows of `resource` a request may reach: the parent in its path, and for rows that
+/// belong to a branch, the caller's branches.
+pub fn within_of<'a>(resource: &Resource, req: &Request, branches: &'a [i64]) -> ApiResult<Within<'a>> {
+    Ok(Within {
+        parent: match resource.parent {
+            Some(parent) => Some((parent.column, web::path_id(req, parent.param)?)),
+            None => None,
+        },
+        branches: resource.branch_bound.then_some(branches),
+    })
+}
+
 /// The list rules a resource declares.
 pub fn list_rules(resource: &Resource) -> list::ListRules<'static> {
     list::ListRules {
@@ -83,10 +95,8 @@ impl ResourceHandler {
             Op::List | Op::Show => self.resource.read_permission,
             Op::Create | Op::Update | Op::Delete => self.resource.write_permission,
         })?;
-        let within = match self.resource.parent {
-            Some(parent) => Some((parent.column, web::path_id(req, parent.param)?)),
-            None => None,
-        };
+        let branches = ctx.accessible_branches();
+        let within = within_of(self.resource, req, &branches)?;
         match self.op {
             Op::List => self.list(&ctx, req, res, within).await,
             Op::Show => self.show(&ctx, req, res, within).await,
@@ -104,9 +114,9 @@ impl ResourceHandler {
     }
 
     /// A connection to the resource's rows, once the parent in the path is known to exist.
-    async fn connect(&self, ctx: &Context, within: Within) -> ApiResult<Conn> {
+    async fn connect(&self, ctx: &Context, within: Within<'_>) -> ApiResult<Conn> {
         let mut conn = ctx.conn(self.resource.scope).await?;
-        if let Some((_, parent_id)) = within
+        if let Some((_, parent_id)) = within.parent
             && !store::parent_exists(&mut conn, self.resource, parent_id).await?
         {
             return Err(ApiError::NotFound);
@@ -114,7 +124,13 @@ impl ResourceHandler {
         Ok(conn)
     }
 
-    async fn list(&self, ctx: &Context, req: &Request, res: &mut Response, within: Within) -> ApiResult<()> {
+    async fn list(
+        &self,
+        ctx: &Context,
+        req: &Request,
+        res: &mut Response,
+        within: Within<'_>,
+    ) -> ApiResult<()> {
         let pairs = list::query_pairs(req);
         let query = list::parse(&pairs, &list_rules(self.resource))?;
         let mut conn = self.connect(ctx, within).await?;
@@ -127,7 +143,13 @@ impl ResourceHandler {
         Ok(())
     }
 
-    async fn show(&self, ctx: &Context, req: &Request, res: &mut Response, within: Within) -> ApiResult<()> {
+    async fn show(
+        &self,
+        ctx: &Context,
+        req: &Request,
+        res: &mut Response,
+        within: Within<'_>,
+    ) -> ApiResult<()> {
         let id = web::path_id(req, "id")?;
         let mut conn = self.connect(ctx, within).await?;
         let record = store::fetch(&mut conn, self.resource, within, id, ctx.user.id).await?;
@@ -141,7 +163,7 @@ impl ResourceHandler {
         ctx: &Context,
         req: &mut Request,
         res: &mut Response,
-        within: Within,
+        within: Within<'_>,
     ) -> ApiResult<()> {
         let body = ctx.body(req).await?;
         let mut conn = self.connect(ctx, within).await?;
@@ -157,7 +179,7 @@ impl ResourceHandler {
         ctx: &Context,
         req: &mut Request,
         res: &mut Response,
-        within: Within,
+        within: Within<'_>,
     ) -> ApiResult<()> {
         let id = web::path_id(req, "id")?;
         let if_match = IfMatch::of(req);
@@ -176,7 +198,7 @@ impl ResourceHandler {
         ctx: &Context,
         req: &Request,
         res: &mut Response,
-        within: Within,
+        within: Within<'_>,
     ) -> ApiResult<()> {
         let id = web::path_id(req, "id")?;
         let mut conn = self.connect(ctx, within).await?;
@@ -247,10 +269,8 @@ impl ActionHandler {
         let (resource, action) = (self.resource, self.action);
         let ctx = Context::of(depot)?;
         ctx.require(action.permission.unwrap_or(resource.write_permission))?;
-        let within = match resource.parent {
-            Some(parent) => Some((parent.column, web::path_id(req, parent.param)?)),
-            None => None,
-        };
+        let branches = ctx.accessible_branches();
+        let within = within_of(resource, req, &branches)?;
         let id = web::path_id(req, "id")?;
         let if_match = IfMatch::of(req);
         let body = ctx.body(req).await?;

@@ -33,7 +33,7 @@ pub struct AuthUser {
 
 impl AuthUser {
     pub fn can(&self, permission: &str) -> bool {
-        self.permissions.contains(permission)
+        permission == crate::permissions::ANY_USER || self.permissions.contains(permission)
     }
 
     /// The authenticated caller; only present behind the bearer hoop.

@@ -63,6 +63,8 @@ pub struct NewBranch {
     pub code: String,
     pub name: String,
     pub database_url: Option<String>,
+    /// IANA name; `None`: the `CLINIC_TIMEZONE` setting.
+    pub timezone: Option<String>,
 }
 
 /// Branch codes: 2 to 10 uppercase letters or digits (they prefix every PIN).
@@ -124,17 +126,31 @@ pub async fn create(directory: &Directory, new: NewBranch, grant_to: &[i64]) -> 
     }
 
     let registry = directory.registry();
+    let timezone = new.timezone.clone().unwrap_or_else(|| directory.settings().clinic_timezone.clone());
+    {
+        let client = registry.get().await?;
+        let known: bool = client
+            .query_one("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1)", &[&timezone])
+            .await?
+            .get(0);
+        if !known {
+            return Err(ApiError::field(
+                "timezone",
+                "The timezone must be an IANA time zone such as Asia/Manila.",
+            ));
+        }
+    }
     let (id, schema) = {
         let client = registry.get().await?;
         // A row left `provisioning` by an interrupted create is resumed, not duplicated.
         let row = client
             .query_opt(
-                "INSERT INTO branches (code, name, database_url) VALUES ($1, $2, $3)
+                "INSERT INTO branches (code, name, database_url, timezone) VALUES ($1, $2, $3, $4)
                  ON CONFLICT (code) DO UPDATE SET name = EXCLUDED.name, database_url = EXCLUDED.database_url,
-                        updated_at = now()
+                        timezone = EXCLUDED.timezone, updated_at = now()
                   WHERE branches.status = 'provisioning'
                  RETURNING id, schema_name",
-                &[&new.code, &new.name.trim(), &new.database_url],
+                &[&new.code, &new.name.trim(), &new.database_url, &timezone],
             )
             .await?;
         match row {

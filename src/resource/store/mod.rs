@@ -44,8 +44,40 @@ impl Conn {
     }
 }
 
-/// The parent a nested resource's rows must belong to: `(column, id)`.
-pub type Within = Option<(&'static str, i64)>;
+/// What rows a request may reach besides the resource's own rules.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Within<'a> {
+    /// The parent named in the path of a nested resource: `(column, id)`.
+    pub parent: Option<(&'static str, i64)>,
+    /// For rows that belong to a branch: the branches the caller may access.
+    pub branches: Option<&'a [i64]>,
+}
+
+impl<'a> Within<'a> {
+    pub fn parent(column: &'static str, id: i64) -> Self {
+        Self { parent: Some((column, id)), branches: None }
+    }
+
+    /// Whether nothing restricts the rows.
+    pub fn is_open(&self) -> bool {
+        self.parent.is_none() && self.branches.is_none()
+    }
+
+    /// The conditions on `t`, numbering parameters after `taken`, and their values.
+    pub fn conditions(&self, taken: usize) -> (Vec<String>, Vec<Param>) {
+        let mut conditions = Vec::new();
+        let mut params: Vec<Param> = Vec::new();
+        if let Some((column, id)) = self.parent {
+            params.push(Box::new(id));
+            conditions.push(format!("t.{column} = ${}", taken + params.len()));
+        }
+        if let Some(branches) = self.branches {
+            params.push(Box::new(branches.to_vec()));
+            conditions.push(format!("t.branch_id = ANY(${})", taken + params.len()));
+        }
+        (conditions, params)
+    }
+}
 
 /// A bind parameter of a statement built at run time.
 pub type Param = Box<dyn ToSql + Sync + Send>;

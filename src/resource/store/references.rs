@@ -114,31 +114,27 @@ pub(super) async fn check_references(
         }
     }
     for f in resource.all_fields() {
-        let Kind::Ref(target) = f.kind else { continue };
-        let Some(id) = input.get(f.name).and_then(Value::as_i64) else {
-            continue;
-        };
-        if checked.contains(&f.name) {
+        let Some(value) = input.get(f.name).filter(|v| !v.is_null()) else { continue };
+        // On update, a reference that does not change is not checked again: rows referenced
+        // before they were deactivated stay valid.
+        let unchanged = current.is_some_and(|c| c.get(f.name) == Some(value));
+        if checked.contains(&f.name) || unchanged {
             continue;
         }
-        let exists = match target {
-            Target::Branch(table) => {
-                let sql =
-                    format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE id = $1 AND deleted_at IS NULL)");
-                let stmt = client.prepare_cached(&sql).await?;
-                client.query_one(&stmt, &[&id]).await?.get::<_, bool>(0)
+        let ok = match f.kind {
+            Kind::Ref(target) => {
+                let Some(id) = value.as_i64() else { continue };
+                reference_ok(client, writer, resource, target, id, input, current).await?
             }
-            // A registry resource checks on its own transaction: a second registry
-            // connection per write could exhaust the pool and deadlock concurrent writers.
-            Target::Registry(table) if resource.scope == Scope::Registry => {
-                registry_row_in(client, table, id).await?
+            Kind::TimeZone => {
+                let stmt = client
+                    .prepare_cached("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1)")
+                    .await?;
+                client.query_one(&stmt, &[&value.as_str()]).await?.get(0)
             }
-            Target::Registry(table) => {
-                registry_row_in(&writer.state.registry.get().await?, table, id).await?
-            }
-            Target::Staff => staff_of_branch(writer, id).await?,
+            _ => continue,
         };
-        if !exists {
+        if !ok {
             errors
                 .entry(f.name.into())
                 .or_default()
@@ -146,6 +142,76 @@ pub(super) async fn check_references(
         }
     }
     if errors.is_empty() { Ok(()) } else { Err(ApiError::Validation(errors)) }
+}
+
+/// Whether `id` names a row `target` accepts now.
+async fn reference_ok(
+    client: &impl Queries,
+    writer: &Writer<'_>,
+    resource: &Resource,
+    target: Target,
+    id: i64,
+    input: &Map<String, Value>,
+    current: Option<&Value>,
+) -> ApiResult<bool> {
+    Ok(match target {
+        Target::Branch(table) => {
+            let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE id = $1 AND deleted_at IS NULL)");
+            let stmt = client.prepare_cached(&sql).await?;
+            client.query_one(&stmt, &[&id]).await?.get::<_, bool>(0)
+        }
+        // A registry resource checks on its own transaction: a second registry connection per
+        // write could exhaust the pool and deadlock concurrent writers.
+        Target::Registry(table) if resource.scope == Scope::Registry => {
+            registry_row_in(client, table, id).await?
+        }
+        Target::Registry(table) => registry_row_in(&writer.state.registry.get().await?, table, id).await?,
+        Target::Staff => staff_of_branch(writer, id).await?,
+        Target::InBranch(table) => {
+            let branch = input.get("branch_id").or_else(|| current.and_then(|c| c.get("branch_id")));
+            match branch.and_then(Value::as_i64) {
+                Some(branch) => row_in_branch(writer, branch, table, id).await?,
+                None => false,
+            }
+        }
+    })
+}
+
+/// Whether a live row `id` of `table` exists in the schema of `branch`.
+async fn row_in_branch(writer: &Writer<'_>, branch: i64, table: &str, id: i64) -> ApiResult<bool> {
+    let directory = &writer.state.directory;
+    let Ok(route) = directory.route(branch).await? else { return Ok(false) };
+    let conn = directory.connect(&route).await?;
+    let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE id = $1 AND deleted_at IS NULL)");
+    Ok(conn.query_one(&sql, &[&id]).await?.get(0))
+}
+
+/// The conditions under which a registry table's row may be referenced, from its declaration:
+/// live, active (`status` of record_status, or `active`), and valid today when it has a
+/// validity window.
+fn referable(table: &str) -> String {
+    let Some(declaration) =
+        crate::resource::registered().iter().find(|r| r.table == table && r.scope == Scope::Registry)
+    else {
+        return "true".into();
+    };
+    let mut conditions = Vec::new();
+    if declaration.soft_delete {
+        conditions.push("deleted_at IS NULL".to_owned());
+    }
+    if let Some(f) = declaration.field("status")
+        && matches!(f.kind, Kind::Enum(e) if std::ptr::eq(e, &crate::enums::RECORD_STATUS))
+    {
+        conditions.push("status = 'active'".into());
+    }
+    if declaration.field("active").is_some_and(|f| matches!(f.kind, Kind::Bool)) {
+        conditions.push("active".into());
+    }
+    if declaration.field("valid_from").is_some() && declaration.field("valid_to").is_some() {
+        conditions
+            .push("valid_from <= current_date AND (valid_to IS NULL OR valid_to >= current_date)".into());
+    }
+    if conditions.is_empty() { "true".into() } else { conditions.join(" AND ") }
 }
 
 /// Whether a registry row exists. Master-data tables that do not exist yet accept no ids.
@@ -159,7 +225,7 @@ async fn registry_row_in(client: &impl Queries, table: &str, id: i64) -> ApiResu
     if !present {
         return Ok(false);
     }
-    let sql = format!("SELECT EXISTS (SELECT 1 FROM public.{table} WHERE id = $1)");
+    let sql = format!("SELECT EXISTS (SELECT 1 FROM public.{table} WHERE id = $1 AND {})", referable(table));
     Ok(client.query_one(&sql, &[&id]).await?.get(0))
 }
 

@@ -57,14 +57,14 @@ pub fn contains_pattern(term: &str) -> String {
 }
 
 impl Selection {
-    pub fn new(resource: &Resource, within: Within, query: &ListQuery) -> ApiResult<Self> {
+    pub fn new(resource: &Resource, within: Within<'_>, query: &ListQuery) -> ApiResult<Self> {
         let mut selection = Self { conditions: Vec::new(), params: Vec::new() };
         if resource.soft_delete {
             selection.conditions.push("t.deleted_at IS NULL".to_owned());
         }
-        if let Some((column, id)) = within {
-            selection.bind(format!("t.{column} = $?"), Box::new(id));
-        }
+        let (conditions, params) = within.conditions(0);
+        selection.conditions.extend(conditions);
+        selection.params.extend(params);
         selection.add_filters(resource, query)?;
         selection.add_date_range(resource, query);
         if let Some(term) = &query.search {
@@ -203,7 +203,7 @@ fn filter_value(kind: Kind, name: &str, raw: &str) -> Result<Option<Param>, Stri
 pub async fn list(
     conn: &mut Conn,
     resource: &Resource,
-    within: Within,
+    within: Within<'_>,
     query: &ListQuery,
 ) -> ApiResult<(i64, Vec<Value>)> {
     let selection = Selection::new(resource, within, query)?;
@@ -223,7 +223,7 @@ pub async fn list(
         }
         let unfiltered = query.filters.is_empty()
             && query.search.is_none()
-            && within.is_none()
+            && within.is_open()
             && query.start_date.is_none()
             && query.end_date.is_none();
         let count_sql = selection.count_sql(resource, unfiltered);
@@ -248,7 +248,7 @@ pub async fn list(
 pub async fn stream(
     conn: &mut Conn,
     resource: &Resource,
-    within: Within,
+    within: Within<'_>,
     query: &ListQuery,
 ) -> ApiResult<tokio_postgres::RowStream> {
     let selection = Selection::new(resource, within, query)?;
@@ -262,36 +262,36 @@ pub async fn stream(
 pub(super) async fn select_one(
     client: &impl Queries,
     resource: &Resource,
-    within: Within,
+    within: Within<'_>,
     id: i64,
     lock: bool,
 ) -> Result<Option<Value>, tokio_postgres::Error> {
+    let (conditions, params) = within.conditions(1);
     let sql = format!(
         "SELECT to_jsonb(r) FROM (SELECT {} FROM {} t WHERE t.id = $1{}{}{}) r",
         select_columns(resource),
         resource.table,
         if resource.soft_delete { " AND t.deleted_at IS NULL" } else { "" },
-        within.map(|(column, _)| format!(" AND t.{column} = $2")).unwrap_or_default(),
+        conditions.iter().map(|c| format!(" AND {c}")).collect::<String>(),
         if lock { " FOR UPDATE OF t" } else { "" },
     );
     let stmt = client.prepare_cached(&sql).await?;
-    let rows = match within {
-        Some((_, parent)) => client.query_opt(&stmt, &[&id, &parent]).await?,
-        None => client.query_opt(&stmt, &[&id]).await?,
-    };
+    let mut refs: Vec<&(dyn ToSql + Sync)> = vec![&id];
+    refs.extend(as_refs(&params));
+    let rows = client.query_opt(&stmt, &refs).await?;
     Ok(rows.map(|r| r.get(0)))
 }
 
 /// Re-reads a record after a write, for the answer.
 pub async fn reload(client: &impl Queries, resource: &Resource, id: i64) -> ApiResult<Value> {
-    select_one(client, resource, None, id, false).await?.ok_or(ApiError::NotFound)
+    select_one(client, resource, Within::default(), id, false).await?.ok_or(ApiError::NotFound)
 }
 
 /// One record; opening a record of a resource that audits reads is recorded.
 pub async fn fetch(
     conn: &mut Conn,
     resource: &Resource,
-    within: Within,
+    within: Within<'_>,
     id: i64,
     reader: i64,
 ) -> ApiResult<Value> {

@@ -96,7 +96,7 @@ pub async fn create(
     conn: &mut Conn,
     writer: &Writer<'_>,
     resource: &Resource,
-    within: Within,
+    within: Within<'_>,
     input: Map<String, Value>,
 ) -> ApiResult<Written> {
     let client = conn.client();
@@ -115,7 +115,7 @@ pub async fn insert_with_hooks(
     tx: &Transaction<'_>,
     writer: &Writer<'_>,
     resource: &Resource,
-    within: Within,
+    within: Within<'_>,
     mut input: Map<String, Value>,
 ) -> ApiResult<(Value, Vec<Topic>)> {
     let unset: Vec<&str> = resource
@@ -126,9 +126,11 @@ pub async fn insert_with_hooks(
     for name in unset {
         input.insert(name.into(), Value::from(writer.user_id));
     }
+    check_branch_access(resource, within, &input)?;
     check_references(tx, writer, resource, &mut input, None).await?;
     apply_rules(resource, input.clone(), &mut input)?;
-    let id = insert_row(tx, writer, resource, within, &input).await?;
+    check_overlaps(tx, resource, 0, &input).await?;
+    let id = guarded(tx, resource, 0, &input, insert_row(tx, writer, resource, within, &input)).await?;
     let topics = resource.hooks.written(tx, writer, id, &input, None).await?;
     let after = reload(tx, resource, id).await?;
     audit(tx, writer.user_id, "create", resource, id, None, Some(&after)).await?;
@@ -141,7 +143,7 @@ pub async fn insert(
     tx: &Transaction<'_>,
     writer: &Writer<'_>,
     resource: &Resource,
-    within: Within,
+    within: Within<'_>,
     input: Map<String, Value>,
 ) -> ApiResult<Value> {
     Ok(insert_with_hooks(tx, writer, resource, within, input).await?.0)
@@ -187,12 +189,12 @@ async fn insert_row(
     tx: &Transaction<'_>,
     writer: &Writer<'_>,
     resource: &Resource,
-    within: Within,
+    within: Within<'_>,
     input: &Map<String, Value>,
 ) -> ApiResult<i64> {
     let mut input = input.clone();
     let mut columns = columns_of(resource, &input);
-    if let Some((column, id)) = within {
+    if let Some((column, id)) = within.parent {
         input.insert(column.into(), Value::from(id));
         columns.push(column);
     }
@@ -216,7 +218,7 @@ pub async fn update(
     conn: &mut Conn,
     writer: &Writer<'_>,
     resource: &Resource,
-    within: Within,
+    within: Within<'_>,
     id: i64,
     input: Map<String, Value>,
     if_match: Option<IfMatch>,
@@ -239,7 +241,7 @@ pub async fn change_with_hooks(
     tx: &Transaction<'_>,
     writer: &Writer<'_>,
     resource: &Resource,
-    within: Within,
+    within: Within<'_>,
     id: i64,
     input: Map<String, Value>,
     if_match: Option<IfMatch>,
@@ -253,7 +255,7 @@ pub async fn change(
     tx: &Transaction<'_>,
     writer: &Writer<'_>,
     resource: &Resource,
-    within: Within,
+    within: Within<'_>,
     id: i64,
     input: Map<String, Value>,
     if_match: Option<IfMatch>,
@@ -270,20 +272,104 @@ async fn change_locked(
     mut input: Map<String, Value>,
     before: &Value,
 ) -> ApiResult<(Value, Vec<Topic>)> {
+    check_transition(resource, &input, before)?;
     let amending = check_state(resource, &input, before)?;
     check_fixed(resource, &input, before)?;
     check_guards(tx, resource, id, &input, before).await?;
     check_references(tx, writer, resource, &mut input, Some(before)).await?;
     let mut merged = before.as_object().cloned().unwrap_or_default();
     merged.extend(input.clone());
-    apply_rules(resource, merged, &mut input)?;
+    apply_rules(resource, merged.clone(), &mut input)?;
+    merged.extend(input.clone());
+    check_overlaps(tx, resource, id, &merged).await?;
     let stamps = amending.map_or(&[][..], |amend| amend.stamps);
-    update_row(tx, writer, resource, id, &input, stamps).await?;
+    guarded(tx, resource, id, &merged, update_row(tx, writer, resource, id, &input, stamps)).await?;
     let topics = resource.hooks.written(tx, writer, id, &input, Some(before)).await?;
     let after = reload(tx, resource, id).await?;
     let action = amending.map_or("update", |amend| amend.action);
     audit(tx, writer.user_id, action, resource, id, Some(before), Some(&after)).await?;
     Ok((after, topics))
+}
+
+/// A row that belongs to a branch is written only for a branch the caller may access.
+fn check_branch_access(resource: &Resource, within: Within<'_>, input: &Map<String, Value>) -> ApiResult<()> {
+    let (true, Some(allowed)) = (resource.branch_bound, within.branches) else { return Ok(()) };
+    match input.get("branch_id").and_then(Value::as_i64) {
+        Some(branch) if !allowed.contains(&branch) => Err(ApiError::Forbidden {
+            code: "branch_forbidden",
+            message: "You do not have access to this branch.".into(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// A change of the state field must be one of the declared moves.
+fn check_transition(resource: &Resource, input: &Map<String, Value>, before: &Value) -> ApiResult<()> {
+    let Some(transitions) = resource.transitions else { return Ok(()) };
+    let from = before.get(transitions.field).and_then(Value::as_str);
+    match (from, input.get(transitions.field).and_then(Value::as_str)) {
+        (Some(from), Some(to)) if !transitions.allows(from, to) => {
+            Err(state_conflict(resource, "invalid_transition", Some(from)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The rows in the way of `record` (`id` 0 when new) for each declared exclusion: a 409
+/// naming them.
+async fn check_overlaps(
+    tx: &Transaction<'_>,
+    resource: &Resource,
+    id: i64,
+    record: &Map<String, Value>,
+) -> ApiResult<()> {
+    for exclusion in resource.exclusions {
+        let stmt = tx.prepare_cached(exclusion.overlapping).await?;
+        let ids: Vec<i64> = tx.query_one(&stmt, &[&id, &Value::Object(record.clone())]).await?.get(0);
+        if !ids.is_empty() {
+            return Err(ApiError::conflict_with(
+                exclusion.code,
+                exclusion.message,
+                [("conflicts".to_owned(), Value::from(ids))],
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs a write of a resource that declares exclusions under a savepoint: when a concurrent
+/// writer got in first and the exclusion constraint refuses this one, the savepoint is rolled
+/// back and the answer names the rows in the way, as the check before the write would have.
+async fn guarded<T>(
+    tx: &Transaction<'_>,
+    resource: &Resource,
+    id: i64,
+    record: &Map<String, Value>,
+    write: impl Future<Output = ApiResult<T>>,
+) -> ApiResult<T> {
+    if resource.exclusions.is_empty() {
+        return write.await;
+    }
+    tx.batch_execute("SAVEPOINT guarded_write").await?;
+    match write.await {
+        Ok(value) => {
+            tx.batch_execute("RELEASE SAVEPOINT guarded_write").await?;
+            Ok(value)
+        }
+        Err(ApiError::Internal(cause)) if is_exclusion_violation(&cause) => {
+            tx.batch_execute("ROLLBACK TO SAVEPOINT guarded_write").await?;
+            check_overlaps(tx, resource, id, record).await?;
+            Err(ApiError::Internal(cause))
+        }
+        Err(other) => Err(other),
+    }
+}
+
+fn is_exclusion_violation(cause: &anyhow::Error) -> bool {
+    cause
+        .chain()
+        .filter_map(|e| e.downcast_ref::<tokio_postgres::Error>())
+        .any(|e| e.code() == Some(&tokio_postgres::error::SqlState::EXCLUSION_VIOLATION))
 }
 
 /// What the record's state allows of this change: `Some(amend)` when it is an amendment.
@@ -378,7 +464,7 @@ pub async fn delete(
     conn: &mut Conn,
     writer: &Writer<'_>,
     resource: &Resource,
-    within: Within,
+    within: Within<'_>,
     id: i64,
     if_match: Option<IfMatch>,
 ) -> ApiResult<Written> {
@@ -440,7 +526,7 @@ pub async fn act(
     conn: &mut Conn,
     writer: &Writer<'_>,
     resource: &Resource,
-    within: Within,
+    within: Within<'_>,
     id: i64,
     action: &Action,
     input: Map<String, Value>,
@@ -491,7 +577,7 @@ pub async fn audit_change(
 pub async fn lock_for_change(
     tx: &Transaction<'_>,
     resource: &Resource,
-    within: Within,
+    within: Within<'_>,
     id: i64,
     if_match: Option<IfMatch>,
 ) -> ApiResult<Value> {
