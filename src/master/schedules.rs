@@ -43,7 +43,7 @@ const OVERLAPPING: &str = "
     SELECT coalesce(array_agg(s.id ORDER BY s.id), '{}')
       FROM surgery_schedules s, jsonb_populate_record(NULL::surgery_schedules, $2) r
      WHERE s.id <> $1 AND s.deleted_at IS NULL AND s.status IN ('scheduled', 'confirmed')
-       AND r.status IN ('scheduled', 'confirmed')
+       AND coalesce(r.status, 'scheduled') IN ('scheduled', 'confirmed')
        AND tstzrange(s.scheduled_at, s.ends_at) && tstzrange(r.scheduled_at, r.scheduled_at + make_interval(
                mins => coalesce(r.duration_minutes,
                                 (SELECT p.default_duration_minutes FROM procedures p WHERE p.id = r.procedure_id), 60)))

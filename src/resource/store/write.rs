@@ -12,7 +12,7 @@ use crate::db::Queries;
 use crate::http::error::{ApiError, ApiResult};
 use crate::notify::{self, Topic};
 use crate::resource::Resource;
-use crate::resource::actions::{Action, Amend, Stamp};
+use crate::resource::actions::{Action, Amend, Exclusion, Stamp};
 use crate::resource::etag::IfMatch;
 use crate::state::AppState;
 
@@ -356,20 +356,31 @@ async fn guarded<T>(
             tx.batch_execute("RELEASE SAVEPOINT guarded_write").await?;
             Ok(value)
         }
-        Err(ApiError::Internal(cause)) if is_exclusion_violation(&cause) => {
+        Err(ApiError::Internal(cause)) if let Some(exclusion) = violated(resource, &cause) => {
             tx.batch_execute("ROLLBACK TO SAVEPOINT guarded_write").await?;
             check_overlaps(tx, resource, id, record).await?;
-            Err(ApiError::Internal(cause))
+            // The row in the way is gone again by now: still a conflict, none to name.
+            Err(ApiError::conflict_with(
+                exclusion.code,
+                exclusion.message,
+                [("conflicts".to_owned(), Value::from(Vec::<i64>::new()))],
+            ))
         }
         Err(other) => Err(other),
     }
 }
 
-fn is_exclusion_violation(cause: &anyhow::Error) -> bool {
-    cause
+/// The declared exclusion an error violated, if any.
+fn violated(resource: &Resource, cause: &anyhow::Error) -> Option<&'static Exclusion> {
+    let db = cause
         .chain()
         .filter_map(|e| e.downcast_ref::<tokio_postgres::Error>())
-        .any(|e| e.code() == Some(&tokio_postgres::error::SqlState::EXCLUSION_VIOLATION))
+        .find_map(|e| e.as_db_error())?;
+    if db.code() != &tokio_postgres::error::SqlState::EXCLUSION_VIOLATION {
+        return None;
+    }
+    let constraint = db.constraint()?;
+    resource.exclusions.iter().find(|x| x.constraints.contains(&constraint))
 }
 
 /// What the record's state allows of this change: `Some(amend)` when it is an amendment.
