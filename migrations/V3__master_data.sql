@@ -233,3 +233,24 @@ INSERT INTO payment_methods (code, name, requires_reference) VALUES
     ('CHEQUE', 'Cheque', true), ('E_WALLET', 'E-wallet', true);
 INSERT INTO bill_item_categories (name) VALUES
     ('Consultation'), ('Diagnostics'), ('Procedures'), ('Medicines'), ('Optical'), ('Other');
+
+-- Answers kept for Idempotency-Key replays of POSTs on registry resources (24 hours).
+CREATE TABLE idempotency_keys (
+    user_id     bigint NOT NULL,
+    path        text NOT NULL,
+    key         text NOT NULL,
+    fingerprint bytea NOT NULL,
+    status      integer,
+    response    jsonb,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (user_id, path, key)
+);
+
+-- Server-made document numbers of registry documents, per branch, series and local year.
+CREATE TABLE document_counters (
+    branch_id bigint NOT NULL REFERENCES branches,
+    series    text NOT NULL,
+    year      integer NOT NULL,
+    last      bigint NOT NULL,
+    PRIMARY KEY (branch_id, series, year)
+);

@@ -19,7 +19,7 @@ use crate::http::{catcher, trace};
 use crate::resource::{self, Resource, Scope};
 use crate::state::AppState;
 use crate::tenancy::branches;
-use crate::{admin, auth, bootstrap, clinical, db, exams, health, master, notify, permissions};
+use crate::{admin, auth, billing, bootstrap, clinical, db, exams, health, master, notify, permissions};
 
 /// Every declared resource, for documentation and checks.
 pub fn resources() -> Vec<&'static Resource> {
@@ -35,7 +35,10 @@ pub fn resources() -> Vec<&'static Resource> {
 /// Resources whose five operations are all the shared handlers (admin composes its own
 /// routes from the shared parts).
 fn served_generically() -> impl Iterator<Item = &'static Resource> {
-    clinical::RESOURCES.iter().chain(exams::RESOURCES).chain(master::RESOURCES).copied()
+    [clinical::RESOURCES, exams::RESOURCES, billing::RESOURCES, master::RESOURCES]
+        .into_iter()
+        .flatten()
+        .copied()
 }
 
 /// Connects, migrates the registry and every branch, bootstraps an empty registry, and
@@ -78,7 +81,8 @@ fn api_router() -> Router {
     let mut branch_scoped = Router::new()
         .hoop(crate::tenancy::hoop::require_branch)
         .push(clinical::extra_routes())
-        .push(exams::extra_routes());
+        .push(exams::extra_routes())
+        .push(billing::extra_routes());
     let mut global = Router::new();
     for r in served_generically() {
         match r.scope {
@@ -112,6 +116,7 @@ pub fn openapi() -> salvo::oapi::OpenApi {
     admin::document(&mut doc);
     clinical::document(&mut doc);
     exams::document(&mut doc);
+    billing::document(&mut doc);
     master::document(&mut doc);
     doc.finish()
 }

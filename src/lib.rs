@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod app;
 pub mod auth;
+pub mod billing;
 pub mod bootstrap;
 pub mod cache;
 pub mod cli;

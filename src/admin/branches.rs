@@ -107,6 +107,7 @@ impl Hooks for BranchHooks {
         writer: &Writer<'_>,
         id: i64,
         _: &Value,
+        _: &Map<String, Value>,
     ) -> ApiResult<Option<Deleted>> {
         tx.execute(
             "UPDATE branches SET status = 'archived', version = version + 1, updated_at = now(), updated_by = $2

@@ -89,6 +89,7 @@ impl Hooks for RoleHooks {
         _: &Writer<'_>,
         id: i64,
         _: &Value,
+        _: &Map<String, Value>,
     ) -> ApiResult<Option<Deleted>> {
         let holders: i64 =
             tx.query_one("SELECT count(*) FROM user_roles WHERE role_id = $1", &[&id]).await?.get(0);

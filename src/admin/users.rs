@@ -191,6 +191,7 @@ impl Hooks for UserHooks {
         writer: &Writer<'_>,
         id: i64,
         _: &Value,
+        _: &Map<String, Value>,
     ) -> ApiResult<Option<Deleted>> {
         if id == writer.user_id {
             return Err(ApiError::Conflict {

@@ -22,6 +22,9 @@ pub struct ListRules<'a> {
     pub filters: &'a [&'a str],
     /// Whether `start_date` / `end_date` are accepted.
     pub date_range: bool,
+    /// Filters also accepted as plain parameters (`status=` for `filters[status]=`); both
+    /// given with different values is a 422.
+    pub aliases: &'a [&'a str],
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,6 +188,19 @@ impl Params<'_> {
             filters.retain(|(f, _)| f != field);
             filters.push((field.to_owned(), value.trim().to_owned()));
         }
+        for alias in rules.aliases {
+            let Some(value) = self.get(alias).map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned)
+            else {
+                continue;
+            };
+            match filters.iter().find(|(f, _)| f == alias) {
+                Some((_, given)) if *given != value => {
+                    self.error(alias, format!("The {alias} and filters[{alias}] disagree."));
+                }
+                Some(_) => {}
+                None => filters.push(((*alias).to_owned(), value)),
+            }
+        }
         filters
     }
 
@@ -275,6 +291,7 @@ mod tests {
         default_direction: SortDirection::Asc,
         filters: &["status"],
         date_range: false,
+        aliases: &["status"],
     };
 
     fn pairs(q: &str) -> Vec<(String, String)> {
@@ -299,6 +316,14 @@ mod tests {
             assert!(errors.contains_key(key), "{key} missing from {errors:?}");
         }
         assert!(errors["sortField"][0].contains("id, name"));
+    }
+
+    #[test]
+    fn an_alias_is_a_filter_and_must_agree_with_it() {
+        let q = parse(&pairs("status=open"), &RULES).unwrap();
+        assert_eq!(q.filters, vec![("status".to_owned(), "open".to_owned())]);
+        assert!(parse(&pairs("status=open&filters[status]=open"), &RULES).is_ok());
+        assert!(parse(&pairs("status=open&filters[status]=posted"), &RULES).is_err());
     }
 
     #[test]

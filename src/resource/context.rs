@@ -64,7 +64,12 @@ impl Context {
     }
 
     pub fn writer(&self) -> Writer<'_> {
-        Writer { user_id: self.user.id, state: &self.state, branch_id: self.branch.as_ref().map(|b| b.id) }
+        Writer {
+            user_id: self.user.id,
+            state: &self.state,
+            branch_id: self.branch.as_ref().map(|b| b.id),
+            idempotency: None,
+        }
     }
 
     /// The request body as a JSON object (size-limited).

@@ -69,13 +69,30 @@ pub trait Hooks: Send + Sync {
     /// delete. Cannot fail the write.
     async fn committed(&self, _writer: &Writer<'_>, _before: Option<&Value>, _after: Option<&Value>) {}
 
+    /// In the write's transaction, after the record's rules and before the row is written:
+    /// checks and fills in what needs other rows (a price, a payment method's rules). `record`
+    /// is the stored record with the sent fields over it (`id` is `None` on create); what is
+    /// added to `input` is written.
+    async fn resolve(
+        &self,
+        _tx: &Transaction<'_>,
+        _writer: &Writer<'_>,
+        _id: Option<i64>,
+        _record: &Map<String, Value>,
+        _input: &mut Map<String, Value>,
+    ) -> ApiResult<()> {
+        Ok(())
+    }
+
     /// Replaces the shared soft delete, with the row locked; `None` keeps the shared one.
+    /// `input` holds what the request sent (body fields, then query parameters).
     async fn delete(
         &self,
         _tx: &Transaction<'_>,
         _writer: &Writer<'_>,
         _id: i64,
         _before: &Value,
+        _input: &Map<String, Value>,
     ) -> ApiResult<Option<Deleted>> {
         Ok(None)
     }

@@ -13,6 +13,8 @@ pub mod docs;
 pub mod etag;
 pub mod field;
 pub mod hooks;
+pub mod idempotency;
+pub mod numbers;
 pub mod routes;
 pub mod store;
 pub mod validate;
@@ -111,6 +113,9 @@ pub struct Resource {
     pub keeps: &'static [&'static str],
     /// Columns shown but never written by clients (e.g. a generated PIN).
     pub read_only: &'static [(&'static str, Shape)],
+    /// Read-only columns the resource's hooks fill in (a document number): written when a
+    /// hook puts them in the input, never taken from a request.
+    pub server_written: &'static [&'static str],
     /// `(name, SQL expression over the row alias t)` added to every answer.
     pub computed: &'static [(&'static str, &'static str, Shape)],
     pub sort_fields: &'static [&'static str],
@@ -125,6 +130,8 @@ pub struct Resource {
     pub date_range: Option<&'static str>,
     /// Fields usable as `filters[name]`.
     pub filters: &'static [&'static str],
+    /// Filters also accepted as plain parameters (`status=`).
+    pub filter_aliases: &'static [&'static str],
     pub derived: &'static [Derived],
     pub read_permission: &'static str,
     pub write_permission: &'static str,
@@ -188,12 +195,14 @@ impl Resource {
         exclusions: &[],
         keeps: &[],
         read_only: &[],
+        server_written: &[],
         computed: &[],
         sort_fields: &["id"],
         default_sort: "id",
         default_direction: SortDirection::Asc,
         search: &[],
         filters: &[],
+        filter_aliases: &[],
         derived: &[],
         read_permission: "",
         write_permission: "",

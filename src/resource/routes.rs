@@ -8,7 +8,8 @@ use super::Resource;
 use super::actions::{Action, Verb};
 use super::context::Context;
 use super::etag::{IfMatch, etag};
-use super::store::{self, Conn, Within};
+use super::idempotency::Idempotency;
+use super::store::{self, Conn, Within, Writer};
 use super::validate::{check_fields, validate_fields};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
@@ -39,6 +40,21 @@ impl Handler for ResourceHandler {
             res.render(e);
         }
     }
+}
+
+/// Answers a replayed Idempotency-Key with the first answer; false when there is none.
+pub fn replayed(res: &mut Response, written: &store::Written) -> bool {
+    let Some((status, body)) = &written.replay else { return false };
+    if let Some(record) = body.get("data") {
+        set_etag(res, record);
+    }
+    res.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+    crate::http::error::render_json(
+        res,
+        salvo::http::StatusCode::from_u16(*status).unwrap_or_default(),
+        body,
+    );
+    true
 }
 
 /// 201 with the record, its ETag and its Location.
@@ -85,6 +101,7 @@ pub fn list_rules(resource: &Resource) -> list::ListRules<'static> {
         default_direction: resource.default_direction,
         filters: resource.filters,
         date_range: resource.date_range.is_some(),
+        aliases: resource.filter_aliases,
     }
 }
 
@@ -166,9 +183,13 @@ impl ResourceHandler {
         within: Within<'_>,
     ) -> ApiResult<()> {
         let body = ctx.body(req).await?;
+        let writer = Writer { idempotency: Idempotency::of(req, &body)?, ..ctx.writer() };
         let mut conn = self.connect(ctx, within).await?;
         let input = checked_input(ctx, &mut conn, self.resource, &body, None).await?;
-        let written = store::create(&mut conn, &ctx.writer(), self.resource, within, input).await?;
+        let written = store::create(&mut conn, &writer, self.resource, within, input).await?;
+        if replayed(res, &written) {
+            return Ok(());
+        }
         self.committed(ctx, &written).await;
         respond_created(req, res, self.resource, written.record.unwrap_or_default());
         Ok(())
@@ -196,21 +217,38 @@ impl ResourceHandler {
     async fn delete(
         &self,
         ctx: &Context,
-        req: &Request,
+        req: &mut Request,
         res: &mut Response,
         within: Within<'_>,
     ) -> ApiResult<()> {
         let id = web::path_id(req, "id")?;
+        let if_match = IfMatch::of(req);
+        let input = sent_with_delete(ctx, req).await?;
         let mut conn = self.connect(ctx, within).await?;
         let written =
-            store::delete(&mut conn, &ctx.writer(), self.resource, within, id, IfMatch::of(req)).await?;
-        ctx.state.forget(&written.topics).await;
-        match written.message {
-            Some(message) => web::done(res, message),
-            None => web::done(res, &format!("{} deleted.", self.resource.label)),
+            store::delete(&mut conn, &ctx.writer(), self.resource, within, id, &input, if_match).await?;
+        self.committed(ctx, &written).await;
+        match (written.message, written.record) {
+            // A delete that keeps the record (a void) shows it.
+            (Some(message), Some(record)) => {
+                set_etag(res, &record);
+                web::ok(res, message, record);
+            }
+            (Some(message), None) => web::done(res, message),
+            (None, _) => web::done(res, &format!("{} deleted.", self.resource.label)),
         }
         Ok(())
     }
+}
+
+/// What a DELETE carries for a resource's own delete (a void reason): the body's fields,
+/// then query parameters for fields the body did not give.
+async fn sent_with_delete(ctx: &Context, req: &mut Request) -> ApiResult<Map<String, Value>> {
+    let mut input = ctx.body(req).await?;
+    for (key, value) in list::query_pairs(req) {
+        input.entry(key).or_insert(Value::String(value));
+    }
+    Ok(input)
 }
 
 /// Records who was shown which records of a resource that audits reads (patients): one row

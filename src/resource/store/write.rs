@@ -14,6 +14,7 @@ use crate::notify::{self, Topic};
 use crate::resource::Resource;
 use crate::resource::actions::{Action, Amend, Exclusion, Stamp};
 use crate::resource::etag::IfMatch;
+use crate::resource::idempotency::{self, Claim, Idempotency};
 use crate::state::AppState;
 
 /// A unique violation the resource declared is the client's mistake (422), not a 500.
@@ -70,6 +71,8 @@ pub struct Writer<'a> {
     pub state: &'a AppState,
     /// The branch being written, on branch routes.
     pub branch_id: Option<i64>,
+    /// The `Idempotency-Key` of a POST, if it sent one.
+    pub idempotency: Option<Idempotency>,
 }
 
 /// A committed write: the record as it now is, and the cached entries it made stale (already
@@ -81,6 +84,38 @@ pub struct Written {
     pub topics: Vec<Topic>,
     /// The answer's message, when a hook's delete said something other than "deleted".
     pub message: Option<&'static str>,
+    /// The first answer to this request's Idempotency-Key: `(status, body)`; nothing was
+    /// written.
+    pub replay: Option<(u16, Value)>,
+}
+
+impl Written {
+    fn replaying(status: u16, body: Value) -> Self {
+        Self { before: None, record: None, topics: Vec::new(), message: None, replay: Some((status, body)) }
+    }
+}
+
+/// Claims the writer's Idempotency-Key in `tx`: `Some` is the first answer to replay.
+async fn replay_of(tx: &Transaction<'_>, writer: &Writer<'_>) -> ApiResult<Option<Written>> {
+    let Some(idem) = &writer.idempotency else { return Ok(None) };
+    Ok(match idempotency::claim(tx, writer.user_id, idem).await? {
+        Claim::Replay(status, body) => Some(Written::replaying(status, body)),
+        Claim::Fresh => None,
+    })
+}
+
+/// Keeps the answer with the writer's Idempotency-Key, in the write's transaction.
+async fn keep_answer(
+    tx: &Transaction<'_>,
+    writer: &Writer<'_>,
+    status: u16,
+    message: &str,
+    data: &Value,
+) -> ApiResult<()> {
+    match &writer.idempotency {
+        Some(idem) => idempotency::keep(tx, writer.user_id, idem, status, message, data).await,
+        None => Ok(()),
+    }
 }
 
 /// Publishes `topics` in `tx` and commits it.
@@ -102,9 +137,13 @@ pub async fn create(
     let client = conn.client();
     async {
         let tx = client.transaction().await?;
+        if let Some(replay) = replay_of(&tx, writer).await? {
+            return Ok(replay);
+        }
         let (record, topics) = insert_with_hooks(&tx, writer, resource, within, input).await?;
+        keep_answer(&tx, writer, 201, &format!("{} created.", resource.label), &record).await?;
         commit(tx, &topics).await?;
-        Ok(Written { before: None, record: Some(record), topics, message: None })
+        Ok(Written { before: None, record: Some(record), topics, message: None, replay: None })
     }
     .instrument(db_span(resource, "INSERT"))
     .await
@@ -127,8 +166,12 @@ pub async fn insert_with_hooks(
         input.insert(name.into(), Value::from(writer.user_id));
     }
     check_branch_access(resource, within, &input)?;
+    if let Some((column, parent)) = within.parent {
+        input.insert(column.into(), Value::from(parent));
+    }
     check_references(tx, writer, resource, &mut input, None).await?;
     apply_rules(resource, input.clone(), &mut input)?;
+    resource.hooks.resolve(tx, writer, None, &input.clone(), &mut input).await?;
     check_overlaps(tx, resource, 0, &input).await?;
     let id = guarded(tx, resource, 0, &input, insert_row(tx, writer, resource, within, &input)).await?;
     let topics = resource.hooks.written(tx, writer, id, &input, None).await?;
@@ -182,7 +225,8 @@ fn apply_rules(
 
 /// The names of the columns `input` sets.
 fn columns_of(resource: &Resource, input: &Map<String, Value>) -> Vec<&'static str> {
-    resource.all_fields().map(|f| f.name).filter(|n| input.contains_key(*n)).collect()
+    let writable = resource.all_fields().map(|f| f.name);
+    writable.chain(resource.server_written.iter().copied()).filter(|n| input.contains_key(*n)).collect()
 }
 
 async fn insert_row(
@@ -229,7 +273,7 @@ pub async fn update(
         let before = lock_for_change(&tx, resource, within, id, if_match).await?;
         let (record, topics) = change_locked(&tx, writer, resource, id, input, &before).await?;
         commit(tx, &topics).await?;
-        Ok(Written { before: Some(before), record: Some(record), topics, message: None })
+        Ok(Written { before: Some(before), record: Some(record), topics, message: None, replay: None })
     }
     .instrument(db_span(resource, "UPDATE"))
     .await
@@ -280,6 +324,8 @@ async fn change_locked(
     let mut merged = before.as_object().cloned().unwrap_or_default();
     merged.extend(input.clone());
     apply_rules(resource, merged.clone(), &mut input)?;
+    merged.extend(input.clone());
+    resource.hooks.resolve(tx, writer, Some(id), &merged, &mut input).await?;
     merged.extend(input.clone());
     check_overlaps(tx, resource, id, &merged).await?;
     let stamps = amending.map_or(&[][..], |amend| amend.stamps);
@@ -477,6 +523,7 @@ pub async fn delete(
     resource: &Resource,
     within: Within<'_>,
     id: i64,
+    input: &Map<String, Value>,
     if_match: Option<IfMatch>,
 ) -> ApiResult<Written> {
     let client = conn.client();
@@ -489,7 +536,7 @@ pub async fn delete(
         {
             return Err(state_conflict(resource, code, before.get(lock.field).and_then(Value::as_str)));
         }
-        let written = match resource.hooks.delete(&tx, writer, id, &before).await? {
+        let written = match resource.hooks.delete(&tx, writer, id, &before, input).await? {
             Some(own) => {
                 let after = select_one(&tx, resource, within, id, false).await?;
                 audit(&tx, writer.user_id, own.action, resource, id, Some(&before), after.as_ref()).await?;
@@ -498,12 +545,19 @@ pub async fn delete(
                     record: after,
                     topics: own.topics,
                     message: Some(own.message),
+                    replay: None,
                 }
             }
             None => {
                 soft_delete_row(&tx, writer, resource, id).await?;
                 audit(&tx, writer.user_id, "delete", resource, id, Some(&before), None).await?;
-                Written { before: Some(before), record: None, topics: Vec::new(), message: None }
+                Written {
+                    before: Some(before),
+                    record: None,
+                    topics: Vec::new(),
+                    message: None,
+                    replay: None,
+                }
             }
         };
         commit(tx, &written.topics).await?;
@@ -546,6 +600,9 @@ pub async fn act(
     let client = conn.client();
     async {
         let tx = client.transaction().await?;
+        if let Some(replay) = replay_of(&tx, writer).await? {
+            return Ok(replay);
+        }
         let before = lock_for_change(&tx, resource, within, id, if_match).await?;
         let state = before.get(action.field).and_then(Value::as_str);
         let Some(step) = action.moves.iter().find(|m| state.is_some_and(|s| m.from.contains(&s))) else {
@@ -563,8 +620,9 @@ pub async fn act(
         let topics = resource.hooks.acted(&tx, writer, id, action, &input, &before).await?;
         let after = reload(&tx, resource, id).await?;
         audit(&tx, writer.user_id, action.name, resource, id, Some(&before), Some(&after)).await?;
+        keep_answer(&tx, writer, 200, action.done, &after).await?;
         commit(tx, &topics).await?;
-        Ok(Written { before: Some(before), record: Some(after), topics, message: Some(action.done) })
+        Ok(Written { before: Some(before), record: Some(after), topics, message: Some(action.done), replay: None })
     }
     .instrument(db_span(resource, "UPDATE"))
     .await

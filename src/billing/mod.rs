@@ -1,0 +1,513 @@
+//! Billing per patient (RESOURCES.md, section 8): charges, discounts, payments and refunds,
+//! with exact money, gapless numbers, and history that is never rewritten.
+//!
+//! - Open rows may change; posted rows never do (409 `transaction_posted`).
+//! - Posting is serialised per patient (its row is locked): refunds never exceed payments,
+//!   discounts never exceed charges (422 on `amount`).
+//! - DELETE soft-deletes an open row, voids a posted one (with a reason; the row stays), and a
+//!   void that would break the balances is 409 `balance_conflict`.
+
+use deadpool_postgres::Transaction;
+use rust_decimal::{Decimal, RoundingStrategy};
+use salvo::async_trait;
+use salvo::prelude::*;
+use serde_json::{Map, Value, json};
+
+use crate::enums::{BILLING_KIND, BILLING_STATUS};
+use crate::http::error::{ApiError, ApiResult, FieldErrors};
+use crate::http::list::SortDirection;
+use crate::http::{self as web};
+use crate::notify::Topic;
+use crate::permissions::{BILLING_READ, BILLING_WRITE};
+use crate::resource::actions::{Action, Move, Stamp, StateLock, Verb};
+use crate::resource::decimal;
+use crate::resource::field::{branch_ref, date, money, one_of, qty, registry_ref, text};
+use crate::resource::hooks::{Deleted, Hooks};
+use crate::resource::store::{Writer, state_conflict};
+use crate::resource::{Context, Parent, Resource, Scope, Shape, numbers};
+
+/// `open -> posted`.
+const POST: Action = Action {
+    name: "post",
+    segment: "post",
+    verb: Verb::Post,
+    permission: None,
+    field: "status",
+    moves: &[Move { from: &["open"], to: "posted" }],
+    stamps: &[Stamp::Now("posted_at")],
+    input: &[],
+    done: "Transaction posted.",
+};
+
+pub static BILLING_TRANSACTIONS: Resource = Resource {
+    path: "patients/{patient_id}/billing-transactions",
+    table: "billing_transactions",
+    label: "Billing transaction",
+    scope: Scope::Branch,
+    parent: Some(Parent { param: "patient_id", column: "patient_id", table: "patients", soft_deleted: true }),
+    fields: &[
+        one_of("kind", &BILLING_KIND).required().fixed(),
+        // open (the default) or posted on create; after that only actions change it.
+        one_of("status", &BILLING_STATUS).defaulted(),
+        text("description", 500),
+        registry_ref("bill_item_id", "bill_items"),
+        registry_ref("procedure_id", "procedures"),
+        registry_ref("service_id", "services"),
+        qty("quantity"),
+        money("unit_price"),
+        money("amount"),
+        registry_ref("payment_method_id", "payment_methods"),
+        text("reference", 100),
+        branch_ref("patient_visit_id", "patient_visits"),
+        registry_ref("insurance_id", "insurances"),
+        money("covered_amount"),
+        date("transaction_date").defaulted(),
+    ],
+    read_only: &[
+        ("number", Shape::Text),
+        ("posted_at", Shape::Timestamp),
+        ("voided_at", Shape::Timestamp),
+        ("void_reason", Shape::Text),
+    ],
+    server_written: &["number"],
+    search: &["number"],
+    sort_fields: &["transaction_date", "number", "amount", "created_at"],
+    default_sort: "transaction_date",
+    default_direction: SortDirection::Desc,
+    filters: &["kind", "status", "patient_visit_id"],
+    filter_aliases: &["status"],
+    date_range: Some("transaction_date"),
+    actions: &[POST],
+    lock: Some(StateLock {
+        field: "status",
+        states: &["posted", "voided"],
+        editable: &[],
+        amend: None,
+        conflict: "transaction_posted",
+        delete: None,
+    }),
+    read_permission: BILLING_READ,
+    write_permission: BILLING_WRITE,
+    hooks: &BillingHooks,
+    ..Resource::DEFAULTS
+};
+
+/// Fields only a charge carries.
+const CHARGE_ONLY: [&str; 7] = [
+    "bill_item_id",
+    "procedure_id",
+    "service_id",
+    "quantity",
+    "unit_price",
+    "insurance_id",
+    "covered_amount",
+];
+
+fn to_cents(amount: Decimal) -> Decimal {
+    amount.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero)
+}
+
+fn money_value(amount: Decimal) -> Value {
+    Value::String(format!("{:.2}", to_cents(amount)))
+}
+
+/// The record's field, when it holds something.
+fn given<'a>(record: &'a Map<String, Value>, field: &str) -> Option<&'a Value> {
+    record.get(field).filter(|v| !v.is_null() && v.as_str() != Some(""))
+}
+
+fn problem(errors: &mut FieldErrors, field: &str, message: impl Into<String>) {
+    errors.entry(field.into()).or_default().push(message.into());
+}
+
+pub struct BillingHooks;
+
+/// A registry row's values, one query on the registry.
+async fn registry_row(writer: &Writer<'_>, sql: &str, id: i64) -> ApiResult<Option<tokio_postgres::Row>> {
+    let client = writer.state.registry.get().await?;
+    Ok(client.query_opt(sql, &[&id]).await?)
+}
+
+/// The unit price a charge takes from what it names, and whether a procedure may be billed.
+async fn referenced_price(
+    writer: &Writer<'_>,
+    record: &Map<String, Value>,
+) -> ApiResult<Option<(Decimal, bool)>> {
+    let named = [
+        ("bill_item_id", "SELECT unit_price, true FROM bill_items WHERE id = $1"),
+        ("procedure_id", "SELECT price, billable FROM procedures WHERE id = $1"),
+        ("service_id", "SELECT price, true FROM services WHERE id = $1"),
+    ];
+    for (field, sql) in named {
+        if let Some(id) = given(record, field).and_then(Value::as_i64) {
+            return Ok(registry_row(writer, sql, id).await?.map(|r| (r.get(0), r.get(1))));
+        }
+    }
+    Ok(None)
+}
+
+impl BillingHooks {
+    /// A charge's quantity, price, amount and insurance share.
+    async fn price_charge(
+        &self,
+        writer: &Writer<'_>,
+        record: &Map<String, Value>,
+        input: &mut Map<String, Value>,
+        errors: &mut FieldErrors,
+    ) -> ApiResult<()> {
+        let named: Vec<&str> = ["bill_item_id", "procedure_id", "service_id"]
+            .into_iter()
+            .filter(|f| given(record, f).is_some())
+            .collect();
+        if named.len() > 1 {
+            problem(errors, named[1], "A charge names at most one of a bill item, a procedure or a service.");
+            return Ok(());
+        }
+        let quantity = given(record, "quantity").and_then(decimal::of).unwrap_or(Decimal::ONE);
+        if given(record, "quantity").is_none() {
+            input.insert("quantity".into(), Value::String("1.000".into()));
+        }
+        if quantity <= Decimal::ZERO {
+            problem(errors, "quantity", "The quantity must be greater than 0.");
+        }
+        let referenced = referenced_price(writer, record).await?;
+        if let Some((_, false)) = referenced {
+            problem(errors, "procedure_id", "The procedure is not billable.");
+        }
+        let price = match (given(record, "unit_price").and_then(decimal::of), referenced) {
+            (Some(price), _) => price,
+            (None, Some((price, _))) => {
+                input.insert("unit_price".into(), money_value(price));
+                price
+            }
+            (None, None) => {
+                problem(errors, "unit_price", "The unit price field is required.");
+                return Ok(());
+            }
+        };
+        let amount = to_cents(quantity * price);
+        if amount <= Decimal::ZERO {
+            problem(errors, "amount", "The amount must be greater than 0.");
+        }
+        input.insert("amount".into(), money_value(amount));
+        self.cover(writer, record, amount, input, errors).await
+    }
+
+    /// The insurance's share of a charge: given (at most the amount), else the plan's
+    /// coverage of the amount.
+    async fn cover(
+        &self,
+        writer: &Writer<'_>,
+        record: &Map<String, Value>,
+        amount: Decimal,
+        input: &mut Map<String, Value>,
+        errors: &mut FieldErrors,
+    ) -> ApiResult<()> {
+        let Some(insurance) = given(record, "insurance_id").and_then(Value::as_i64) else {
+            if given(record, "covered_amount").is_some() {
+                problem(errors, "covered_amount", "The covered amount goes with an insurance.");
+            }
+            return Ok(());
+        };
+        match given(record, "covered_amount").and_then(decimal::of) {
+            Some(covered) if covered > amount => {
+                problem(errors, "covered_amount", "The covered amount may not exceed the amount.");
+            }
+            Some(_) => {}
+            None => {
+                let sql = "SELECT coverage_percent FROM insurances WHERE id = $1";
+                if let Some(row) = registry_row(writer, sql, insurance).await? {
+                    let percent: Decimal = row.get(0);
+                    input.insert(
+                        "covered_amount".into(),
+                        money_value(amount * percent / Decimal::ONE_HUNDRED),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A payment by a method that requires a reference carries one.
+    async fn check_reference(
+        &self,
+        writer: &Writer<'_>,
+        record: &Map<String, Value>,
+        errors: &mut FieldErrors,
+    ) -> ApiResult<()> {
+        let Some(method) = given(record, "payment_method_id").and_then(Value::as_i64) else { return Ok(()) };
+        let sql = "SELECT requires_reference FROM payment_methods WHERE id = $1";
+        let requires = registry_row(writer, sql, method).await?.is_some_and(|r| r.get::<_, bool>(0));
+        if requires && given(record, "reference").is_none() {
+            problem(errors, "reference", "The payment method requires a reference.");
+        }
+        Ok(())
+    }
+}
+
+/// What each kind may and must carry, apart from prices.
+fn check_kind(kind: &str, record: &Map<String, Value>, errors: &mut FieldErrors) {
+    if kind != "charge" {
+        for field in CHARGE_ONLY.into_iter().filter(|f| given(record, f).is_some()) {
+            problem(errors, field, format!("The {} is only for charges.", field.replace('_', " ")));
+        }
+        match given(record, "amount").and_then(decimal::of) {
+            None => problem(errors, "amount", "The amount field is required."),
+            Some(amount) if amount <= Decimal::ZERO => {
+                problem(errors, "amount", "The amount must be greater than 0.")
+            }
+            Some(_) => {}
+        }
+    }
+    let paid = matches!(kind, "payment" | "refund");
+    match (paid, given(record, "payment_method_id").is_some()) {
+        (true, false) => problem(errors, "payment_method_id", "The payment method id field is required."),
+        (false, true) => {
+            problem(errors, "payment_method_id", "The payment method is only for payments and refunds.")
+        }
+        _ => {}
+    }
+    if matches!(kind, "discount" | "refund") && given(record, "description").is_none() {
+        problem(errors, "description", "The description field is required for a discount or a refund.");
+    }
+}
+
+/// Locks the patient's row (postings and voids of one patient take turns) and answers the
+/// sums of their posted rows, leaving out `excluding`.
+async fn posted_sums(tx: &Transaction<'_>, patient: i64, excluding: i64) -> ApiResult<[Decimal; 4]> {
+    tx.execute("SELECT 1 FROM patients WHERE id = $1 FOR UPDATE", &[&patient]).await?;
+    let row = tx
+        .query_one(
+            "SELECT coalesce(sum(amount) FILTER (WHERE kind = 'charge'), 0),
+                    coalesce(sum(amount) FILTER (WHERE kind = 'discount'), 0),
+                    coalesce(sum(amount) FILTER (WHERE kind = 'payment'), 0),
+                    coalesce(sum(amount) FILTER (WHERE kind = 'refund'), 0)
+               FROM billing_transactions
+              WHERE patient_id = $1 AND status = 'posted' AND deleted_at IS NULL AND id <> $2",
+            &[&patient, &excluding],
+        )
+        .await?;
+    Ok([row.get(0), row.get(1), row.get(2), row.get(3)])
+}
+
+/// What breaks the balances, if anything: refunds over payments, discounts over charges.
+fn imbalance([charges, discounts, payments, refunds]: [Decimal; 4]) -> Option<&'static str> {
+    if refunds > payments {
+        Some("Refunds may not exceed payments minus earlier refunds.")
+    } else if discounts > charges {
+        Some("Discounts may not exceed charges.")
+    } else {
+        None
+    }
+}
+
+/// After a row became posted: the patient's balances must still hold (422 on `amount`).
+async fn check_posting(tx: &Transaction<'_>, id: i64) -> ApiResult<()> {
+    let patient: i64 =
+        tx.query_one("SELECT patient_id FROM billing_transactions WHERE id = $1", &[&id]).await?.get(0);
+    if let Some(message) = imbalance(posted_sums(tx, patient, 0).await?) {
+        return Err(ApiError::field("amount", message));
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Hooks for BillingHooks {
+    async fn prepare(
+        &self,
+        _: &Writer<'_>,
+        id: Option<i64>,
+        input: &mut Map<String, Value>,
+    ) -> ApiResult<()> {
+        match id {
+            // After create, only the post action and a void change the status.
+            Some(_) => {
+                input.remove("status");
+            }
+            None => {
+                if let Some(status) = input.get("status").and_then(Value::as_str)
+                    && status == "voided"
+                {
+                    return Err(ApiError::field("status", "A transaction is created open or posted."));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn resolve(
+        &self,
+        tx: &Transaction<'_>,
+        writer: &Writer<'_>,
+        id: Option<i64>,
+        record: &Map<String, Value>,
+        input: &mut Map<String, Value>,
+    ) -> ApiResult<()> {
+        let mut errors = FieldErrors::new();
+        let kind = record.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+        check_kind(&kind, record, &mut errors);
+        if kind == "charge" {
+            self.price_charge(writer, record, input, &mut errors).await?;
+        }
+        self.check_reference(writer, record, &mut errors).await?;
+        let patient = record.get("patient_id").and_then(Value::as_i64).unwrap_or_default();
+        if let Some(visit) = given(record, "patient_visit_id").and_then(Value::as_i64) {
+            let owner: Option<i64> = tx
+                .query_opt("SELECT patient_id FROM patient_visits WHERE id = $1", &[&visit])
+                .await?
+                .map(|r| r.get(0));
+            if owner != Some(patient) {
+                problem(&mut errors, "patient_visit_id", "The visit is not this patient's.");
+            }
+        }
+        let route = match writer.branch_id {
+            Some(branch) => writer.state.directory.route(branch).await?.ok(),
+            None => None,
+        };
+        let timezone = route.as_ref().map_or("UTC", |r| r.timezone.as_str());
+        let today: time::Date =
+            tx.query_one("SELECT (now() AT TIME ZONE $1)::date", &[&timezone]).await?.get(0);
+        match given(record, "transaction_date")
+            .and_then(Value::as_str)
+            .and_then(crate::http::list::parse_date)
+        {
+            Some(date) if date > today => {
+                problem(&mut errors, "transaction_date", "The transaction date may not be in the future.")
+            }
+            Some(_) => {}
+            None => {
+                input.insert("transaction_date".into(), Value::String(today.to_string()));
+            }
+        }
+        if !errors.is_empty() {
+            return Err(ApiError::Validation(errors));
+        }
+        if id.is_none() {
+            let code = route.as_ref().map_or("BR", |r| r.code.as_str());
+            let (year, n) = numbers::next(tx, None, "BT", timezone).await?;
+            input.insert("number".into(), Value::String(format!("{code}-BT-{year}-{n:06}")));
+        }
+        Ok(())
+    }
+
+    /// A transaction created posted is stamped and checked like one posted later.
+    async fn written(
+        &self,
+        tx: &Transaction<'_>,
+        _: &Writer<'_>,
+        id: i64,
+        input: &Map<String, Value>,
+        before: Option<&Value>,
+    ) -> ApiResult<Vec<Topic>> {
+        if before.is_none() && input.get("status").and_then(Value::as_str) == Some("posted") {
+            tx.execute("UPDATE billing_transactions SET posted_at = now() WHERE id = $1", &[&id]).await?;
+            check_posting(tx, id).await?;
+        }
+        Ok(Vec::new())
+    }
+
+    async fn acted(
+        &self,
+        tx: &Transaction<'_>,
+        _: &Writer<'_>,
+        id: i64,
+        _: &Action,
+        _: &Map<String, Value>,
+        _: &Value,
+    ) -> ApiResult<Vec<Topic>> {
+        check_posting(tx, id).await?;
+        Ok(Vec::new())
+    }
+
+    /// Open: the shared soft delete. Posted: a void with a reason, kept and shown. Voided: 409.
+    async fn delete(
+        &self,
+        tx: &Transaction<'_>,
+        writer: &Writer<'_>,
+        id: i64,
+        before: &Value,
+        input: &Map<String, Value>,
+    ) -> ApiResult<Option<Deleted>> {
+        match before.get("status").and_then(Value::as_str) {
+            Some("open") => return Ok(None),
+            Some("posted") => {}
+            other => return Err(state_conflict(&BILLING_TRANSACTIONS, "invalid_transition", other)),
+        }
+        let reason = given(input, "void_reason").and_then(Value::as_str).map(str::trim).unwrap_or_default();
+        if reason.is_empty() || reason.chars().count() > 500 {
+            return Err(ApiError::field("void_reason", "A void reason of 1 to 500 characters is required."));
+        }
+        let patient = before.get("patient_id").and_then(Value::as_i64).unwrap_or_default();
+        if let Some(message) = imbalance(posted_sums(tx, patient, id).await?) {
+            return Err(ApiError::conflict_with(
+                "balance_conflict",
+                format!("Voiding this transaction would break the balance: {message}"),
+                [("status".to_owned(), json!("posted"))],
+            ));
+        }
+        tx.execute(
+            "UPDATE billing_transactions SET status = 'voided', voided_at = now(), void_reason = $2,
+                    version = version + 1, updated_at = now(), updated_by = $3
+              WHERE id = $1",
+            &[&id, &reason, &writer.user_id],
+        )
+        .await?;
+        Ok(Some(Deleted { action: "void", message: "Transaction voided.", topics: Vec::new() }))
+    }
+}
+
+/// `GET /patients/{id}/billing-summary`: sums over the patient's posted rows; the balance is
+/// charges - discounts - payments + refunds; `covered` (the insurance share) is for
+/// information.
+#[handler]
+pub async fn summary(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let ctx = Context::of(depot)?;
+    ctx.require(BILLING_READ)?;
+    let patient = web::path_id(req, "id")?;
+    let mut conn = ctx.conn(Scope::Branch).await?;
+    let client = conn.client();
+    let row = client
+        .query_opt(
+            "SELECT coalesce(sum(b.amount) FILTER (WHERE b.kind = 'charge'), 0)::numeric(14, 2)::text,
+                    coalesce(sum(b.amount) FILTER (WHERE b.kind = 'discount'), 0)::numeric(14, 2)::text,
+                    coalesce(sum(b.amount) FILTER (WHERE b.kind = 'payment'), 0)::numeric(14, 2)::text,
+                    coalesce(sum(b.amount) FILTER (WHERE b.kind = 'refund'), 0)::numeric(14, 2)::text,
+                    coalesce(sum(b.covered_amount) FILTER (WHERE b.kind = 'charge'), 0)::numeric(14, 2)::text,
+                    coalesce(sum(CASE b.kind WHEN 'charge' THEN b.amount WHEN 'refund' THEN b.amount
+                                             ELSE -b.amount END), 0)::numeric(14, 2)::text
+               FROM patients p
+               LEFT JOIN billing_transactions b
+                      ON b.patient_id = p.id AND b.status = 'posted' AND b.deleted_at IS NULL
+              WHERE p.id = $1 AND p.deleted_at IS NULL
+              GROUP BY p.id",
+            &[&patient],
+        )
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    let names = ["charges", "discounts", "payments", "refunds", "covered", "balance"];
+    let data: Map<String, Value> =
+        names.iter().enumerate().map(|(i, n)| ((*n).to_owned(), Value::String(row.get(i)))).collect();
+    web::ok(res, "Billing summary retrieved.", data);
+    Ok(())
+}
+
+pub static RESOURCES: &[&Resource] = &[&BILLING_TRANSACTIONS];
+
+/// Routes beyond the transactions' CRUD.
+pub fn extra_routes() -> Router {
+    Router::with_path("patients/{id}/billing-summary").get(summary)
+}
+
+pub fn document(doc: &mut crate::http::docs::Doc) {
+    use crate::http::docs::{self, Access, Doc};
+    use salvo::oapi::{Object, PathItemType};
+    let money = || docs::string().pattern("^-?[0-9]+\\.[0-9]{2}$");
+    let data = ["charges", "discounts", "payments", "refunds", "covered", "balance"]
+        .into_iter()
+        .fold(Object::new(), |o, n| o.property(n, money()).required(n));
+    let op =
+        Doc::operation(Access::Branch, "patients", "A patient's totals over posted billing transactions")
+            .add_parameter(docs::path_id());
+    let op = Doc::not_found(Doc::answers(op, "200", "Money as fixed-scale strings", docs::envelope(data)));
+    doc.add(PathItemType::Get, "/api/v1/patients/{id}/billing-summary", op);
+}
