@@ -171,6 +171,13 @@ impl Directory {
         Ok(BranchConn::checkout(&route.pool, &route.schema).await?.holding(permit))
     }
 
+    /// Closes every branch pool (at shutdown, before the database goes away).
+    pub fn close(&self) {
+        for pool in self.pools.lock().expect("pool map poisoned").values() {
+            pool.close();
+        }
+    }
+
     /// Connections held open across every pool, for the health check and tests.
     pub fn pool_status(&self) -> (usize, usize) {
         let pools = self.pools.lock().expect("pool map poisoned");

@@ -96,6 +96,7 @@ impl AppState {
             task.abort();
         }
         self.registry.close();
+        self.directory.close();
     }
 }
 

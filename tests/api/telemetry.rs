@@ -1,11 +1,9 @@
 //! Request and database spans, read back from an in-memory exporter. This file is its own
 //! test binary because the tracing subscriber is process-global.
 
-mod common;
-
 use std::sync::OnceLock;
 
-use common::{TestApp, send};
+use crate::support::{TestApp, send};
 use opentelemetry::Value;
 use opentelemetry::trace::{SpanKind, TracerProvider as _};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};

@@ -1,8 +1,6 @@
 //! The invariant of schema-per-branch: a query for branch A runs in A's schema, always.
 
-mod common;
-
-use common::{TestApp, send};
+use crate::support::{TestApp, send};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -92,7 +90,9 @@ async fn a_record_of_one_branch_is_not_found_from_another() {
 
 #[tokio::test]
 async fn provisioning_is_all_or_nothing_and_resumable() {
-    let app = TestApp::spawn().await;
+    // The unreachable database of the last step must be on an allowed host to be tried at all.
+    let app =
+        TestApp::spawn_with(|s| s.branch_database_hosts = Some(vec!["/nonexistent-socket-dir".into()])).await;
     let registry = app.state.registry.get().await.unwrap();
     // A create interrupted after the registry row was written leaves it `provisioning`.
     let id: i64 = registry
@@ -112,6 +112,7 @@ async fn provisioning_is_all_or_nothing_and_resumable() {
         code: "HALF".into(),
         name: "Again".into(),
         database_url: None,
+        timezone: None,
     };
     let err = clinic_server::tenancy::branches::create(&app.state.directory, new, &[]).await.unwrap_err();
     assert_eq!(err.status().as_u16(), 422);
@@ -123,6 +124,7 @@ async fn provisioning_is_all_or_nothing_and_resumable() {
         code: "GONE".into(),
         name: "Unreachable".into(),
         database_url: Some("host=/nonexistent-socket-dir port=1 user=nobody dbname=none".into()),
+        timezone: None,
     };
     assert!(clinic_server::tenancy::branches::create(&app.state.directory, new, &[]).await.is_err());
     let left: i64 =

@@ -1,11 +1,9 @@
 //! The interface contract of SPEC.md and DESIGN.md, one rule per test, checked over HTTP
 //! against a real server and a fresh database.
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::{Reply, TestApp, assert_error, assert_invalid, column, ids, reply, send};
+use crate::support::{Reply, TestApp, assert_error, assert_invalid, column, id_of, ids, reply, send};
 use reqwest::{Method, Url};
 use serde_json::{Value, json};
 
@@ -26,10 +24,6 @@ async fn new_patient(app: &TestApp, branch: i64, first: &str, last: &str, sex: &
 
 async fn list_patients(app: &TestApp, branch: i64, query: &str) -> Reply {
     reply(app.request(Method::GET, &format!("{PATIENTS}?{query}"), Some(branch))).await
-}
-
-fn id_of(record: &Value) -> i64 {
-    record["id"].as_i64().unwrap_or_else(|| panic!("no id in {record}"))
 }
 
 /// The query parameters of an absolute link.
@@ -711,7 +705,7 @@ async fn login_with_wrong_password_is_401_exactly_invalid_credentials() {
 #[tokio::test]
 async fn login_with_unknown_user_is_the_same_401() {
     let app = TestApp::spawn().await;
-    let r = login_reply(&app, "nobody-here", common::ADMIN_PASSWORD).await;
+    let r = login_reply(&app, "nobody-here", crate::support::ADMIN_PASSWORD).await;
     assert_eq!(r.status, 401, "{}", r.text);
     assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
 }
@@ -724,7 +718,7 @@ async fn login_with_the_email_as_username_is_401() {
         client.query_one("SELECT email FROM users WHERE username = 'admin'", &[]).await.unwrap().get(0)
     };
     assert!(email.contains('@'));
-    let r = login_reply(&app, &email, common::ADMIN_PASSWORD).await;
+    let r = login_reply(&app, &email, crate::support::ADMIN_PASSWORD).await;
     assert_eq!(r.status, 401, "{}", r.text);
     assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
 }
@@ -734,7 +728,7 @@ async fn login_returns_user_token_and_branches() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
     let admin = admin_id(&app).await;
-    let r = login_reply(&app, "admin", common::ADMIN_PASSWORD).await;
+    let r = login_reply(&app, "admin", crate::support::ADMIN_PASSWORD).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert!(r.body["message"].as_str().is_some_and(|m| !m.is_empty()));
     let data = &r.body["data"];
@@ -762,8 +756,8 @@ async fn login_returns_user_token_and_branches() {
 async fn logout_revokes_that_token_at_once_and_only_that_token() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
-    let first = app.login("admin", common::ADMIN_PASSWORD).await;
-    let second = app.login("admin", common::ADMIN_PASSWORD).await;
+    let first = app.login("admin", crate::support::ADMIN_PASSWORD).await;
+    let second = app.login("admin", crate::support::ADMIN_PASSWORD).await;
     // Both are cached as valid before the logout.
     for token in [&first, &second] {
         let r = reply(app.request_as(token, Method::GET, PATIENTS, Some(main))).await;
@@ -799,7 +793,8 @@ async fn logout_revokes_the_token_on_every_instance() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
     // A second instance on the same registry, as behind a load balancer.
-    let state = clinic_server::app::prepare(common::test_settings(&app.db.url), &app.db.url).await.unwrap();
+    let state =
+        clinic_server::app::prepare(crate::support::test_settings(&app.db.url), &app.db.url).await.unwrap();
     let running = clinic_server::app::spawn(state.clone(), "127.0.0.1:0".parse().unwrap()).await.unwrap();
     let other_base = format!("http://{}", running.addr);
     let on_other = |token: &str| {
@@ -809,7 +804,7 @@ async fn logout_revokes_the_token_on_every_instance() {
             .header("accept", "application/json")
             .header("x-branch-id", main.to_string())
     };
-    let token = app.login("admin", common::ADMIN_PASSWORD).await;
+    let token = app.login("admin", crate::support::ADMIN_PASSWORD).await;
     // The second instance has the token cached as valid.
     let warm = reply(on_other(&token)).await;
     let logout = reply(app.request_as(&token, Method::POST, "/api/v1/auth/logout", None)).await;
@@ -835,9 +830,9 @@ async fn login_is_rate_limited_per_client_ip() {
     let app = TestApp::spawn_with(|s| s.rate_limit_login = 3).await;
     let r = login_reply(&app, "admin", "wrong-password").await;
     assert_eq!(r.status, 401, "{}", r.text);
-    let r = login_reply(&app, "admin", common::ADMIN_PASSWORD).await;
+    let r = login_reply(&app, "admin", crate::support::ADMIN_PASSWORD).await;
     assert_eq!(r.status, 200, "{}", r.text);
-    let r = login_reply(&app, "admin", common::ADMIN_PASSWORD).await;
+    let r = login_reply(&app, "admin", crate::support::ADMIN_PASSWORD).await;
     assert_error(&r, 429, "rate_limited");
     let retry_after: u64 =
         r.header("retry-after").expect("Retry-After").parse().expect("Retry-After in seconds");
@@ -850,7 +845,7 @@ async fn login_is_rate_limited_per_client_ip() {
             .post(app.url(LOGIN))
             .header("x-forwarded-for", "203.0.113.7")
             .header("x-real-ip", "203.0.113.7")
-            .json(&json!({ "username": "admin", "password": common::ADMIN_PASSWORD })),
+            .json(&json!({ "username": "admin", "password": crate::support::ADMIN_PASSWORD })),
     )
     .await;
     assert_error(&r, 429, "rate_limited");
@@ -1313,7 +1308,7 @@ async fn health_is_public_and_reports_the_registry_up() {
 async fn health_is_503_json_when_the_registry_is_unreachable() {
     let app = TestApp::spawn().await;
     let server = std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| app.db.url.clone());
-    let maintenance_url = common::database_url(&server, "postgres");
+    let maintenance_url = crate::support::database_url(&server, "postgres");
     let admin = clinic_server::db::connect(&maintenance_url).await.expect("maintenance connection");
     let name = &app.db.name;
     admin.batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false")).await.unwrap();

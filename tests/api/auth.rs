@@ -1,13 +1,11 @@
 //! SPEC.md "Authentication" and "Authentication routes", DESIGN.md "Security" and the
 //! authentication rate limits, one rule per test, over HTTP against a real server.
 
-mod common;
-
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Reply, TestApp, assert_error, assert_invalid, reply, send};
+use crate::support::{Reply, TestApp, assert_error, assert_invalid, reply, send};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -475,7 +473,7 @@ async fn tokens_have_no_expiry_by_default() {
 #[tokio::test]
 async fn tokens_expire_after_the_configured_expiry() {
     let app = TestApp::spawn_with(|s| s.token_expiry = Some(Duration::from_secs(2))).await;
-    let token = app.login("admin", common::ADMIN_PASSWORD).await;
+    let token = app.login("admin", crate::support::ADMIN_PASSWORD).await;
     let r = reply(app.request_as(&token, Method::GET, PROFILE, None)).await;
     assert_eq!(r.status, 200, "a fresh token works: {}", r.text);
     let (id, _) = token.split_once('|').unwrap();
@@ -499,7 +497,7 @@ async fn tokens_expire_after_the_configured_expiry() {
 #[tokio::test]
 async fn tokens_are_stored_as_sha256_of_the_secret_only() {
     let app = spawn_relaxed().await;
-    let token = app.login("admin", common::ADMIN_PASSWORD).await;
+    let token = app.login("admin", crate::support::ADMIN_PASSWORD).await;
     let (id, secret) = token.split_once('|').expect("token is <id>|<secret>");
     let id: i64 = id.parse().expect("token id is an integer");
     assert!(secret.len() >= 43, "secret too short for 256 bits: {secret}");
@@ -542,7 +540,7 @@ async fn passwords_are_stored_as_scrypt_phc_strings() {
     let app = spawn_relaxed().await;
     app.create_user("pia", &["nurse"], &[]).await;
     let client = app.state.registry.get().await.unwrap();
-    for (user, password) in [("admin", common::ADMIN_PASSWORD), ("pia", USER_PASSWORD)] {
+    for (user, password) in [("admin", crate::support::ADMIN_PASSWORD), ("pia", USER_PASSWORD)] {
         let hash: String = client
             .query_one("SELECT password_hash FROM users WHERE username = $1", &[&user])
             .await
@@ -970,13 +968,13 @@ async fn sixth_login_a_minute_from_one_ip_is_429() {
     // The harness logged in once: that is the first of five.
     let app = TestApp::spawn().await;
     for i in 2..=5u32 {
-        let password = if i % 2 == 0 { "wrong-password-1" } else { common::ADMIN_PASSWORD };
+        let password = if i % 2 == 0 { "wrong-password-1" } else { crate::support::ADMIN_PASSWORD };
         let r = login_reply(&app, "admin", password).await;
-        assert!(r.status == 200 || r.status == 401, "login {i}: {}", r.text);
+        assert_eq!(r.status, if i % 2 == 0 { 401 } else { 200 }, "login {i}: {}", r.text);
         assert_eq!(r.header("x-ratelimit-limit"), Some("5"), "login {i}");
         assert_eq!(r.header("x-ratelimit-remaining"), Some((5 - i).to_string().as_str()), "login {i}");
     }
-    let r = login_reply(&app, "admin", common::ADMIN_PASSWORD).await;
+    let r = login_reply(&app, "admin", crate::support::ADMIN_PASSWORD).await;
     assert_rate_limited(&r, 5);
     assert!(r.body["data"].is_null(), "no token past the limit: {}", r.text);
     // The authenticated API is not limited by it.
@@ -1009,7 +1007,7 @@ async fn password_reset_routes_share_one_bucket_per_ip() {
     let r = post_public(&app, VERIFY_CODE, json!({ "email": "ghost1@example.test", "code": "123456" })).await;
     assert_rate_limited(&r, 5);
     // Logging in has its own bucket.
-    assert_eq!(login_reply(&app, "admin", common::ADMIN_PASSWORD).await.status, 200);
+    assert_eq!(login_reply(&app, "admin", crate::support::ADMIN_PASSWORD).await.status, 200);
 }
 
 #[tokio::test]
@@ -1047,7 +1045,7 @@ async fn login_limit_counts_the_forwarded_address_behind_a_trusted_proxy() {
         app.http
             .post(app.url(LOGIN))
             .header("x-forwarded-for", ip)
-            .json(&json!({ "username": "admin", "password": common::ADMIN_PASSWORD }))
+            .json(&json!({ "username": "admin", "password": crate::support::ADMIN_PASSWORD }))
     };
     for i in 1..=5 {
         let r = reply(from("10.0.0.1")).await;
@@ -1068,7 +1066,7 @@ async fn forwarded_for_is_ignored_without_trusted_proxies() {
             app.http
                 .post(app.url(LOGIN))
                 .header("x-forwarded-for", format!("10.0.0.{i}"))
-                .json(&json!({ "username": "admin", "password": common::ADMIN_PASSWORD })),
+                .json(&json!({ "username": "admin", "password": crate::support::ADMIN_PASSWORD })),
         )
         .await;
         assert_eq!(r.status, 200, "login {i}: {}", r.text);
@@ -1077,7 +1075,7 @@ async fn forwarded_for_is_ignored_without_trusted_proxies() {
         app.http
             .post(app.url(LOGIN))
             .header("x-forwarded-for", "10.0.0.99")
-            .json(&json!({ "username": "admin", "password": common::ADMIN_PASSWORD })),
+            .json(&json!({ "username": "admin", "password": crate::support::ADMIN_PASSWORD })),
     )
     .await;
     assert_rate_limited(&r, 5);

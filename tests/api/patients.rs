@@ -3,11 +3,9 @@
 //! real server and a fresh database. (Generic list/envelope/error rules are in
 //! api_contract.rs; visit records and the audit log are in visits.rs.)
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{Reply, TestApp, assert_invalid, column, ids, reply, send};
+use crate::support::{Reply, TestApp, assert_invalid, column, id_of, ids, reply, send};
 use reqwest::{Method, RequestBuilder};
 use serde_json::{Value, json};
 
@@ -22,10 +20,6 @@ const EXPORT: &str = "/api/v1/patients/export";
 #[track_caller]
 fn assert_status(r: &Reply, status: u16) {
     assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
-}
-
-fn id_of(record: &Value) -> i64 {
-    record["id"].as_i64().unwrap_or_else(|| panic!("no id in {record}"))
 }
 
 /// The minimal valid patient body, with `extra` merged in.

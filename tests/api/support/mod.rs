@@ -68,13 +68,109 @@ pub struct TestDb {
 }
 
 impl TestDb {
+    /// A database holding a migrated registry, the bootstrap admin and branch MAIN: a copy of
+    /// the template, which is built once per build of the tests.
     pub async fn create() -> Self {
         let server = server_url().await;
-        let name = format!("clinic_test_{}", &clinic_server::security::tokens::random_secret()[..16]);
-        let admin = clinic_server::db::connect(&server).await.expect("connect to the test PostgreSQL server");
-        admin.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create test database");
-        Self { url: database_url(&server, &name), name, server }
+        let template = template(&server).await;
+        Self::create_from(&server, Some(&template)).await
     }
+
+    /// An empty database (first-start tests).
+    pub async fn create_empty() -> Self {
+        let server = server_url().await;
+        Self::create_from(&server, None).await
+    }
+
+    async fn create_from(server: &str, template: Option<&str>) -> Self {
+        let name = format!("clinic_test_{}", &clinic_server::security::tokens::random_secret()[..16]);
+        let admin = clinic_server::db::connect(server).await.expect("connect to the test PostgreSQL server");
+        let copy = template.map(|t| format!(" TEMPLATE {t}")).unwrap_or_default();
+        admin.batch_execute(&format!("CREATE DATABASE {name}{copy}")).await.expect("create test database");
+        Self { url: database_url(server, &name), name, server: server.to_owned() }
+    }
+}
+
+/// The template's name: a digest of the migrations and of this test binary, so that any
+/// change to either builds a new one.
+fn template_name() -> String {
+    use sha2::{Digest, Sha256};
+    let mut digest = Sha256::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for dir in ["migrations", "tenants"] {
+        let mut files: Vec<_> =
+            std::fs::read_dir(root.join(dir)).unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        for file in files {
+            digest.update(file.file_name().unwrap().as_encoded_bytes());
+            digest.update(std::fs::read(&file).unwrap());
+        }
+    }
+    let exe = std::env::current_exe().unwrap();
+    let built = std::fs::metadata(&exe).and_then(|m| m.modified()).unwrap();
+    digest.update(format!("{built:?}").as_bytes());
+    format!("clinic_tpl_{}", &hex::encode(digest.finalize())[..20])
+}
+
+/// Makes sure the template exists, building it under an advisory lock when it does not (one
+/// process per build does the work; the others wait, then copy).
+async fn template(server: &str) -> String {
+    static NAME: OnceCell<String> = OnceCell::const_new();
+    NAME.get_or_init(|| async {
+        let name = template_name();
+        let admin = clinic_server::db::connect(server).await.expect("connect to the test PostgreSQL server");
+        admin.execute("SELECT pg_advisory_lock(hashtext('clinic_test_template'))", &[]).await.unwrap();
+        let exists: bool = admin
+            .query_one("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", &[&name])
+            .await
+            .unwrap()
+            .get(0);
+        if !exists {
+            build_template(&admin, server, &name).await;
+        }
+        admin.execute("SELECT pg_advisory_unlock(hashtext('clinic_test_template'))", &[]).await.unwrap();
+        name
+    })
+    .await
+    .clone()
+}
+
+async fn build_template(admin: &tokio_postgres::Client, server: &str, name: &str) {
+    // Templates of earlier builds go (one in use by a running copy stays; no harm).
+    let stale = admin
+        .query(
+            "SELECT datname FROM pg_database WHERE datname LIKE 'clinic_tpl_%' AND datname <> $1",
+            &[&name],
+        )
+        .await
+        .unwrap();
+    for row in stale {
+        let old: String = row.get(0);
+        let _ = admin
+            .batch_execute(&format!("ALTER DATABASE {old} IS_TEMPLATE false; DROP DATABASE {old}"))
+            .await;
+    }
+    // Built under another name and renamed when complete: a crash leaves no half template.
+    let building = format!("{name}_building");
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {building} WITH (FORCE)")).await.unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {building}")).await.unwrap();
+    let url = database_url(server, &building);
+    let state = app::prepare(test_settings(&url), &url).await.expect("template prepares");
+    state.shutdown();
+    drop(state);
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&building],
+        )
+        .await
+        .unwrap();
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE {building} RENAME TO {name}; ALTER DATABASE {name} IS_TEMPLATE true"
+        ))
+        .await
+        .unwrap();
 }
 
 impl Drop for TestDb {
@@ -174,6 +270,30 @@ impl TestApp {
         req
     }
 
+    /// `GET path` as the admin, in `branch` when given.
+    pub async fn get(&self, path: &str, branch: Option<i64>) -> Reply {
+        reply(self.request(reqwest::Method::GET, path, branch)).await
+    }
+
+    pub async fn post(&self, path: &str, branch: Option<i64>, body: Value) -> Reply {
+        reply(self.request(reqwest::Method::POST, path, branch).json(&body)).await
+    }
+
+    pub async fn put(&self, path: &str, branch: Option<i64>, body: Value) -> Reply {
+        reply(self.request(reqwest::Method::PUT, path, branch).json(&body)).await
+    }
+
+    pub async fn delete(&self, path: &str, branch: Option<i64>) -> Reply {
+        reply(self.request(reqwest::Method::DELETE, path, branch)).await
+    }
+
+    /// Creates a record and returns it (asserting 201).
+    pub async fn created(&self, path: &str, branch: Option<i64>, body: Value) -> Value {
+        let r = self.post(path, branch, body).await;
+        assert_eq!(r.status, 201, "create on {path}: {}", r.text);
+        r.body["data"].clone()
+    }
+
     /// The bootstrap branch `MAIN`.
     pub async fn main_branch(&self) -> i64 {
         let client = self.state.registry.get().await.unwrap();
@@ -190,6 +310,7 @@ impl TestApp {
             code: code.into(),
             name: format!("Branch {code}"),
             database_url: None,
+            timezone: None,
         };
         clinic_server::tenancy::branches::provision(&self.state, new, &[admin])
             .await
@@ -299,6 +420,63 @@ pub fn assert_invalid(r: &Reply, fields: &[&str]) {
         let messages = messages.as_array().unwrap_or_else(|| panic!("errors.{field} is not an array"));
         assert!(!messages.is_empty(), "errors.{field} is empty");
         assert!(messages.iter().all(|m| m.as_str().is_some_and(|m| !m.trim().is_empty())));
+    }
+}
+
+/// A record, or an answer carrying one.
+pub trait Json {
+    fn json(&self) -> &Value;
+}
+
+impl Json for Value {
+    fn json(&self) -> &Value {
+        self
+    }
+}
+
+impl Json for Reply {
+    fn json(&self) -> &Value {
+        &self.body
+    }
+}
+
+/// The id of a record, or of the record an answer carries in `data`.
+#[track_caller]
+pub fn id_of(record: &impl Json) -> i64 {
+    let record = record.json();
+    record["id"]
+        .as_i64()
+        .or_else(|| record["data"]["id"].as_i64())
+        .unwrap_or_else(|| panic!("no id in {record}"))
+}
+
+/// A clinic ready for the work of most tests: a server on its own database, branch MAIN,
+/// one patient in it and one visit of that patient.
+pub struct Clinic {
+    pub app: TestApp,
+    pub branch: i64,
+    pub patient: i64,
+    pub visit: i64,
+}
+
+impl Clinic {
+    pub async fn open() -> Self {
+        Self::open_with(|_| {}).await
+    }
+
+    pub async fn open_with(configure: impl FnOnce(&mut Settings)) -> Self {
+        let app = TestApp::spawn_with(configure).await;
+        let branch = app.main_branch().await;
+        let patient = id_of(&app.create_patient(branch, "Ana", "Cruz").await);
+        let visit = id_of(
+            &app.created(
+                "/api/v1/patient-visits",
+                Some(branch),
+                json!({ "patient_id": patient, "visit_date": "2026-01-05" }),
+            )
+            .await,
+        );
+        Self { app, branch, patient, visit }
     }
 }
 

@@ -1,16 +1,14 @@
 //! The command line, run as the real binary against a fresh database.
 
-mod common;
-
 use std::process::Output;
 
-use common::TestDb;
+use crate::support::TestDb;
 
 fn run(db: &TestDb, args: &[&str]) -> Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_clinic-server"))
         .args(args)
         .env("DATABASE_URL", &db.url)
-        .env("CLINIC_ADMIN_PASSWORD", common::ADMIN_PASSWORD)
+        .env("CLINIC_ADMIN_PASSWORD", crate::support::ADMIN_PASSWORD)
         .env("PASSWORD_HASH_COST", "4")
         .env("RUST_LOG", "warn")
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -24,7 +22,7 @@ fn stdout(output: &Output) -> String {
 
 #[tokio::test]
 async fn migrate_bootstraps_once_and_reports_every_branch() {
-    let db = TestDb::create().await;
+    let db = TestDb::create_empty().await;
     let first = run(&db, &["migrate"]);
     assert!(first.status.success(), "{first:?}");
     let out = stdout(&first);
@@ -41,7 +39,7 @@ async fn migrate_bootstraps_once_and_reports_every_branch() {
 
 #[tokio::test]
 async fn branch_create_provisions_and_branch_list_shows_it() {
-    let db = TestDb::create().await;
+    let db = TestDb::create_empty().await;
     let created = run(&db, &["branch", "create", "--code", "NORTH", "--name", "North Branch"]);
     assert!(created.status.success(), "{created:?}");
     assert!(stdout(&created).contains("created branch NORTH"), "{}", stdout(&created));
@@ -69,7 +67,7 @@ async fn branch_create_provisions_and_branch_list_shows_it() {
 
 #[tokio::test]
 async fn user_create_makes_a_user_with_roles_and_branches() {
-    let db = TestDb::create().await;
+    let db = TestDb::create_empty().await;
     assert!(run(&db, &["migrate"]).status.success());
     let created = run(
         &db,

@@ -2,11 +2,9 @@
 //! the branch audit log. One rule per test, over HTTP against a real server and a fresh
 //! database. Patients themselves are in patients.rs.
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::{Reply, TestApp, assert_invalid, ids, reply};
+use crate::support::{Clinic, Reply, TestApp, assert_invalid, id_of, ids, reply};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -30,35 +28,8 @@ fn assert_status(r: &Reply, status: u16) {
     assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
 }
 
-fn id_of(record: &Value) -> i64 {
-    record["id"].as_i64().unwrap_or_else(|| panic!("no id in {record}"))
-}
-
 fn id_set(body: &Value) -> BTreeSet<i64> {
     ids(body).into_iter().collect()
-}
-
-async fn post(app: &TestApp, branch: i64, path: &str, body: Value) -> Reply {
-    reply(app.request(Method::POST, path, Some(branch)).json(&body)).await
-}
-
-async fn put(app: &TestApp, branch: i64, path: &str, body: Value) -> Reply {
-    reply(app.request(Method::PUT, path, Some(branch)).json(&body)).await
-}
-
-async fn get(app: &TestApp, branch: i64, path: &str) -> Reply {
-    reply(app.request(Method::GET, path, Some(branch))).await
-}
-
-async fn delete(app: &TestApp, branch: i64, path: &str) -> Reply {
-    reply(app.request(Method::DELETE, path, Some(branch))).await
-}
-
-/// Creates and returns the record (asserting 201).
-async fn created(app: &TestApp, branch: i64, path: &str, body: Value) -> Value {
-    let r = post(app, branch, path, body).await;
-    assert_eq!(r.status, 201, "create on {path}: {}", r.text);
-    r.body["data"].clone()
 }
 
 async fn patient(app: &TestApp, branch: i64, first: &str, last: &str) -> i64 {
@@ -66,7 +37,10 @@ async fn patient(app: &TestApp, branch: i64, first: &str, last: &str) -> i64 {
 }
 
 async fn visit(app: &TestApp, branch: i64, patient: i64) -> i64 {
-    id_of(&created(app, branch, VISITS, json!({ "patient_id": patient, "visit_date": "2026-01-05" })).await)
+    id_of(
+        &app.created(VISITS, Some(branch), json!({ "patient_id": patient, "visit_date": "2026-01-05" }))
+            .await,
+    )
 }
 
 /// A valid body for a visit record (except that no medicine exists), with `extra` merged in.
@@ -160,7 +134,7 @@ async fn visit_crud_round_trip() {
         "notes": "Bring old glasses.\nFasting not needed.",
         "doctor_id": null,
     });
-    let r = post(&app, main, VISITS, sent.clone()).await;
+    let r = app.post(VISITS, Some(main), sent.clone()).await;
     assert_status(&r, 201);
     assert!(r.header("etag").is_some(), "ETag on create");
     let data = &r.body["data"];
@@ -171,24 +145,24 @@ async fn visit_crud_round_trip() {
     let id = id_of(data);
     let path = format!("{VISITS}/{id}");
 
-    let r = get(&app, main, &path).await;
+    let r = app.get(&path, Some(main)).await;
     assert_status(&r, 200);
     for (field, value) in sent.as_object().unwrap() {
         assert_eq!(&r.body["data"][field], value, "{field} stored");
     }
 
-    let r = put(&app, main, &path, json!({ "status": "completed", "visit_type": "post_op" })).await;
+    let r = app.put(&path, Some(main), json!({ "status": "completed", "visit_type": "post_op" })).await;
     assert_status(&r, 200);
     assert_eq!(r.body["data"]["status"], "completed");
     assert_eq!(r.body["data"]["visit_type"], "post_op");
     assert_eq!(r.body["data"]["reason"], "Blurred vision, left eye", "fields not sent are kept");
     assert_eq!(r.body["data"]["version"], 2);
 
-    let r = delete(&app, main, &path).await;
+    let r = app.delete(&path, Some(main)).await;
     assert_status(&r, 200);
-    assert_status(&get(&app, main, &path).await, 404);
-    assert_status(&put(&app, main, &path, json!({ "status": "cancelled" })).await, 404);
-    let r = get(&app, main, VISITS).await;
+    assert_status(&app.get(&path, Some(main)).await, 404);
+    assert_status(&app.put(&path, Some(main), json!({ "status": "cancelled" })).await, 404);
+    let r = app.get(VISITS, Some(main)).await;
     assert_eq!(r.body["meta"]["total"], 0, "{}", r.body);
 }
 
@@ -197,7 +171,7 @@ async fn a_visit_without_a_status_is_scheduled() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
     let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = created(&app, main, VISITS, json!({ "patient_id": p, "visit_date": "2026-03-10" })).await;
+    let v = app.created(VISITS, Some(main), json!({ "patient_id": p, "visit_date": "2026-03-10" })).await;
     assert_eq!(v["status"], "scheduled", "{v}");
     assert_eq!(v["patient_id"], p);
 }
@@ -206,15 +180,16 @@ async fn a_visit_without_a_status_is_scheduled() {
 async fn visit_patient_and_date_are_required() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
-    let r = post(&app, main, VISITS, json!({})).await;
+    let r = app.post(VISITS, Some(main), json!({})).await;
     assert_invalid(&r, &["patient_id", "visit_date"]);
-    let r = post(&app, main, VISITS, json!({ "patient_id": null, "visit_date": "" })).await;
+    let r = app.post(VISITS, Some(main), json!({ "patient_id": null, "visit_date": "" })).await;
     assert_invalid(&r, &["patient_id", "visit_date"]);
     // And cannot be cleared later.
     let p = patient(&app, main, "Ana", "Cruz").await;
     let v = visit(&app, main, p).await;
-    let r =
-        put(&app, main, &format!("{VISITS}/{v}"), json!({ "visit_date": null, "patient_id": null })).await;
+    let r = app
+        .put(&format!("{VISITS}/{v}"), Some(main), json!({ "visit_date": null, "patient_id": null }))
+        .await;
     assert_invalid(&r, &["patient_id", "visit_date"]);
 }
 
@@ -223,38 +198,38 @@ async fn visit_type_status_and_date_are_validated() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
     let p = patient(&app, main, "Ana", "Cruz").await;
-    let r = post(
-        &app,
-        main,
-        VISITS,
-        json!({ "patient_id": p, "visit_date": "2026-02-30", "visit_type": "walk_in", "status": "done" }),
-    )
-    .await;
-    assert_invalid(&r, &["visit_date", "visit_type", "status"]);
-    let r = post(&app, main, VISITS, json!({ "patient_id": "abc", "visit_date": "10/03/2026" })).await;
-    assert_invalid(&r, &["patient_id", "visit_date"]);
-    for visit_type in ["new", "follow_up", "emergency", "post_op"] {
-        let v = created(
-            &app,
-            main,
+    let r = app
+        .post(
             VISITS,
-            json!({ "patient_id": p, "visit_date": "2026-03-10", "visit_type": visit_type }),
+            Some(main),
+            json!({ "patient_id": p, "visit_date": "2026-02-30", "visit_type": "walk_in", "status": "done" }),
         )
         .await;
+    assert_invalid(&r, &["visit_date", "visit_type", "status"]);
+    let r = app.post(VISITS, Some(main), json!({ "patient_id": "abc", "visit_date": "10/03/2026" })).await;
+    assert_invalid(&r, &["patient_id", "visit_date"]);
+    for visit_type in ["new", "follow_up", "emergency", "post_op"] {
+        let v = app
+            .created(
+                VISITS,
+                Some(main),
+                json!({ "patient_id": p, "visit_date": "2026-03-10", "visit_type": visit_type }),
+            )
+            .await;
         assert_eq!(v["visit_type"], visit_type);
     }
     for status in ["scheduled", "checked_in", "in_progress", "completed", "cancelled"] {
-        let v = created(
-            &app,
-            main,
-            VISITS,
-            json!({ "patient_id": p, "visit_date": "2026-03-10", "status": status }),
-        )
-        .await;
+        let v = app
+            .created(
+                VISITS,
+                Some(main),
+                json!({ "patient_id": p, "visit_date": "2026-03-10", "status": status }),
+            )
+            .await;
         assert_eq!(v["status"], status);
     }
     let v = visit(&app, main, p).await;
-    let r = put(&app, main, &format!("{VISITS}/{v}"), json!({ "status": "finished" })).await;
+    let r = app.put(&format!("{VISITS}/{v}"), Some(main), json!({ "status": "finished" })).await;
     assert_invalid(&r, &["status"]);
 }
 
@@ -263,13 +238,14 @@ async fn visit_doctor_id_is_422_while_no_doctor_exists() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
     let p = patient(&app, main, "Ana", "Cruz").await;
-    let r = post(&app, main, VISITS, json!({ "patient_id": p, "visit_date": "2026-03-10", "doctor_id": 1 }))
+    let r = app
+        .post(VISITS, Some(main), json!({ "patient_id": p, "visit_date": "2026-03-10", "doctor_id": 1 }))
         .await;
     assert_invalid(&r, &["doctor_id"]);
-    let r = get(&app, main, VISITS).await;
+    let r = app.get(VISITS, Some(main)).await;
     assert_eq!(r.body["meta"]["total"], 0, "nothing was created");
     let v = visit(&app, main, p).await;
-    let r = put(&app, main, &format!("{VISITS}/{v}"), json!({ "doctor_id": 2 })).await;
+    let r = app.put(&format!("{VISITS}/{v}"), Some(main), json!({ "doctor_id": 2 })).await;
     assert_invalid(&r, &["doctor_id"]);
 }
 
@@ -279,16 +255,16 @@ async fn a_visit_for_a_patient_of_another_branch_is_422_on_patient_id() {
     let main = app.main_branch().await;
     let own = patient(&app, main, "Ana", "Cruz").await;
     let (north, foreign, _) = other_branch(&app).await;
-    let r = post(&app, main, VISITS, json!({ "patient_id": foreign, "visit_date": "2026-03-10" })).await;
+    let r = app.post(VISITS, Some(main), json!({ "patient_id": foreign, "visit_date": "2026-03-10" })).await;
     assert_invalid(&r, &["patient_id"]);
-    let r = post(&app, main, VISITS, json!({ "patient_id": 999_999, "visit_date": "2026-03-10" })).await;
+    let r = app.post(VISITS, Some(main), json!({ "patient_id": 999_999, "visit_date": "2026-03-10" })).await;
     assert_invalid(&r, &["patient_id"]);
     // Moving a visit to a foreign patient is refused too.
     let v = visit(&app, main, own).await;
-    let r = put(&app, main, &format!("{VISITS}/{v}"), json!({ "patient_id": foreign })).await;
+    let r = app.put(&format!("{VISITS}/{v}"), Some(main), json!({ "patient_id": foreign })).await;
     assert_invalid(&r, &["patient_id"]);
     // The other branch still has only its own visits.
-    let r = get(&app, north, &format!("{VISITS}?filters[patient_id]={foreign}")).await;
+    let r = app.get(&format!("{VISITS}?filters[patient_id]={foreign}"), Some(north)).await;
     assert_eq!(r.body["meta"]["total"], 1, "{}", r.body);
 }
 
@@ -302,32 +278,29 @@ async fn visits_filter_by_patient_status_and_type() {
     for (who, status, kind) in
         [(ana, "completed", "new"), (ana, "scheduled", "follow_up"), (ben, "completed", "follow_up")]
     {
-        let v = created(
-            &app,
-            main,
-            VISITS,
-            json!({ "patient_id": who, "visit_date": "2026-03-10", "status": status, "visit_type": kind }),
-        )
+        let v = app.created(VISITS, Some(main), json!({ "patient_id": who, "visit_date": "2026-03-10", "status": status, "visit_type": kind }))
         .await;
         if who == ana {
             of_ana.insert(id_of(&v));
         }
     }
-    let r = get(&app, main, &format!("{VISITS}?filters[patient_id]={ana}")).await;
+    let r = app.get(&format!("{VISITS}?filters[patient_id]={ana}"), Some(main)).await;
     assert_status(&r, 200);
     assert_eq!(id_set(&r.body), of_ana);
     assert_eq!(r.body["meta"]["total"], 2);
-    let r = get(&app, main, &format!("{VISITS}?filters[patient_id]={ben}&filters[status]=completed")).await;
-    assert_eq!(r.body["meta"]["total"], 1);
     let r =
-        get(&app, main, &format!("{VISITS}?filters[patient_id]={ana}&filters[visit_type]=follow_up")).await;
+        app.get(&format!("{VISITS}?filters[patient_id]={ben}&filters[status]=completed"), Some(main)).await;
+    assert_eq!(r.body["meta"]["total"], 1);
+    let r = app
+        .get(&format!("{VISITS}?filters[patient_id]={ana}&filters[visit_type]=follow_up"), Some(main))
+        .await;
     assert_eq!(r.body["meta"]["total"], 1);
     assert_eq!(r.body["data"][0]["status"], "scheduled");
-    let r = get(&app, main, &format!("{VISITS}?filters[status]=completed")).await;
+    let r = app.get(&format!("{VISITS}?filters[status]=completed"), Some(main)).await;
     assert_eq!(r.body["meta"]["total"], 2);
-    let r = get(&app, main, &format!("{VISITS}?filters[patient_id]=abc")).await;
+    let r = app.get(&format!("{VISITS}?filters[patient_id]=abc"), Some(main)).await;
     assert_invalid(&r, &["filters[patient_id]"]);
-    let r = get(&app, main, &format!("{VISITS}?filters[status]=done")).await;
+    let r = app.get(&format!("{VISITS}?filters[status]=done"), Some(main)).await;
     assert_invalid(&r, &["filters[status]"]);
 }
 
@@ -336,14 +309,15 @@ async fn visit_status_sent_as_null_is_scheduled_or_a_422_never_a_500() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
     let p = patient(&app, main, "Ana", "Cruz").await;
-    let r = post(&app, main, VISITS, json!({ "patient_id": p, "visit_date": "2026-03-10", "status": null }))
+    let r = app
+        .post(VISITS, Some(main), json!({ "patient_id": p, "visit_date": "2026-03-10", "status": null }))
         .await;
     match r.status {
         201 => assert_eq!(r.body["data"]["status"], "scheduled", "{}", r.body),
         _ => assert_invalid(&r, &["status"]),
     }
     let v = visit(&app, main, p).await;
-    let r = put(&app, main, &format!("{VISITS}/{v}"), json!({ "status": null })).await;
+    let r = app.put(&format!("{VISITS}/{v}"), Some(main), json!({ "status": null })).await;
     match r.status {
         200 => assert_eq!(r.body["data"]["status"], "scheduled", "{}", r.body),
         _ => assert_invalid(&r, &["status"]),
@@ -352,12 +326,10 @@ async fn visit_status_sent_as_null_is_scheduled_or_a_422_never_a_500() {
 
 #[tokio::test]
 async fn certificate_number_sent_as_null_or_empty_is_generated_or_a_422_never_a_500() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
     for blank in [json!(null), json!(""), json!("   ")] {
-        let r = post(&app, main, CERTIFICATES, json!({ "patient_visit_id": v, "certificate_number": blank }))
+        let r = app
+            .post(CERTIFICATES, Some(main), json!({ "patient_visit_id": v, "certificate_number": blank }))
             .await;
         match r.status {
             201 => {
@@ -367,8 +339,9 @@ async fn certificate_number_sent_as_null_or_empty_is_generated_or_a_422_never_a_
             _ => assert_invalid(&r, &["certificate_number"]),
         }
     }
-    let c = created(&app, main, CERTIFICATES, json!({ "patient_visit_id": v })).await;
-    let r = put(&app, main, &format!("{CERTIFICATES}/{}", id_of(&c)), json!({ "certificate_number": null }))
+    let c = app.created(CERTIFICATES, Some(main), json!({ "patient_visit_id": v })).await;
+    let r = app
+        .put(&format!("{CERTIFICATES}/{}", id_of(&c)), Some(main), json!({ "certificate_number": null }))
         .await;
     match r.status {
         200 => assert_eq!(r.body["data"]["certificate_number"], c["certificate_number"], "{}", r.body),
@@ -378,13 +351,10 @@ async fn certificate_number_sent_as_null_or_empty_is_generated_or_a_422_never_a_
 
 #[tokio::test]
 async fn certificate_issued_on_defaults_to_today_even_when_sent_as_null() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
-    let c = created(&app, main, CERTIFICATES, json!({ "patient_visit_id": v })).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
+    let c = app.created(CERTIFICATES, Some(main), json!({ "patient_visit_id": v })).await;
     assert_eq!(c["issued_on"], today().to_string(), "{c}");
-    let r = post(&app, main, CERTIFICATES, json!({ "patient_visit_id": v, "issued_on": null })).await;
+    let r = app.post(CERTIFICATES, Some(main), json!({ "patient_visit_id": v, "issued_on": null })).await;
     match r.status {
         201 => assert_eq!(r.body["data"]["issued_on"], today().to_string(), "{}", r.body),
         _ => assert_invalid(&r, &["issued_on"]),
@@ -397,17 +367,14 @@ async fn certificate_issued_on_defaults_to_today_even_when_sent_as_null() {
 
 #[tokio::test]
 async fn plan_crud_round_trip() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, patient: p, visit: v } = Clinic::open().await;
     let sent = json!({
         "patient_visit_id": v,
         "plan": "Start lubricating drops; refraction next visit.",
         "follow_up_date": "2026-04-01",
         "instructions": "Four times a day.\nAvoid screens at night.",
     });
-    let r = post(&app, main, PLANS, sent.clone()).await;
+    let r = app.post(PLANS, Some(main), sent.clone()).await;
     assert_status(&r, 201);
     let data = &r.body["data"];
     for (field, value) in sent.as_object().unwrap() {
@@ -415,62 +382,56 @@ async fn plan_crud_round_trip() {
     }
     assert_eq!(data["patient_id"], p, "taken from the visit");
     let path = format!("{PLANS}/{}", id_of(data));
-    let r = get(&app, main, &path).await;
+    let r = app.get(&path, Some(main)).await;
     assert_status(&r, 200);
     assert_eq!(r.body["data"]["plan"], sent["plan"]);
     assert_eq!(r.body["data"]["patient_id"], p);
-    let r = put(&app, main, &path, json!({ "follow_up_date": "2026-04-15", "instructions": null })).await;
+    let r = app.put(&path, Some(main), json!({ "follow_up_date": "2026-04-15", "instructions": null })).await;
     assert_status(&r, 200);
     assert_eq!(r.body["data"]["follow_up_date"], "2026-04-15");
     assert!(r.body["data"]["instructions"].is_null());
     assert_eq!(r.body["data"]["plan"], sent["plan"]);
-    assert_status(&delete(&app, main, &path).await, 200);
-    assert_status(&get(&app, main, &path).await, 404);
-    assert_eq!(get(&app, main, PLANS).await.body["meta"]["total"], 0);
+    assert_status(&app.delete(&path, Some(main)).await, 200);
+    assert_status(&app.get(&path, Some(main)).await, 404);
+    assert_eq!(app.get(PLANS, Some(main)).await.body["meta"]["total"], 0);
 }
 
 #[tokio::test]
 async fn plan_visit_and_text_are_required_and_dates_checked() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
-    let r = post(&app, main, PLANS, json!({})).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
+    let r = app.post(PLANS, Some(main), json!({})).await;
     assert_invalid(&r, &["patient_visit_id", "plan"]);
-    let r = post(&app, main, PLANS, json!({ "patient_visit_id": v, "plan": "  " })).await;
+    let r = app.post(PLANS, Some(main), json!({ "patient_visit_id": v, "plan": "  " })).await;
     assert_invalid(&r, &["plan"]);
-    let r = post(
-        &app,
-        main,
-        PLANS,
-        json!({ "patient_visit_id": v, "plan": "X", "follow_up_date": "2026-04-31" }),
-    )
-    .await;
+    let r = app
+        .post(
+            PLANS,
+            Some(main),
+            json!({ "patient_visit_id": v, "plan": "X", "follow_up_date": "2026-04-31" }),
+        )
+        .await;
     assert_invalid(&r, &["follow_up_date"]);
-    let r = post(&app, main, PLANS, json!({ "patient_visit_id": v, "plan": 12 })).await;
+    let r = app.post(PLANS, Some(main), json!({ "patient_visit_id": v, "plan": 12 })).await;
     assert_invalid(&r, &["plan"]);
 }
 
 #[tokio::test]
 async fn a_prescribed_medicine_is_422_on_medicine_id_while_no_medicine_exists() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
     let before = audit_count(&app, main).await;
     for medicine in [json!(1), json!(42), json!("7")] {
-        let r = post(
-            &app,
-            main,
-            MEDICINES,
-            json!({ "patient_visit_id": v, "medicine_id": medicine, "eye": "both", "quantity": 2 }),
-        )
-        .await;
+        let r = app
+            .post(
+                MEDICINES,
+                Some(main),
+                json!({ "patient_visit_id": v, "medicine_id": medicine, "eye": "both", "quantity": 2 }),
+            )
+            .await;
         assert_invalid(&r, &["medicine_id"]);
     }
-    let r = post(&app, main, MEDICINES, json!({ "patient_visit_id": v, "medicine_id": "abc" })).await;
+    let r = app.post(MEDICINES, Some(main), json!({ "patient_visit_id": v, "medicine_id": "abc" })).await;
     assert_invalid(&r, &["medicine_id"]);
-    let r = get(&app, main, MEDICINES).await;
+    let r = app.get(MEDICINES, Some(main)).await;
     assert_status(&r, 200);
     assert_eq!(r.body["meta"]["total"], 0);
     assert_eq!(audit_count(&app, main).await, before, "refused writes leave no audit row");
@@ -480,56 +441,48 @@ async fn a_prescribed_medicine_is_422_on_medicine_id_while_no_medicine_exists() 
 async fn prescribed_medicine_visit_and_medicine_are_required() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
-    let r = post(&app, main, MEDICINES, json!({})).await;
+    let r = app.post(MEDICINES, Some(main), json!({})).await;
     assert_invalid(&r, &["medicine_id", "patient_visit_id"]);
-    let r = post(&app, main, MEDICINES, json!({ "medicine_id": null, "patient_visit_id": null })).await;
+    let r = app.post(MEDICINES, Some(main), json!({ "medicine_id": null, "patient_visit_id": null })).await;
     assert_invalid(&r, &["medicine_id", "patient_visit_id"]);
 }
 
 #[tokio::test]
 async fn prescribed_medicine_eye_and_quantity_are_validated() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
     let base = |extra: Value| record_body(MEDICINES, v, extra);
     // Every bad field is named at once, the medicine that does not exist (no master data yet)
     // included.
-    let r = post(&app, main, MEDICINES, base(json!({ "eye": "middle", "quantity": "two" }))).await;
+    let r = app.post(MEDICINES, Some(main), base(json!({ "eye": "middle", "quantity": "two" }))).await;
     assert_invalid(&r, &["eye", "medicine_id", "quantity"]);
     for quantity in [json!(1.5), json!(true), json!([2]), json!(-3)] {
-        let r = post(&app, main, MEDICINES, base(json!({ "quantity": quantity }))).await;
+        let r = app.post(MEDICINES, Some(main), base(json!({ "quantity": quantity }))).await;
         assert_invalid(&r, &["medicine_id", "quantity"]);
     }
     // Valid values pass validation: only the absent medicine is left.
     for eye in ["right", "left", "both", "n_a"] {
-        let r = post(&app, main, MEDICINES, base(json!({ "eye": eye, "quantity": 3 }))).await;
+        let r = app.post(MEDICINES, Some(main), base(json!({ "eye": eye, "quantity": 3 }))).await;
         assert_invalid(&r, &["medicine_id"]);
     }
 }
 
 #[tokio::test]
 async fn prescribed_medicines_list_takes_the_patient_and_visit_filters() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
-    let r =
-        get(&app, main, &format!("{MEDICINES}?filters[patient_id]={p}&filters[patient_visit_id]={v}")).await;
+    let Clinic { app, branch: main, patient: p, visit: v } = Clinic::open().await;
+    let r = app
+        .get(&format!("{MEDICINES}?filters[patient_id]={p}&filters[patient_visit_id]={v}"), Some(main))
+        .await;
     assert_status(&r, 200);
     assert_eq!(r.body["data"], json!([]));
-    let r = get(&app, main, &format!("{MEDICINES}?filters[patient_visit_id]=x")).await;
+    let r = app.get(&format!("{MEDICINES}?filters[patient_visit_id]=x"), Some(main)).await;
     assert_invalid(&r, &["filters[patient_visit_id]"]);
-    let r = get(&app, main, &format!("{MEDICINES}?filters[eye]=middle")).await;
+    let r = app.get(&format!("{MEDICINES}?filters[eye]=middle"), Some(main)).await;
     assert_invalid(&r, &["filters[eye]"]);
 }
 
 #[tokio::test]
 async fn complaint_crud_round_trip() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, patient: p, visit: v } = Clinic::open().await;
     let sent = json!({
         "patient_id": p,
         "patient_visit_id": v,
@@ -540,44 +493,42 @@ async fn complaint_crud_round_trip() {
         "severity": "severe",
         "notes": "Flashes at night.",
     });
-    let r = post(&app, main, COMPLAINTS, sent.clone()).await;
+    let r = app.post(COMPLAINTS, Some(main), sent.clone()).await;
     assert_status(&r, 201);
     for (field, value) in sent.as_object().unwrap() {
         assert_eq!(&r.body["data"][field], value, "{field} echoed: {}", r.body);
     }
     let path = format!("{COMPLAINTS}/{}", id_of(&r.body["data"]));
-    let r = get(&app, main, &path).await;
+    let r = app.get(&path, Some(main)).await;
     assert_status(&r, 200);
     assert_eq!(r.body["data"]["complaint"], "Floaters in the right eye");
-    let r = put(&app, main, &path, json!({ "severity": "mild", "eye": "both" })).await;
+    let r = app.put(&path, Some(main), json!({ "severity": "mild", "eye": "both" })).await;
     assert_status(&r, 200);
     assert_eq!(r.body["data"]["severity"], "mild");
     assert_eq!(r.body["data"]["eye"], "both");
     assert_eq!(r.body["data"]["duration"], "3 days");
     assert_eq!(r.body["data"]["version"], 2);
-    assert_status(&delete(&app, main, &path).await, 200);
-    assert_status(&get(&app, main, &path).await, 404);
-    assert_status(&delete(&app, main, &path).await, 404);
+    assert_status(&app.delete(&path, Some(main)).await, 200);
+    assert_status(&app.get(&path, Some(main)).await, 404);
+    assert_status(&app.delete(&path, Some(main)).await, 404);
 }
 
 #[tokio::test]
 async fn complaint_text_is_required_and_eye_and_severity_checked() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
-    let r = post(&app, main, COMPLAINTS, json!({})).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
+    let r = app.post(COMPLAINTS, Some(main), json!({})).await;
     assert_invalid(&r, &["patient_visit_id", "complaint"]);
-    let r = post(
-        &app,
-        main,
-        COMPLAINTS,
-        json!({ "patient_visit_id": v, "complaint": "Pain", "eye": "middle", "severity": "unbearable" }),
-    )
-    .await;
+    let r = app
+        .post(
+            COMPLAINTS,
+            Some(main),
+            json!({ "patient_visit_id": v, "complaint": "Pain", "eye": "middle", "severity": "unbearable" }),
+        )
+        .await;
     assert_invalid(&r, &["eye", "severity"]);
-    let r =
-        post(&app, main, COMPLAINTS, json!({ "patient_visit_id": v, "complaint": "x".repeat(501) })).await;
+    let r = app
+        .post(COMPLAINTS, Some(main), json!({ "patient_visit_id": v, "complaint": "x".repeat(501) }))
+        .await;
     assert_invalid(&r, &["complaint"]);
 }
 
@@ -593,10 +544,10 @@ async fn patient_id_is_taken_from_the_visit_for_each_visit_record() {
     let p = patient(&app, main, "Ana", "Cruz").await;
     let v = visit(&app, main, p).await;
     for path in [PLANS, COMPLAINTS, CERTIFICATES] {
-        let record = created(&app, main, path, record_body(path, v, json!({}))).await;
+        let record = app.created(path, Some(main), record_body(path, v, json!({}))).await;
         assert_eq!(record["patient_id"], p, "{path}: {record}");
         assert_eq!(record["patient_visit_id"], v, "{path}");
-        let record = created(&app, main, path, record_body(path, v, json!({ "patient_id": p }))).await;
+        let record = app.created(path, Some(main), record_body(path, v, json!({ "patient_id": p }))).await;
         assert_eq!(record["patient_id"], p, "{path}: the matching patient is accepted");
     }
 }
@@ -609,67 +560,60 @@ async fn a_patient_other_than_the_visits_is_422_on_patient_id_for_each_visit_rec
     let stranger = patient(&app, main, "Ben", "Reyes").await;
     let v = visit(&app, main, owner).await;
     for path in VISIT_RECORDS {
-        let r = post(&app, main, path, record_body(path, v, json!({ "patient_id": stranger }))).await;
+        let r = app.post(path, Some(main), record_body(path, v, json!({ "patient_id": stranger }))).await;
         assert_invalid(&r, &with_medicine(path, &["patient_id"]));
     }
     for path in [PLANS, CERTIFICATES] {
-        let record = created(&app, main, path, record_body(path, v, json!({}))).await;
-        let r =
-            put(&app, main, &format!("{path}/{}", id_of(&record)), json!({ "patient_id": stranger })).await;
+        let record = app.created(path, Some(main), record_body(path, v, json!({}))).await;
+        let r = app
+            .put(&format!("{path}/{}", id_of(&record)), Some(main), json!({ "patient_id": stranger }))
+            .await;
         assert_invalid(&r, &["patient_id"]);
-        let r = get(&app, main, &format!("{path}/{}", id_of(&record))).await;
+        let r = app.get(&format!("{path}/{}", id_of(&record)), Some(main)).await;
         assert_eq!(r.body["data"]["patient_id"], owner, "{path}: unchanged");
     }
 }
 
 #[tokio::test]
 async fn a_visit_of_another_branch_is_422_on_patient_visit_id_for_each_visit_record() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let own = visit(&app, main, p).await;
+    let Clinic { app, branch: main, patient: p, visit: own } = Clinic::open().await;
     let (_, _, foreign_visit) = other_branch(&app).await;
     for path in VISIT_RECORDS {
-        let r = post(&app, main, path, record_body(path, foreign_visit, json!({}))).await;
+        let r = app.post(path, Some(main), record_body(path, foreign_visit, json!({}))).await;
         assert_invalid(&r, &with_medicine(path, &["patient_visit_id"]));
-        let r = post(&app, main, path, record_body(path, 999_999, json!({ "patient_id": p }))).await;
+        let r = app.post(path, Some(main), record_body(path, 999_999, json!({ "patient_id": p }))).await;
         assert_invalid(&r, &with_medicine(path, &["patient_visit_id"]));
     }
     for path in [PLANS, COMPLAINTS, CERTIFICATES] {
-        let record = created(&app, main, path, record_body(path, own, json!({}))).await;
-        let r = put(
-            &app,
-            main,
-            &format!("{path}/{}", id_of(&record)),
-            json!({ "patient_visit_id": foreign_visit }),
-        )
-        .await;
+        let record = app.created(path, Some(main), record_body(path, own, json!({}))).await;
+        let r = app
+            .put(
+                &format!("{path}/{}", id_of(&record)),
+                Some(main),
+                json!({ "patient_visit_id": foreign_visit }),
+            )
+            .await;
         assert_invalid(&r, &["patient_visit_id"]);
     }
 }
 
 #[tokio::test]
 async fn a_patient_of_another_branch_is_422_on_patient_id_for_each_visit_record() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
     let (_, foreign_patient, _) = other_branch(&app).await;
     for path in VISIT_RECORDS {
-        let r = post(&app, main, path, record_body(path, v, json!({ "patient_id": foreign_patient }))).await;
+        let r =
+            app.post(path, Some(main), record_body(path, v, json!({ "patient_id": foreign_patient }))).await;
         assert_invalid(&r, &with_medicine(path, &["patient_id"]));
     }
 }
 
 #[tokio::test]
 async fn a_deleted_visit_cannot_be_referenced() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
-    assert_status(&delete(&app, main, &format!("{VISITS}/{v}")).await, 200);
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
+    assert_status(&app.delete(&format!("{VISITS}/{v}"), Some(main)).await, 200);
     for path in VISIT_RECORDS {
-        let r = post(&app, main, path, record_body(path, v, json!({}))).await;
+        let r = app.post(path, Some(main), record_body(path, v, json!({}))).await;
         assert_invalid(&r, &with_medicine(path, &["patient_visit_id"]));
     }
 }
@@ -687,7 +631,7 @@ async fn visit_records_filter_by_patient_id_and_patient_visit_id() {
         let mut of_second = BTreeSet::new();
         let mut of_ben = BTreeSet::new();
         for v in [first, second, second, bens] {
-            let id = id_of(&created(&app, main, path, record_body(path, v, json!({}))).await);
+            let id = id_of(&app.created(path, Some(main), record_body(path, v, json!({}))).await);
             if v == bens {
                 of_ben.insert(id);
             } else {
@@ -697,38 +641,35 @@ async fn visit_records_filter_by_patient_id_and_patient_visit_id() {
                 of_second.insert(id);
             }
         }
-        let r = get(&app, main, &format!("{path}?filters[patient_id]={ana}")).await;
+        let r = app.get(&format!("{path}?filters[patient_id]={ana}"), Some(main)).await;
         assert_status(&r, 200);
         assert_eq!(id_set(&r.body), of_ana, "{path} by patient");
         assert_eq!(r.body["meta"]["total"], 3);
-        let r = get(&app, main, &format!("{path}?filters[patient_id]={ben}")).await;
+        let r = app.get(&format!("{path}?filters[patient_id]={ben}"), Some(main)).await;
         assert_eq!(id_set(&r.body), of_ben, "{path} by the other patient");
-        let r = get(&app, main, &format!("{path}?filters[patient_visit_id]={second}")).await;
+        let r = app.get(&format!("{path}?filters[patient_visit_id]={second}"), Some(main)).await;
         assert_eq!(id_set(&r.body), of_second, "{path} by visit");
-        let r =
-            get(&app, main, &format!("{path}?filters[patient_visit_id]={first}&filters[patient_id]={ben}"))
-                .await;
+        let r = app
+            .get(&format!("{path}?filters[patient_visit_id]={first}&filters[patient_id]={ben}"), Some(main))
+            .await;
         assert_eq!(r.body["meta"]["total"], 0, "{path}: visit and patient together");
-        let r = get(&app, main, &format!("{path}?filters[patient_id]=abc")).await;
+        let r = app.get(&format!("{path}?filters[patient_id]=abc"), Some(main)).await;
         assert_invalid(&r, &["filters[patient_id]"]);
     }
 }
 
 #[tokio::test]
 async fn visit_records_refuse_a_stale_if_match() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
     let mut targets = vec![(format!("{VISITS}/{v}"), json!({ "reason": "mine" }), "reason")];
     for (path, field) in [(PLANS, "plan"), (COMPLAINTS, "complaint"), (CERTIFICATES, "diagnosis")] {
-        let record = created(&app, main, path, record_body(path, v, json!({}))).await;
+        let record = app.created(path, Some(main), record_body(path, v, json!({}))).await;
         targets.push((format!("{path}/{}", id_of(&record)), json!({ field: "mine" }), field));
     }
     for (path, body, field) in targets {
-        let r = get(&app, main, &path).await;
+        let r = app.get(&path, Some(main)).await;
         let stale = r.header("etag").unwrap_or_else(|| panic!("ETag on {path}")).to_owned();
-        let r = put(&app, main, &path, json!({ field: "theirs" })).await;
+        let r = app.put(&path, Some(main), json!({ field: "theirs" })).await;
         assert_status(&r, 200);
         let current = r.header("etag").expect("ETag on update").to_owned();
         assert_ne!(current, stale, "{path}");
@@ -737,7 +678,7 @@ async fn visit_records_refuse_a_stale_if_match() {
         assert_status(&r, 412);
         let r = reply(app.request(Method::DELETE, &path, Some(main)).header("if-match", &stale)).await;
         assert_status(&r, 412);
-        let r = get(&app, main, &path).await;
+        let r = app.get(&path, Some(main)).await;
         assert_status(&r, 200);
         assert_eq!(r.body["data"][field], "theirs", "{path}: nothing changed");
         let r =
@@ -749,14 +690,11 @@ async fn visit_records_refuse_a_stale_if_match() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_visit_updates_with_the_same_etag_let_exactly_one_win() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
     let path = format!("{VISITS}/{v}");
     let rounds = 10;
     for round in 0..rounds {
-        let etag = get(&app, main, &path).await.header("etag").expect("ETag").to_owned();
+        let etag = app.get(&path, Some(main)).await.header("etag").expect("ETag").to_owned();
         let tasks: Vec<_> = ["left", "right"]
             .iter()
             .map(|side| {
@@ -774,7 +712,7 @@ async fn two_visit_updates_with_the_same_etag_let_exactly_one_win() {
         statuses.sort_unstable();
         assert_eq!(statuses, vec![200, 412], "round {round}");
     }
-    let r = get(&app, main, &path).await;
+    let r = app.get(&path, Some(main)).await;
     assert_eq!(r.body["data"]["version"], rounds + 1);
 }
 
@@ -784,10 +722,7 @@ async fn two_visit_updates_with_the_same_etag_let_exactly_one_win() {
 
 #[tokio::test]
 async fn certificate_crud_round_trip() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, patient: p, visit: v } = Clinic::open().await;
     let sent = json!({
         "patient_visit_id": v,
         "issued_on": "2026-03-10",
@@ -796,7 +731,7 @@ async fn certificate_crud_round_trip() {
         "rest_days": 3,
         "valid_until": "2026-03-13",
     });
-    let r = post(&app, main, CERTIFICATES, sent.clone()).await;
+    let r = app.post(CERTIFICATES, Some(main), sent.clone()).await;
     assert_status(&r, 201);
     let data = &r.body["data"];
     for (field, value) in sent.as_object().unwrap() {
@@ -805,111 +740,103 @@ async fn certificate_crud_round_trip() {
     assert_eq!(data["patient_id"], p);
     assert_eq!(data["certificate_number"], "MC-MAIN-000001");
     let path = format!("{CERTIFICATES}/{}", id_of(data));
-    let r = get(&app, main, &path).await;
+    let r = app.get(&path, Some(main)).await;
     assert_status(&r, 200);
     assert_eq!(r.body["data"]["certificate_number"], "MC-MAIN-000001");
     assert_eq!(r.body["data"]["rest_days"], 3);
-    let r = put(&app, main, &path, json!({ "rest_days": 5, "valid_until": "2026-03-15" })).await;
+    let r = app.put(&path, Some(main), json!({ "rest_days": 5, "valid_until": "2026-03-15" })).await;
     assert_status(&r, 200);
     assert_eq!(r.body["data"]["rest_days"], 5);
     assert_eq!(r.body["data"]["valid_until"], "2026-03-15");
     assert_eq!(r.body["data"]["certificate_number"], "MC-MAIN-000001", "the number stays");
-    assert_status(&delete(&app, main, &path).await, 200);
-    assert_status(&get(&app, main, &path).await, 404);
+    assert_status(&app.delete(&path, Some(main)).await, 200);
+    assert_status(&app.get(&path, Some(main)).await, 404);
 }
 
 #[tokio::test]
 async fn certificate_numbers_are_generated_per_branch() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
     let north = app.create_branch("NORTH").await;
     let np = patient(&app, north, "Ben", "Reyes").await;
     let nv = visit(&app, north, np).await;
     let number = |record: Value| record["certificate_number"].as_str().unwrap().to_owned();
     assert_eq!(
-        number(created(&app, main, CERTIFICATES, json!({ "patient_visit_id": v })).await),
+        number(app.created(CERTIFICATES, Some(main), json!({ "patient_visit_id": v })).await),
         "MC-MAIN-000001"
     );
     assert_eq!(
-        number(created(&app, main, CERTIFICATES, json!({ "patient_visit_id": v })).await),
+        number(app.created(CERTIFICATES, Some(main), json!({ "patient_visit_id": v })).await),
         "MC-MAIN-000002"
     );
     assert_eq!(
-        number(created(&app, north, CERTIFICATES, json!({ "patient_visit_id": nv })).await),
+        number(app.created(CERTIFICATES, Some(north), json!({ "patient_visit_id": nv })).await),
         "MC-NORTH-000001"
     );
     assert_eq!(
-        number(created(&app, main, CERTIFICATES, json!({ "patient_visit_id": v })).await),
+        number(app.created(CERTIFICATES, Some(main), json!({ "patient_visit_id": v })).await),
         "MC-MAIN-000003"
     );
     assert_eq!(
-        number(created(&app, north, CERTIFICATES, json!({ "patient_visit_id": nv })).await),
+        number(app.created(CERTIFICATES, Some(north), json!({ "patient_visit_id": nv })).await),
         "MC-NORTH-000002"
     );
     // An explicit number is kept as given.
-    let record = created(
-        &app,
-        main,
-        CERTIFICATES,
-        json!({ "patient_visit_id": v, "certificate_number": "MC-2026-A7" }),
-    )
-    .await;
+    let record = app
+        .created(
+            CERTIFICATES,
+            Some(main),
+            json!({ "patient_visit_id": v, "certificate_number": "MC-2026-A7" }),
+        )
+        .await;
     assert_eq!(number(record), "MC-2026-A7");
 }
 
 #[tokio::test]
 async fn a_duplicate_certificate_number_is_422_on_certificate_number() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
-    created(&app, main, CERTIFICATES, json!({ "patient_visit_id": v, "certificate_number": "CERT-1" })).await;
-    let generated = created(&app, main, CERTIFICATES, json!({ "patient_visit_id": v })).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
+    app.created(CERTIFICATES, Some(main), json!({ "patient_visit_id": v, "certificate_number": "CERT-1" }))
+        .await;
+    let generated = app.created(CERTIFICATES, Some(main), json!({ "patient_visit_id": v })).await;
     let before = audit_count(&app, main).await;
     for taken in ["CERT-1", "  CERT-1 "] {
-        let r = post(&app, main, CERTIFICATES, json!({ "patient_visit_id": v, "certificate_number": taken }))
+        let r = app
+            .post(CERTIFICATES, Some(main), json!({ "patient_visit_id": v, "certificate_number": taken }))
             .await;
         assert_invalid(&r, &["certificate_number"]);
     }
-    let r = post(
-        &app,
-        main,
-        CERTIFICATES,
-        json!({ "patient_visit_id": v, "certificate_number": "MC-MAIN-000001" }),
-    )
-    .await;
+    let r = app
+        .post(
+            CERTIFICATES,
+            Some(main),
+            json!({ "patient_visit_id": v, "certificate_number": "MC-MAIN-000001" }),
+        )
+        .await;
     assert_invalid(&r, &["certificate_number"]);
     // Renaming one to a taken number too.
     let path = format!("{CERTIFICATES}/{}", id_of(&generated));
-    let r = put(&app, main, &path, json!({ "certificate_number": "CERT-1" })).await;
+    let r = app.put(&path, Some(main), json!({ "certificate_number": "CERT-1" })).await;
     assert_invalid(&r, &["certificate_number"]);
-    assert_eq!(get(&app, main, &path).await.body["data"]["certificate_number"], "MC-MAIN-000001");
-    assert_eq!(get(&app, main, CERTIFICATES).await.body["meta"]["total"], 2);
+    assert_eq!(app.get(&path, Some(main)).await.body["data"]["certificate_number"], "MC-MAIN-000001");
+    assert_eq!(app.get(CERTIFICATES, Some(main)).await.body["meta"]["total"], 2);
     assert_eq!(audit_count(&app, main).await, before, "refused writes leave no audit row");
     // Another branch has its own numbers.
     let north = app.create_branch("NORTH").await;
     let nv = visit(&app, north, patient(&app, north, "Ben", "Reyes").await).await;
-    created(&app, north, CERTIFICATES, json!({ "patient_visit_id": nv, "certificate_number": "CERT-1" }))
+    app.created(CERTIFICATES, Some(north), json!({ "patient_visit_id": nv, "certificate_number": "CERT-1" }))
         .await;
 }
 
 #[tokio::test]
 async fn a_generated_certificate_number_skips_numbers_already_taken() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
     // A clinic typing the next number by hand must not break the generator.
-    created(
-        &app,
-        main,
+    app.created(
         CERTIFICATES,
+        Some(main),
         json!({ "patient_visit_id": v, "certificate_number": "MC-MAIN-000001" }),
     )
     .await;
-    let r = post(&app, main, CERTIFICATES, json!({ "patient_visit_id": v })).await;
+    let r = app.post(CERTIFICATES, Some(main), json!({ "patient_visit_id": v })).await;
     assert_status(&r, 201);
     let number = r.body["data"]["certificate_number"].as_str().unwrap_or_default().to_owned();
     assert_ne!(number, "MC-MAIN-000001");
@@ -919,48 +846,36 @@ async fn a_generated_certificate_number_skips_numbers_already_taken() {
 
 #[tokio::test]
 async fn certificate_rest_days_are_0_to_365_and_dates_checked() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
     for bad in [json!(-1), json!(366), json!("three"), json!(2.5)] {
-        let r = post(&app, main, CERTIFICATES, json!({ "patient_visit_id": v, "rest_days": bad })).await;
+        let r = app.post(CERTIFICATES, Some(main), json!({ "patient_visit_id": v, "rest_days": bad })).await;
         assert_invalid(&r, &["rest_days"]);
     }
     for ok in [0, 365] {
-        let c = created(&app, main, CERTIFICATES, json!({ "patient_visit_id": v, "rest_days": ok })).await;
+        let c =
+            app.created(CERTIFICATES, Some(main), json!({ "patient_visit_id": v, "rest_days": ok })).await;
         assert_eq!(c["rest_days"], ok);
     }
-    let r = post(
-        &app,
-        main,
-        CERTIFICATES,
-        json!({ "patient_visit_id": v, "issued_on": "2026-02-29", "valid_until": "soon", "certificate_number": 5 }),
-    )
+    let r = app.post(CERTIFICATES, Some(main), json!({ "patient_visit_id": v, "issued_on": "2026-02-29", "valid_until": "soon", "certificate_number": 5 }))
     .await;
     assert_invalid(&r, &["issued_on", "valid_until", "certificate_number"]);
 }
 
 #[tokio::test]
 async fn certificate_doctor_id_is_422_while_no_doctor_exists() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
-    let r = post(&app, main, CERTIFICATES, json!({ "patient_visit_id": v, "doctor_id": 1 })).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
+    let r = app.post(CERTIFICATES, Some(main), json!({ "patient_visit_id": v, "doctor_id": 1 })).await;
     assert_invalid(&r, &["doctor_id"]);
-    assert_eq!(get(&app, main, CERTIFICATES).await.body["meta"]["total"], 0);
+    assert_eq!(app.get(CERTIFICATES, Some(main)).await.body["meta"]["total"], 0);
 }
 
 #[tokio::test]
 async fn certificates_list_by_issued_on_between_start_and_end_date() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
     let mut by_day = std::collections::BTreeMap::new();
     for day in ["2026-01-10", "2026-01-15", "2026-01-20"] {
-        let c = created(&app, main, CERTIFICATES, json!({ "patient_visit_id": v, "issued_on": day })).await;
+        let c =
+            app.created(CERTIFICATES, Some(main), json!({ "patient_visit_id": v, "issued_on": day })).await;
         by_day.insert(day, id_of(&c));
     }
     let expect = |days: &[&str]| days.iter().map(|d| by_day[d]).collect::<BTreeSet<i64>>();
@@ -973,13 +888,13 @@ async fn certificates_list_by_issued_on_between_start_and_end_date() {
         ("start_date=2026-01-01&end_date=2026-01-31", &["2026-01-10", "2026-01-15", "2026-01-20"]),
     ];
     for (query, days) in cases {
-        let r = get(&app, main, &format!("{CERTIFICATES}?{query}")).await;
+        let r = app.get(&format!("{CERTIFICATES}?{query}"), Some(main)).await;
         assert_status(&r, 200);
         assert_eq!(id_set(&r.body), expect(days), "{query}");
         assert_eq!(r.body["meta"]["total"], days.len(), "{query}");
     }
     // Newest first by default.
-    let r = get(&app, main, CERTIFICATES).await;
+    let r = app.get(CERTIFICATES, Some(main)).await;
     assert_eq!(ids(&r.body), vec![by_day["2026-01-20"], by_day["2026-01-15"], by_day["2026-01-10"]]);
 }
 
@@ -988,12 +903,12 @@ async fn certificate_date_range_with_a_bad_date_or_end_before_start_is_422() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
     for bad in ["2026-13-01", "yesterday", "15/01/2026", "2026-02-30"] {
-        let r = get(&app, main, &format!("{CERTIFICATES}?start_date={bad}")).await;
+        let r = app.get(&format!("{CERTIFICATES}?start_date={bad}"), Some(main)).await;
         assert_invalid(&r, &["start_date"]);
-        let r = get(&app, main, &format!("{CERTIFICATES}?end_date={bad}")).await;
+        let r = app.get(&format!("{CERTIFICATES}?end_date={bad}"), Some(main)).await;
         assert_invalid(&r, &["end_date"]);
     }
-    let r = get(&app, main, &format!("{CERTIFICATES}?start_date=2026-02-01&end_date=2026-01-31")).await;
+    let r = app.get(&format!("{CERTIFICATES}?start_date=2026-02-01&end_date=2026-01-31"), Some(main)).await;
     assert_invalid(&r, &["end_date"]);
 }
 
@@ -1007,9 +922,9 @@ async fn patient_writes_are_listed_newest_first_with_before_and_after() {
     let main = app.main_branch().await;
     let admin = admin_id(&app).await;
     let p = patient(&app, main, "Ana", "Cruz").await;
-    let r = put(&app, main, &format!("{PATIENTS}/{p}"), json!({ "first_name": "Ann" })).await;
+    let r = app.put(&format!("{PATIENTS}/{p}"), Some(main), json!({ "first_name": "Ann" })).await;
     assert_status(&r, 200);
-    assert_status(&delete(&app, main, &format!("{PATIENTS}/{p}")).await, 200);
+    assert_status(&app.delete(&format!("{PATIENTS}/{p}"), Some(main)).await, 200);
 
     let r = audit_rows(&app, main, "filters[resource]=patients").await;
     assert_status(&r, 200);
@@ -1030,7 +945,7 @@ async fn patient_writes_are_listed_newest_first_with_before_and_after() {
     assert_eq!(deleted["before"]["first_name"], "Ann");
     assert!(deleted["after"].is_null(), "{deleted}");
     // A single row can be read too.
-    let r = get(&app, main, &format!("{AUDIT}/{}", id_of(updated))).await;
+    let r = app.get(&format!("{AUDIT}/{}", id_of(updated)), Some(main)).await;
     assert_status(&r, 200);
     assert_eq!(r.body["data"]["action"], "update");
     assert_eq!(r.body["data"]["after"]["first_name"], "Ann");
@@ -1038,23 +953,20 @@ async fn patient_writes_are_listed_newest_first_with_before_and_after() {
 
 #[tokio::test]
 async fn every_visit_record_write_is_audited() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, patient: p, visit: v } = Clinic::open().await;
     let mut cases = vec![("patient-visits", format!("{VISITS}/{v}"), "reason")];
     for (path, resource, field) in [
         (PLANS, "patient-visit-plans", "plan"),
         (COMPLAINTS, "complaints", "complaint"),
         (CERTIFICATES, "medical-certificates", "diagnosis"),
     ] {
-        let record = created(&app, main, path, record_body(path, v, json!({}))).await;
+        let record = app.created(path, Some(main), record_body(path, v, json!({}))).await;
         cases.push((resource, format!("{path}/{}", id_of(&record)), field));
     }
     for (resource, path, field) in &cases {
-        let r = put(&app, main, path, json!({ *field: "changed" })).await;
+        let r = app.put(path, Some(main), json!({ *field: "changed" })).await;
         assert_status(&r, 200);
-        assert_status(&delete(&app, main, path).await, 200);
+        assert_status(&app.delete(path, Some(main)).await, 200);
         let id: i64 = path.rsplit('/').next().unwrap().parse().unwrap();
         let r =
             audit_rows(&app, main, &format!("filters[resource]={resource}&filters[record_id]={id}")).await;
@@ -1248,8 +1160,8 @@ async fn refused_writes_leave_no_audit_row() {
     let main = app.main_branch().await;
     let p = patient(&app, main, "Ana", "Cruz").await;
     let path = format!("{PATIENTS}/{p}");
-    let stale = get(&app, main, &path).await.header("etag").unwrap().to_owned();
-    assert_status(&put(&app, main, &path, json!({ "first_name": "Ann" })).await, 200);
+    let stale = app.get(&path, Some(main)).await.header("etag").unwrap().to_owned();
+    assert_status(&app.put(&path, Some(main), json!({ "first_name": "Ann" })).await, 200);
     let before = audit_rows(&app, main, "").await.body["meta"]["total"].as_i64().unwrap();
     assert_eq!(before, 3, "create, view (the GET) and update");
     let r = reply(
@@ -1261,9 +1173,10 @@ async fn refused_writes_leave_no_audit_row() {
     assert_status(&r, 412);
     let r = reply(app.request(Method::DELETE, &path, Some(main)).header("if-match", &stale)).await;
     assert_status(&r, 412);
-    assert_status(&put(&app, main, &path, json!({ "insurance_id": 3 })).await, 422);
-    assert_status(&put(&app, main, &path, json!({ "sex": "robot" })).await, 422);
-    let r = post(&app, main, VISITS, json!({ "patient_id": p, "visit_date": "2026-01-05", "doctor_id": 9 }))
+    assert_status(&app.put(&path, Some(main), json!({ "insurance_id": 3 })).await, 422);
+    assert_status(&app.put(&path, Some(main), json!({ "sex": "robot" })).await, 422);
+    let r = app
+        .post(VISITS, Some(main), json!({ "patient_id": p, "visit_date": "2026-01-05", "doctor_id": 9 }))
         .await;
     assert_status(&r, 422);
     let after = audit_rows(&app, main, "").await.body["meta"]["total"].as_i64().unwrap();
@@ -1276,13 +1189,13 @@ async fn audit_log_cannot_be_written_through_the_api() {
     let main = app.main_branch().await;
     patient(&app, main, "Ana", "Cruz").await;
     let row = id_of(&audit_rows(&app, main, "").await.body["data"][0]);
-    let r = post(&app, main, AUDIT, json!({ "action": "create", "resource": "patients" })).await;
+    let r = app.post(AUDIT, Some(main), json!({ "action": "create", "resource": "patients" })).await;
     assert_status(&r, 405);
-    let r = put(&app, main, &format!("{AUDIT}/{row}"), json!({ "action": "forged" })).await;
+    let r = app.put(&format!("{AUDIT}/{row}"), Some(main), json!({ "action": "forged" })).await;
     assert_status(&r, 405);
-    let r = delete(&app, main, &format!("{AUDIT}/{row}")).await;
+    let r = app.delete(&format!("{AUDIT}/{row}"), Some(main)).await;
     assert_status(&r, 405);
-    let r = get(&app, main, &format!("{AUDIT}/{row}")).await;
+    let r = app.get(&format!("{AUDIT}/{row}"), Some(main)).await;
     assert_status(&r, 200);
     assert_eq!(r.body["data"]["action"], "create");
     assert_eq!(audit_rows(&app, main, "").await.body["meta"]["total"], 1);
@@ -1290,10 +1203,7 @@ async fn audit_log_cannot_be_written_through_the_api() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_certificates_get_distinct_consecutive_numbers() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let p = patient(&app, main, "Ana", "Cruz").await;
-    let v = visit(&app, main, p).await;
+    let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
     let tasks: Vec<_> = (0..20)
         .map(|_| {
             tokio::spawn(reply(
@@ -1320,23 +1230,26 @@ async fn moving_a_record_to_another_patients_visit_keeps_patient_and_visit_consi
     let (anas, bens) = (visit(&app, main, ana).await, visit(&app, main, ben).await);
     for path in [PLANS, COMPLAINTS, CERTIFICATES] {
         // Both ids together: accepted.
-        let record = created(&app, main, path, record_body(path, anas, json!({}))).await;
+        let record = app.created(path, Some(main), record_body(path, anas, json!({}))).await;
         let member = format!("{path}/{}", id_of(&record));
-        let r = put(&app, main, &member, json!({ "patient_visit_id": bens, "patient_id": ben })).await;
+        let r = app.put(&member, Some(main), json!({ "patient_visit_id": bens, "patient_id": ben })).await;
         assert_status(&r, 200);
         assert_eq!(
             (&r.body["data"]["patient_id"], &r.body["data"]["patient_visit_id"]),
             (&json!(ben), &json!(bens))
         );
-        // The visit alone: either the patient follows it or the move is refused; never a
-        // record whose patient is not its visit's.
-        let record = created(&app, main, path, record_body(path, anas, json!({}))).await;
+        // The visit alone: the record's patient stays, so it no longer matches the visit's:
+        // refused on patient_id, and nothing changes.
+        let record = app.created(path, Some(main), record_body(path, anas, json!({}))).await;
         let member = format!("{path}/{}", id_of(&record));
-        let r = put(&app, main, &member, json!({ "patient_visit_id": bens })).await;
-        assert!(r.status == 200 || r.status == 422, "{path}: {}", r.text);
-        let now = get(&app, main, &member).await.body["data"].clone();
-        let expected = if now["patient_visit_id"] == bens { ben } else { ana };
-        assert_eq!(now["patient_id"], expected, "{path}: patient and visit disagree: {now}");
+        let r = app.put(&member, Some(main), json!({ "patient_visit_id": bens })).await;
+        assert_invalid(&r, &["patient_id"]);
+        let now = app.get(&member, Some(main)).await.body["data"].clone();
+        assert_eq!(
+            (&now["patient_id"], &now["patient_visit_id"]),
+            (&json!(ana), &json!(anas)),
+            "{path}: {now}"
+        );
     }
 }
 
@@ -1349,14 +1262,16 @@ async fn moving_a_visit_to_another_patient_never_leaves_its_records_behind() {
     let v = visit(&app, main, ana).await;
     let mut records = Vec::new();
     for path in [PLANS, COMPLAINTS, CERTIFICATES] {
-        let record = created(&app, main, path, record_body(path, v, json!({}))).await;
+        let record = app.created(path, Some(main), record_body(path, v, json!({}))).await;
         records.push(format!("{path}/{}", id_of(&record)));
     }
-    let r = put(&app, main, &format!("{VISITS}/{v}"), json!({ "patient_id": ben })).await;
-    assert!(r.status == 200 || r.status == 422, "{}", r.text);
-    let owner = get(&app, main, &format!("{VISITS}/{v}")).await.body["data"]["patient_id"].clone();
+    // The visit keeps its patient while records derive theirs from it.
+    let r = app.put(&format!("{VISITS}/{v}"), Some(main), json!({ "patient_id": ben })).await;
+    assert_invalid(&r, &["patient_id"]);
+    let owner = app.get(&format!("{VISITS}/{v}"), Some(main)).await.body["data"]["patient_id"].clone();
+    assert_eq!(owner, json!(ana));
     for member in records {
-        let record = get(&app, main, &member).await.body["data"].clone();
+        let record = app.get(&member, Some(main)).await.body["data"].clone();
         assert_eq!(record["patient_visit_id"], v);
         assert_eq!(record["patient_id"], owner, "{member} names a patient other than its visit's: {record}");
     }

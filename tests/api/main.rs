@@ -1,0 +1,14 @@
+//! The integration tests: one binary (each area a module), talking to the real server over
+//! HTTP and to a real PostgreSQL. `support` spawns a server per test on its own database,
+//! copied from a template migrated once per build.
+
+mod support;
+
+mod admin;
+mod auth;
+mod cli;
+mod contract;
+mod patients;
+mod telemetry;
+mod tenancy;
+mod visits;
