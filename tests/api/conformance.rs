@@ -1,0 +1,319 @@
+//! Every declared resource, now and later, behaves the shared way: create, get, list, update,
+//! delete, a 422 for a missing required field, a 412 for a stale If-Match, 404 (or the
+//! resource's own outcome) after delete, and an audit row for each write.
+//!
+//! The test walks `app::resources()`: a declaration without a sample below fails it, so a
+//! new resource cannot slip past.
+
+use clinic_server::app::resources;
+use clinic_server::resource::{Resource, Scope};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::support::{TestApp, id_of, reply};
+
+/// Rows the samples refer to.
+struct World {
+    branch: i64,
+    patient: i64,
+    visit: i64,
+    medicine: i64,
+    procedure: i64,
+    doctor: i64,
+}
+
+/// What becomes of a record after DELETE.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum AfterDelete {
+    Gone,
+    /// Kept and shown (a deactivated user, an archived branch).
+    Kept,
+}
+
+struct Sample {
+    /// A valid body for create.
+    body: Value,
+    /// A change for PUT.
+    change: Value,
+    after_delete: AfterDelete,
+}
+
+fn sample(path: &str, w: &World) -> Option<Sample> {
+    let eye = |findings: Value| json!({ "patient_visit_id": w.visit, "right_eye": findings });
+    let exam = |findings: Value| Sample {
+        body: eye(findings),
+        change: json!({ "notes": "seen again" }),
+        after_delete: AfterDelete::Gone,
+    };
+    let plain = |body: Value, change: Value| Some(Sample { body, change, after_delete: AfterDelete::Gone });
+    match path {
+        "patients" => plain(
+            json!({ "first_name": "Cora", "last_name": "Lim", "birth_date": "1970-03-04", "sex": "female" }),
+            json!({ "city": "Cebu" }),
+        ),
+        "patient-visits" => plain(
+            json!({ "patient_id": w.patient, "visit_date": "2026-02-01" }),
+            json!({ "reason": "check" }),
+        ),
+        "complaints" => {
+            plain(json!({ "patient_visit_id": w.visit, "complaint": "Itch" }), json!({ "severity": "mild" }))
+        }
+        "patient-visit-plans" => {
+            plain(json!({ "patient_visit_id": w.visit, "plan": "Drops" }), json!({ "instructions": "x" }))
+        }
+        "patient-visit-prescribed-medicines" => plain(
+            json!({ "patient_visit_id": w.visit, "medicine_id": w.medicine }),
+            json!({ "dosage": "1 drop" }),
+        ),
+        "medical-certificates" => {
+            plain(json!({ "patient_visit_id": w.visit }), json!({ "diagnosis": "Dry eye" }))
+        }
+        "visual-acuities" => Some(Sample {
+            body: json!({ "patient_visit_id": w.visit, "distance": "distance", "correction": "unaided",
+                          "notation": "snellen_m", "right_eye": { "value": "6/9" } }),
+            change: json!({ "notes": "seen again" }),
+            after_delete: AfterDelete::Gone,
+        }),
+        "refractions" => Some(Sample {
+            body: json!({ "patient_visit_id": w.visit, "kind": "manifest", "right_eye": { "sphere": "-1.25" } }),
+            change: json!({ "notes": "seen again" }),
+            after_delete: AfterDelete::Gone,
+        }),
+        "tonometries" => Some(exam(json!({ "readings": [{ "iop_mmhg": 15, "method": "goldmann" }] }))),
+        "slit-lamps" => Some(exam(json!({ "cornea": { "status": "normal" } }))),
+        "funduscopies" => Some(exam(json!({ "cd_ratio": 0.3 }))),
+        "gonioscopies" => Some(exam(json!({ "superior": 3 }))),
+        "corneal-topographies" => Some(exam(json!({ "k1": 43.25, "k2": 44.5 }))),
+        "amsler-grids" => Some(exam(json!({ "grade": 0 }))),
+        "eoms" => Some(exam(json!({ "gaze": { "primary": 0 } }))),
+        "exophthalmometries" => Some(Sample {
+            body: json!({ "patient_visit_id": w.visit, "base_mm": 100, "right_eye": { "reading_mm": 16 } }),
+            change: json!({ "notes": "seen again" }),
+            after_delete: AfterDelete::Gone,
+        }),
+        "lacrimal-irrigations" => Some(exam(json!({ "passage": "free" }))),
+        "radiologies" => plain(
+            json!({ "patient_visit_id": w.visit, "studies": [{ "modality": "oct", "region": "macula" }] }),
+            json!({ "notes": "seen again" }),
+        ),
+        "gross-examinations" => Some(exam(json!({ "brow": "normal" }))),
+        "indirect-ophthalmoscopies" => Some(exam(json!({ "vitreous": "clear" }))),
+        "patients/{patient_id}/billing-transactions" => plain(
+            json!({ "kind": "charge", "unit_price": "25", "description": "Consult" }),
+            json!({ "quantity": 2 }),
+        ),
+        "bill-items" => plain(
+            json!({ "code": "cf-1", "name": "Consultation fee", "bill_item_category_id": 1, "unit_price": 500 }),
+            json!({ "unit_price": "550.50" }),
+        ),
+        "medicines" => plain(
+            json!({ "generic_name": "Timolol", "form": "drops", "route": "ophthalmic", "unit": "bottle" }),
+            json!({ "strength": "0.5%" }),
+        ),
+        "procedures" => plain(
+            json!({ "code": "yag", "name": "YAG capsulotomy", "category": "laser" }),
+            json!({ "price": "1500" }),
+        ),
+        "insurances" => plain(
+            json!({ "code": "hmo-9", "payer_name": "Payer", "coverage_percent": "80", "valid_from": "2026-01-01" }),
+            json!({ "plan_name": "Gold" }),
+        ),
+        "services" => {
+            plain(json!({ "code": "REF", "name": "Refraction", "price": 300 }), json!({ "description": "x" }))
+        }
+        "doctors" => plain(
+            json!({ "first_name": "Iris", "last_name": "Tan", "license_no": "PRC-77" }),
+            json!({ "specialization": "Retina" }),
+        ),
+        "surgery-schedules" => plain(
+            json!({ "branch_id": w.branch, "patient_id": w.patient, "procedure_id": w.procedure, "doctor_id": w.doctor,
+                    "eye": "left", "scheduled_at": "2027-06-01T09:00:00+08:00" }),
+            json!({ "notes": "fasting" }),
+        ),
+        "bill-item-categories" => plain(json!({ "name": "Contact lenses" }), json!({ "description": "x" })),
+        "payment-methods" => {
+            plain(json!({ "code": "voucher", "name": "Voucher" }), json!({ "requires_reference": true }))
+        }
+        "suppliers" => plain(json!({ "name": "Optics Co" }), json!({ "contact_name": "Mia" })),
+        "roles" => plain(
+            json!({ "name": "auditor", "permissions": ["patients.read"] }),
+            json!({ "description": "x" }),
+        ),
+        "branches/{branch_id}/services" => {
+            plain(json!({ "name": "Triage", "code": "T" }), json!({ "description": "x" }))
+        }
+        "branches" => Some(Sample {
+            body: json!({ "code": "CONF", "name": "Conformance" }),
+            change: json!({ "name": "Conformance 2" }),
+            after_delete: AfterDelete::Kept,
+        }),
+        "users" => Some(Sample {
+            body: json!({ "name": "Vic", "email": "vic@example.test", "username": "vic", "password": "violet-harbour-27",
+                          "branch_ids": [w.branch] }),
+            change: json!({ "name": "Vic B" }),
+            after_delete: AfterDelete::Kept,
+        }),
+        _ => None,
+    }
+}
+
+/// The concrete collection path of a resource in this world.
+fn collection(r: &Resource, w: &World) -> String {
+    let path =
+        r.path.replace("{patient_id}", &w.patient.to_string()).replace("{branch_id}", &w.branch.to_string());
+    format!("/api/v1/{path}")
+}
+
+async fn world(app: &TestApp) -> World {
+    let branch = app.main_branch().await;
+    let patient = id_of(&app.create_patient(branch, "Ana", "Cruz").await);
+    let visit = id_of(
+        &app.created(
+            "/api/v1/patient-visits",
+            Some(branch),
+            json!({ "patient_id": patient, "visit_date": "2026-01-05" }),
+        )
+        .await,
+    );
+    let medicine = id_of(
+        &app.created(
+            "/api/v1/medicines",
+            None,
+            json!({ "generic_name": "Latanoprost", "form": "drops", "route": "ophthalmic", "unit": "bottle" }),
+        )
+        .await,
+    );
+    let procedure = id_of(
+        &app.created(
+            "/api/v1/procedures",
+            None,
+            json!({ "code": "phaco", "name": "Phaco", "category": "major_surgery" }),
+        )
+        .await,
+    );
+    let doctor = id_of(
+        &app.created(
+            "/api/v1/doctors",
+            None,
+            json!({ "first_name": "Jo", "last_name": "Reyes", "license_no": "L-1" }),
+        )
+        .await,
+    );
+    World { branch, patient, visit, medicine, procedure, doctor }
+}
+
+/// A field the declaration requires on create that nothing fills in by itself.
+fn plainly_required(r: &Resource, body: &Value) -> Option<&'static str> {
+    r.all_fields()
+        .chain(r.write_only)
+        .filter(|f| f.required && !f.caller_by_default && !r.derived.iter().any(|d| d.field == f.name))
+        .map(|f| f.name)
+        .find(|name| body.get(*name).is_some())
+}
+
+async fn audit_actions(app: &TestApp, r: &Resource, branch: i64, id: i64) -> Vec<String> {
+    let (path, branch) = match r.scope {
+        Scope::Branch => ("/api/v1/audit-logs", Some(branch)),
+        Scope::Registry => ("/api/v1/system-audit-logs", None),
+    };
+    let query = format!("{path}?perPage=100&filters[resource]={}&filters[record_id]={id}", r.path);
+    let list = app.get(&query, branch).await;
+    assert_eq!(list.status, 200, "{}", list.text);
+    list.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["action"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn branch_of(r: &Resource, w: &World) -> Option<i64> {
+    (r.scope == Scope::Branch).then_some(w.branch)
+}
+
+async fn check_writable(app: &TestApp, r: &Resource, w: &World, s: Sample) {
+    let (path, branch) = (collection(r, w), branch_of(r, w));
+    // 422 naming a required field that is left out.
+    if let Some(field) = plainly_required(r, &s.body) {
+        let mut missing = s.body.clone();
+        missing.as_object_mut().unwrap().remove(field);
+        let refused = app.post(&path, branch, missing).await;
+        assert_eq!(refused.status, 422, "{}: create without {field}: {}", r.path, refused.text);
+        assert!(
+            refused.body["errors"].get(field).is_some(),
+            "{}: 422 does not name {field}: {}",
+            r.path,
+            refused.text
+        );
+    }
+    let created = app.post(&path, branch, s.body.clone()).await;
+    assert_eq!(created.status, 201, "{}: create: {}", r.path, created.text);
+    let id = id_of(&created);
+    let member = format!("{path}/{id}");
+    let got = app.get(&member, branch).await;
+    assert_eq!(got.status, 200, "{}: get: {}", r.path, got.text);
+    assert_eq!(
+        got.header("etag"),
+        Some(format!("\"{}\"", got.body["data"]["version"]).as_str()),
+        "{}",
+        r.path
+    );
+    let listed = app.get(&format!("{path}?perPage=100"), branch).await;
+    assert_eq!(listed.status, 200, "{}: list: {}", r.path, listed.text);
+    assert!(crate::support::ids(&listed.body).contains(&id), "{}: list misses {id}", r.path);
+    // A stale If-Match changes nothing.
+    let stale =
+        reply(app.request(Method::PUT, &member, branch).header("if-match", "\"999\"").json(&s.change)).await;
+    crate::support::assert_error(&stale, 412, "precondition_failed");
+    let version = got.body["data"]["version"].as_i64().unwrap();
+    let updated = reply(
+        app.request(Method::PUT, &member, branch)
+            .header("if-match", format!("\"{version}\""))
+            .json(&s.change),
+    )
+    .await;
+    assert_eq!(updated.status, 200, "{}: update: {}", r.path, updated.text);
+    assert_eq!(updated.body["data"]["version"], json!(version + 1), "{}", r.path);
+    let deleted = app.delete(&member, branch).await;
+    assert_eq!(deleted.status, 200, "{}: delete: {}", r.path, deleted.text);
+    let after = app.get(&member, branch).await;
+    let expected = if s.after_delete == AfterDelete::Gone { 404 } else { 200 };
+    assert_eq!(after.status, expected, "{}: get after delete: {}", r.path, after.text);
+    let actions = audit_actions(app, r, w.branch, id).await;
+    assert!(
+        actions.iter().any(|a| a == "create") && actions.iter().any(|a| a == "update"),
+        "{}: audit {actions:?}",
+        r.path
+    );
+    assert!(actions.len() >= 3, "{}: the delete is not audited: {actions:?}", r.path);
+}
+
+async fn check_read_only(app: &TestApp, r: &Resource, w: &World) {
+    let (path, branch) = (collection(r, w), branch_of(r, w));
+    let listed = app.get(&format!("{path}?perPage=5"), branch).await;
+    assert_eq!(listed.status, 200, "{}: list: {}", r.path, listed.text);
+    if let Some(first) = listed.body["data"].as_array().and_then(|rows| rows.first()) {
+        let got = app.get(&format!("{path}/{}", id_of(first)), branch).await;
+        assert_eq!(got.status, 200, "{}: get: {}", r.path, got.text);
+    }
+    let refused = app.post(&path, branch, json!({})).await;
+    assert_eq!(refused.status, 405, "{}: a read-only resource takes no POST: {}", r.path, refused.text);
+}
+
+#[tokio::test]
+async fn every_declared_resource_behaves_the_shared_way() {
+    let app = TestApp::spawn_with(|s| s.rate_limit_api = 100_000).await;
+    let w = world(&app).await;
+    let mut missing = Vec::new();
+    for r in resources() {
+        if !r.writable {
+            check_read_only(&app, r, &w).await;
+            continue;
+        }
+        match sample(r.path, &w) {
+            Some(s) => check_writable(&app, r, &w, s).await,
+            None => missing.push(r.path),
+        }
+    }
+    assert!(missing.is_empty(), "declarations without a conformance sample: {missing:?}");
+}
