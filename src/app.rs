@@ -19,23 +19,19 @@ use crate::http::{catcher, trace};
 use crate::resource::{self, Resource, Scope};
 use crate::state::AppState;
 use crate::tenancy::branches;
-use crate::{admin, auth, billing, bootstrap, clinical, db, exams, health, master, notify, permissions};
+use crate::{
+    admin, auth, billing, bootstrap, clinical, db, exams, health, master, notify, permissions, pharmacy,
+};
 
 /// Every declared resource, for documentation and checks.
 pub fn resources() -> Vec<&'static Resource> {
-    clinical::RESOURCES
-        .iter()
-        .chain(exams::RESOURCES)
-        .chain(master::RESOURCES)
-        .chain(admin::RESOURCES)
-        .copied()
-        .collect()
+    served_generically().chain(admin::RESOURCES.iter().copied()).collect()
 }
 
 /// Resources whose five operations are all the shared handlers (admin composes its own
 /// routes from the shared parts).
 fn served_generically() -> impl Iterator<Item = &'static Resource> {
-    [clinical::RESOURCES, exams::RESOURCES, billing::RESOURCES, master::RESOURCES]
+    [clinical::RESOURCES, exams::RESOURCES, billing::RESOURCES, master::RESOURCES, pharmacy::RESOURCES]
         .into_iter()
         .flatten()
         .copied()
@@ -189,7 +185,9 @@ mod tests {
             assert!(r.sort_fields.contains(&r.default_sort), "{}: default sort not allowed", r.path);
             for f in r.filters {
                 assert!(
-                    r.field(f).is_some() || r.read_only.iter().any(|(n, _)| n == f),
+                    r.field(f).is_some()
+                        || r.read_only.iter().any(|(n, _)| n == f)
+                        || r.condition(f).is_some(),
                     "{}: filter {f} is not a field",
                     r.path
                 );

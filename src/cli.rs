@@ -35,6 +35,18 @@ enum Command {
         #[command(subcommand)]
         command: UserCommand,
     },
+    /// Stock.
+    Stock {
+        #[command(subcommand)]
+        command: StockCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum StockCommand {
+    /// Check the ledger: every lot's level is the sum of its movements and every movement's
+    /// level after it is the running sum. Exits non-zero, naming the lots, when not.
+    Check,
 }
 
 #[derive(Subcommand)]
@@ -148,7 +160,22 @@ async fn execute(command: Command, state: &Arc<AppState>) -> anyhow::Result<Exit
         Command::User {
             command: UserCommand::Create { username, name, email, password, roles, branches },
         } => create_user(state, &username, &name, &email, password, &roles, &branches).await,
+        Command::Stock { command: StockCommand::Check } => check_stock(state).await,
     }
+}
+
+async fn check_stock(state: &AppState) -> anyhow::Result<ExitCode> {
+    let client = state.registry.get().await?;
+    let drift = crate::pharmacy::ledger::drift(&client).await.map_err(explain)?;
+    if drift.is_empty() {
+        println!("stock ledger holds: every lot's level is the sum of its movements");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for (lot, problem) in &drift {
+        println!("lot {lot}: {problem}");
+    }
+    println!("{} lot(s) drift from the ledger", drift.len());
+    Ok(ExitCode::FAILURE)
 }
 
 /// An API error as a line for the terminal.

@@ -20,6 +20,7 @@ pub mod mail;
 pub mod master;
 pub mod notify;
 pub mod permissions;
+pub mod pharmacy;
 pub mod resource;
 pub mod security;
 pub mod state;

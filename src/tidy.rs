@@ -13,7 +13,7 @@ const LAYERS: &[(u8, &[&str])] = &[
     (3, &["notify", "embedded_pg"]),
     (4, &["state"]),
     (5, &["resource"]),
-    (6, &["auth", "tenancy", "clinical", "exams", "master", "billing", "admin", "health"]),
+    (6, &["auth", "tenancy", "clinical", "exams", "master", "billing", "pharmacy", "admin", "health"]),
     (7, &["bootstrap"]),
     (8, &["app"]),
     (9, &["cli"]),

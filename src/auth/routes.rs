@@ -207,7 +207,13 @@ async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
-    let writer = store::Writer { user_id: user.id, state: &state, branch_id: None, idempotency: None };
+    let writer = store::Writer {
+        user_id: user.id,
+        state: &state,
+        branch_id: None,
+        idempotency: None,
+        branches: Vec::new(),
+    };
     let mut conn = store::Conn::Registry(state.registry.get().await?);
     let written =
         store::update(&mut conn, &writer, &USERS, store::Within::default(), user.id, input, None).await?;

@@ -69,6 +69,7 @@ impl Context {
             state: &self.state,
             branch_id: self.branch.as_ref().map(|b| b.id),
             idempotency: None,
+            branches: self.accessible_branches(),
         }
     }
 

@@ -172,6 +172,8 @@ fn shape_schema(shape: Shape) -> RefOr<Schema> {
         Shape::Text => typed(BasicType::String, true),
         Shape::Integer => typed(BasicType::Integer, true).format(formatted(KnownFormat::Int64)),
         Shape::Number => typed(BasicType::Number, true),
+        Shape::Money => typed(BasicType::String, true).pattern("^-?[0-9]+\\.[0-9]{2}$"),
+        Shape::Quantity => typed(BasicType::String, true).pattern("^-?[0-9]+\\.[0-9]{3}$"),
         Shape::Date => typed(BasicType::String, true).format(formatted(KnownFormat::Date)),
         Shape::Timestamp => typed(BasicType::String, true).format(formatted(KnownFormat::DateTime)),
         Shape::Ids => return Array::new().items(docs::integer()).into(),
@@ -393,10 +395,25 @@ fn filter_parameters(r: &Resource) -> Vec<Parameter> {
     r.filters
         .iter()
         .map(|filter| {
+            if let Some(condition) = r.condition(filter) {
+                return docs::query(
+                    &format!("filters[{filter}]"),
+                    field_schema(condition.kind, false),
+                    condition.sql,
+                );
+            }
             let schema =
                 r.filter_field(filter).map_or_else(|| docs::string().into(), |f| field_schema(f.kind, false));
-            docs::query(&format!("filters[{filter}]"), schema, "Exact match")
+            let also = if r.filter_aliases.contains(filter) {
+                format!("; also as {filter}=")
+            } else {
+                String::new()
+            };
+            docs::query(&format!("filters[{filter}]"), schema, &format!("Exact match{also}"))
         })
+        .chain(r.filter_aliases.iter().map(|alias| {
+            docs::query(alias, docs::string(), &format!("The same as filters[{alias}]; both, different: 422"))
+        }))
         .collect()
 }
 

@@ -56,6 +56,10 @@ pub enum Shape {
     Integer,
     /// An exact decimal, answered as a JSON number.
     Number,
+    /// Money, answered as a string with 2 decimals.
+    Money,
+    /// A quantity, answered as a string with 3 decimals.
+    Quantity,
     Date,
     Timestamp,
     Ids,
@@ -74,6 +78,15 @@ pub struct Parent {
     pub table: &'static str,
     /// Whether the parent table hides soft-deleted rows.
     pub soft_deleted: bool,
+}
+
+/// `filters[name]=value` as a condition: `sql` over the row alias `t`, where `$?` is the
+/// value parsed as `kind` (`t.expiry_date <= current_date + $?::int`).
+#[derive(Debug, Clone, Copy)]
+pub struct Condition {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub sql: &'static str,
 }
 
 /// A unique index whose violation is the client's mistake: a 422 on `field`.
@@ -132,6 +145,8 @@ pub struct Resource {
     pub filters: &'static [&'static str],
     /// Filters also accepted as plain parameters (`status=`).
     pub filter_aliases: &'static [&'static str],
+    /// Filters that are conditions rather than equality on a column.
+    pub conditions: &'static [Condition],
     pub derived: &'static [Derived],
     pub read_permission: &'static str,
     pub write_permission: &'static str,
@@ -203,6 +218,7 @@ impl Resource {
         search: &[],
         filters: &[],
         filter_aliases: &[],
+        conditions: &[],
         derived: &[],
         read_permission: "",
         write_permission: "",
@@ -276,6 +292,10 @@ impl Resource {
     /// The declared type of a filterable column.
     pub fn filter_field(&self, name: &str) -> Option<&Field> {
         self.field(name).or_else(|| self.filter_only.iter().find(|f| f.name == name))
+    }
+
+    pub fn condition(&self, name: &str) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.name == name)
     }
 
     /// `/api/v1/...` of the collection, with `{param}` placeholders.

@@ -14,6 +14,9 @@ use crate::support::{TestApp, id_of, reply};
 
 /// Rows the samples refer to.
 struct World {
+    item: i64,
+    lot: i64,
+    supplier: i64,
     branch: i64,
     patient: i64,
     visit: i64,
@@ -28,6 +31,8 @@ enum AfterDelete {
     Gone,
     /// Kept and shown (a deactivated user, an archived branch).
     Kept,
+    /// Neither PUT nor DELETE is possible: 409 with this code (an append-only ledger).
+    Immutable(&'static str),
 }
 
 struct Sample {
@@ -147,6 +152,35 @@ fn sample(path: &str, w: &World) -> Option<Sample> {
             change: json!({ "name": "Conformance 2" }),
             after_delete: AfterDelete::Kept,
         }),
+        "pharmacy-items" => plain(
+            json!({ "code": "brim", "name": "Brimonidine", "unit": "bottle", "sale_price": "250" }),
+            json!({ "reorder_level": 5 }),
+        ),
+        "stock-availables" => plain(
+            json!({ "branch_id": w.branch, "pharmacy_item_id": w.item, "lot_no": "L-9", "expiry_date": "2030-01-31" }),
+            json!({ "lot_no": "L-9B" }),
+        ),
+        "stock-movements" => Some(Sample {
+            body: json!({ "branch_id": w.branch, "stock_available_id": w.lot, "kind": "adjustment", "quantity": 5,
+                          "reason": "count" }),
+            change: json!({ "reason": "recount" }),
+            after_delete: AfterDelete::Immutable("ledger_immutable"),
+        }),
+        "purchase-orders" => plain(
+            json!({ "branch_id": w.branch, "supplier_id": w.supplier,
+                    "lines": [{ "pharmacy_item_id": w.item, "quantity_ordered": 10, "unit_cost": "40" }] }),
+            json!({ "notes": "urgent" }),
+        ),
+        "deliveries" => plain(
+            json!({ "branch_id": w.branch, "supplier_id": w.supplier,
+                    "lines": [{ "pharmacy_item_id": w.item, "lot_no": "D-1", "expiry_date": "2030-05-31",
+                                "quantity": 4, "unit_cost": "40" }] }),
+            json!({ "invoice_no": "INV-7" }),
+        ),
+        "transactions" => plain(
+            json!({ "branch_id": w.branch, "patient_id": w.patient, "lines": [{ "pharmacy_item_id": w.item, "quantity": 1 }] }),
+            json!({ "notes": "counter" }),
+        ),
         "users" => Some(Sample {
             body: json!({ "name": "Vic", "email": "vic@example.test", "username": "vic", "password": "violet-harbour-27",
                           "branch_ids": [w.branch] }),
@@ -199,7 +233,13 @@ async fn world(app: &TestApp) -> World {
         )
         .await,
     );
-    World { branch, patient, visit, medicine, procedure, doctor }
+    let supplier = id_of(&app.created("/api/v1/suppliers", None, json!({ "name": "Pharma Co" })).await);
+    let item = json!({ "code": "tim", "name": "Timolol", "unit": "bottle", "sale_price": 120 });
+    let item = id_of(&app.created("/api/v1/pharmacy-items", None, item).await);
+    let lot =
+        json!({ "branch_id": branch, "pharmacy_item_id": item, "lot_no": "A1", "expiry_date": "2030-01-01" });
+    let lot = id_of(&app.created("/api/v1/stock-availables", None, lot).await);
+    World { item, lot, supplier, branch, patient, visit, medicine, procedure, doctor }
 }
 
 /// A field the declaration requires on create that nothing fills in by itself.
@@ -261,6 +301,13 @@ async fn check_writable(app: &TestApp, r: &Resource, w: &World, s: Sample) {
     let listed = app.get(&format!("{path}?perPage=100"), branch).await;
     assert_eq!(listed.status, 200, "{}: list: {}", r.path, listed.text);
     assert!(crate::support::ids(&listed.body).contains(&id), "{}: list misses {id}", r.path);
+    if let AfterDelete::Immutable(code) = s.after_delete {
+        crate::support::assert_error(&app.put(&member, branch, s.change).await, 409, code);
+        crate::support::assert_error(&app.delete(&member, branch).await, 409, code);
+        let actions = audit_actions(app, r, w.branch, id).await;
+        assert_eq!(actions, ["create"], "{}: audit", r.path);
+        return;
+    }
     // A stale If-Match changes nothing.
     let stale =
         reply(app.request(Method::PUT, &member, branch).header("if-match", "\"999\"").json(&s.change)).await;

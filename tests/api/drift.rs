@@ -36,7 +36,7 @@ fn shape_types(shape: Shape) -> &'static [&'static str] {
     match shape {
         Shape::Text => &["text"],
         Shape::Integer => &["integer", "bigint"],
-        Shape::Number => &["numeric"],
+        Shape::Number | Shape::Money | Shape::Quantity => &["numeric"],
         Shape::Date => &["date"],
         Shape::Timestamp => &["timestamp with time zone"],
         Shape::Json => &["jsonb"],

@@ -8,15 +8,25 @@ use tracing::Instrument;
 use super::{Conn, Param, Within, as_refs, db_span};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::list::ListQuery;
-use crate::resource::Resource;
 use crate::resource::check::parse_date;
 use crate::resource::field::Kind;
+use crate::resource::{Resource, Shape};
 
 /// `<columns>` of `SELECT <columns> FROM <table> t`, the inner query of every read.
 pub fn select_columns(resource: &Resource) -> String {
+    let as_text = |c: &str| {
+        resource
+            .read_only
+            .iter()
+            .any(|(name, shape)| *name == c && matches!(shape, Shape::Money | Shape::Quantity))
+    };
     let mut columns: Vec<String> = resource
         .output_columns()
-        .map(|c| resource.field(c).map_or_else(|| format!("t.{c}"), |f| f.kind.select(c)))
+        .map(|c| match resource.field(c) {
+            Some(f) => f.kind.select(c),
+            None if as_text(c) => format!("t.{c}::text AS {c}"),
+            None => format!("t.{c}"),
+        })
         .collect();
     columns.extend(resource.computed.iter().map(|(name, expr, _)| format!("{expr} AS {name}")));
     columns.join(", ")
@@ -83,6 +93,14 @@ impl Selection {
     fn add_filters(&mut self, resource: &Resource, query: &ListQuery) -> ApiResult<()> {
         let mut errors = FieldErrors::new();
         for (name, raw) in &query.filters {
+            if let Some(condition) = resource.condition(name) {
+                match filter_value(condition.kind, name, raw) {
+                    Ok(Some(value)) => self.bind(format!("({})", condition.sql), value),
+                    Ok(None) => {}
+                    Err(message) => errors.entry(format!("filters[{name}]")).or_default().push(message),
+                }
+                continue;
+            }
             let kind = resource.filter_field(name).map_or(Kind::Text { max: 200 }, |f| f.kind);
             match filter_value(kind, name, raw) {
                 Ok(Some(value)) => self.bind(format!("t.{name} = $?::{}", kind.sql_type()), value),
@@ -169,7 +187,11 @@ impl Selection {
 fn filter_value(kind: Kind, name: &str, raw: &str) -> Result<Option<Param>, String> {
     Ok(Some(match kind {
         Kind::IdList | Kind::NameList | Kind::Password => return Ok(None),
-        Kind::Integer { .. } | Kind::Ref(_) => {
+        Kind::Integer { min, max } => match raw.parse::<i64>() {
+            Ok(v) if (min..=max).contains(&v) => Box::new(v),
+            _ => return Err(format!("The filter must be an integer from {min} to {max}.")),
+        },
+        Kind::Ref(_) => {
             Box::new(raw.parse::<i64>().map_err(|_| "The filter must be an integer.".to_owned())?)
         }
         Kind::Date { .. } => {

@@ -73,6 +73,8 @@ pub struct Writer<'a> {
     pub branch_id: Option<i64>,
     /// The `Idempotency-Key` of a POST, if it sent one.
     pub idempotency: Option<Idempotency>,
+    /// The active branches the writer may work in (rows that belong to a branch).
+    pub branches: Vec<i64>,
 }
 
 /// A committed write: the record as it now is, and the cached entries it made stale (already
@@ -457,11 +459,13 @@ fn check_state(resource: &Resource, input: &Map<String, Value>, before: &Value) 
 /// A 409 that names the record's current state.
 pub fn state_conflict(resource: &Resource, code: &'static str, state: Option<&str>) -> ApiError {
     let state = state.unwrap_or_default().to_owned();
-    ApiError::conflict_with(
-        code,
-        format!("This {} is {state}; that is not possible now.", resource.label.to_lowercase()),
-        [("status".to_owned(), Value::String(state))],
-    )
+    let label = resource.label.to_lowercase();
+    let message = match code {
+        "invalid_transition" => format!("This {label} is {state}; it cannot move that way."),
+        "ledger_immutable" => "The ledger is append-only: post a correcting entry instead.".to_owned(),
+        _ => format!("This {label} is {state} and can no longer be changed that way."),
+    };
+    ApiError::conflict_with(code, message, [("status".to_owned(), Value::String(state))])
 }
 
 /// Fields fixed once created may be sent back unchanged, never changed.
@@ -488,7 +492,7 @@ fn stamp_sets(stamps: &[Stamp], user: &str) -> String {
             Stamp::User(c) => format!("{c} = {user}, "),
             Stamp::Now(c) => format!("{c} = now(), "),
             Stamp::Increment(c) => format!("{c} = t.{c} + 1, "),
-            Stamp::Sent(field, c) => format!("{c} = r.{field}, "),
+            Stamp::Sent(field, c) => format!("{c} = $1::jsonb ->> '{field}', "),
         })
         .collect()
 }

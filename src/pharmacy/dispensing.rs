@@ -1,0 +1,413 @@
+//! Pharmacy transactions (dispensing). Completing one takes stock: a line that names a lot
+//! takes from it, the others first-expiry-first-out (the earliest-expiring unexpired lots,
+//! split across lots; expired lots never). A line that cannot be met is 409
+//! `insufficient_stock` naming every shortage, and nothing is written. A void puts back
+//! exactly what was taken.
+
+use std::collections::BTreeMap;
+
+use deadpool_postgres::Transaction;
+use rust_decimal::Decimal;
+use salvo::async_trait;
+use serde_json::{Map, Value, json};
+
+use super::ledger::{self, Entry, Lot};
+use super::{PHARMACY, branch_today, cents, given, lines_of, problem};
+use crate::enums::PHARMACY_TRANSACTION_STATUS;
+use crate::http::error::{ApiError, ApiResult, FieldErrors};
+use crate::http::list::SortDirection;
+use crate::notify::Topic;
+use crate::resource::actions::{Action, Move, Stamp, StateLock, Verb};
+use crate::resource::decimal;
+use crate::resource::field::{
+    Field, Kind, Structure, Target, date, list, long_text, money, qty, registry_ref, text,
+};
+use crate::resource::hooks::Hooks;
+use crate::resource::store::Writer;
+use crate::resource::{Resource, Shape, numbers};
+
+static LINE: Structure = Structure {
+    name: "PharmacyTransactionLine",
+    fields: &[
+        registry_ref("pharmacy_item_id", "pharmacy_items").required(),
+        registry_ref("stock_available_id", "stock_availables"),
+        qty("quantity").required(),
+        money("unit_price"),
+        money("discount"),
+    ],
+    rules: &[],
+    per_eye: false,
+};
+
+const LINES: &str = "(SELECT coalesce(jsonb_agg(jsonb_build_object(
+        'id', l.id, 'pharmacy_item_id', l.pharmacy_item_id, 'stock_available_id', l.stock_available_id,
+        'quantity', l.quantity::text, 'unit_price', l.unit_price::text, 'discount', l.discount::text,
+        'line_total', l.line_total::text, 'allocations', l.allocations) ORDER BY l.id), '[]')
+      FROM transaction_lines l WHERE l.transaction_id = t.id)";
+
+pub static TRANSACTIONS: Resource = Resource {
+    path: "transactions",
+    table: "transactions",
+    label: "Pharmacy transaction",
+    fields: &[
+        registry_ref("branch_id", "branches").required().fixed(),
+        Field::new("patient_id", Kind::Ref(Target::InBranch("patients"))),
+        Field::new(
+            "prescribed_medicine_id",
+            Kind::Ref(Target::InBranch("patient_visit_prescribed_medicines")),
+        ),
+        date("transaction_date").defaulted(),
+        long_text("notes"),
+    ],
+    write_only: &[list("lines", &Kind::Object(&LINE), 1, 100).required()],
+    read_only: &[
+        ("number", Shape::Text),
+        ("status", Shape::Text),
+        ("total", Shape::Money),
+        ("completed_at", Shape::Timestamp),
+        ("voided_at", Shape::Timestamp),
+        ("void_reason", Shape::Text),
+    ],
+    computed: &[("lines", LINES, Shape::Json)],
+    server_written: &["number", "total"],
+    filter_only: &[Field::new("status", Kind::Enum(&PHARMACY_TRANSACTION_STATUS))],
+    search: &["number"],
+    sort_fields: &["transaction_date", "number", "total", "created_at"],
+    default_sort: "transaction_date",
+    default_direction: SortDirection::Desc,
+    filters: &["branch_id", "patient_id", "status"],
+    filter_aliases: &["status"],
+    date_range: Some("transaction_date"),
+    actions: &[
+        Action {
+            name: "complete",
+            segment: "complete",
+            verb: Verb::Post,
+            permission: None,
+            field: "status",
+            moves: &[Move { from: &["draft"], to: "completed" }],
+            stamps: &[Stamp::Now("completed_at")],
+            input: &[],
+            done: "Transaction completed.",
+        },
+        Action {
+            name: "void",
+            segment: "void",
+            verb: Verb::Post,
+            permission: None,
+            field: "status",
+            moves: &[Move { from: &["completed"], to: "voided" }],
+            stamps: &[Stamp::Now("voided_at"), Stamp::Sent("void_reason", "void_reason")],
+            input: &[text("void_reason", 500).required()],
+            done: "Transaction voided.",
+        },
+    ],
+    lock: Some(StateLock {
+        field: "status",
+        states: &["completed", "voided"],
+        editable: &[],
+        amend: None,
+        conflict: "not_editable",
+        delete: Some("not_editable"),
+    }),
+    hooks: &DispensingHooks,
+    ..PHARMACY
+};
+
+/// The patient a prescription belongs to, in the branch's schema.
+async fn patient_of_prescription(
+    writer: &Writer<'_>,
+    branch: i64,
+    prescription: i64,
+) -> ApiResult<Option<i64>> {
+    let directory = &writer.state.directory;
+    let Ok(route) = directory.route(branch).await? else { return Ok(None) };
+    let conn = directory.connect(&route).await?;
+    let row = conn
+        .query_opt(
+            "SELECT patient_id FROM patient_visit_prescribed_medicines WHERE id = $1 AND deleted_at IS NULL",
+            &[&prescription],
+        )
+        .await?;
+    Ok(row.map(|r| r.get(0)))
+}
+
+pub struct DispensingHooks;
+
+impl DispensingHooks {
+    /// Each line's item (live, active), its lot (the item's, this branch's, not expired), its
+    /// price (the item's sale price by default) and its discount (at most the line's value).
+    async fn resolve_lines(
+        &self,
+        tx: &Transaction<'_>,
+        branch: i64,
+        today: time::Date,
+        lines: Vec<Value>,
+        errors: &mut FieldErrors,
+    ) -> ApiResult<Vec<Value>> {
+        let ids: Vec<i64> =
+            lines.iter().filter_map(|l| l.get("pharmacy_item_id").and_then(Value::as_i64)).collect();
+        let rows = tx
+            .query(
+                "SELECT id, sale_price FROM pharmacy_items WHERE id = ANY($1) AND deleted_at IS NULL AND status = 'active'",
+                &[&ids],
+            )
+            .await?;
+        let prices: BTreeMap<i64, Decimal> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        let mut resolved = Vec::with_capacity(lines.len());
+        for (i, line) in lines.into_iter().enumerate() {
+            let mut line = line.as_object().cloned().unwrap_or_default();
+            let item = line.get("pharmacy_item_id").and_then(Value::as_i64).unwrap_or_default();
+            let Some(sale_price) = prices.get(&item) else {
+                problem(
+                    errors,
+                    &format!("lines.{i}.pharmacy_item_id"),
+                    "The selected pharmacy item id is invalid.",
+                );
+                continue;
+            };
+            if let Some(lot) = given(&line, "stock_available_id").and_then(Value::as_i64) {
+                let usable = tx
+                    .query_opt(
+                        "SELECT 1 FROM stock_availables WHERE id = $1 AND branch_id = $2 AND pharmacy_item_id = $3
+                            AND deleted_at IS NULL AND (expiry_date IS NULL OR expiry_date >= $4)",
+                        &[&lot, &branch, &item, &today],
+                    )
+                    .await?;
+                if usable.is_none() {
+                    let message = "The lot must be this item's, at this branch, and not expired.";
+                    problem(errors, &format!("lines.{i}.stock_available_id"), message);
+                }
+            }
+            let quantity = line.get("quantity").and_then(decimal::of).unwrap_or_default();
+            if quantity <= Decimal::ZERO {
+                problem(errors, &format!("lines.{i}.quantity"), "The quantity must be greater than 0.");
+            }
+            let price = given(&line, "unit_price").and_then(decimal::of).unwrap_or(*sale_price);
+            let discount = given(&line, "discount").and_then(decimal::of).unwrap_or_default();
+            if discount > cents(quantity * price) {
+                problem(
+                    errors,
+                    &format!("lines.{i}.discount"),
+                    "The discount may not exceed the line's value.",
+                );
+            }
+            line.insert("unit_price".into(), Value::String(format!("{price:.2}")));
+            line.insert("discount".into(), Value::String(format!("{discount:.2}")));
+            resolved.push(Value::Object(line));
+        }
+        Ok(resolved)
+    }
+}
+
+#[async_trait]
+impl Hooks for DispensingHooks {
+    async fn resolve(
+        &self,
+        tx: &Transaction<'_>,
+        writer: &Writer<'_>,
+        id: Option<i64>,
+        record: &Map<String, Value>,
+        input: &mut Map<String, Value>,
+    ) -> ApiResult<()> {
+        let mut errors = FieldErrors::new();
+        let branch = record.get("branch_id").and_then(Value::as_i64).unwrap_or_default();
+        let (code, timezone, today) = branch_today(tx, branch).await?;
+        if let Some(prescription) = given(record, "prescribed_medicine_id").and_then(Value::as_i64) {
+            let owner = patient_of_prescription(writer, branch, prescription).await?;
+            match (owner, given(record, "patient_id").and_then(Value::as_i64)) {
+                (Some(owner), None) => {
+                    input.insert("patient_id".into(), Value::from(owner));
+                }
+                (Some(owner), Some(patient)) if owner != patient => {
+                    problem(&mut errors, "prescribed_medicine_id", "The prescription is not this patient's.");
+                }
+                _ => {}
+            }
+        }
+        match given(record, "transaction_date")
+            .and_then(Value::as_str)
+            .and_then(crate::http::list::parse_date)
+        {
+            Some(day) if day > today => {
+                problem(&mut errors, "transaction_date", "The transaction date may not be in the future.")
+            }
+            Some(_) => {}
+            None => {
+                input.insert("transaction_date".into(), Value::String(today.to_string()));
+            }
+        }
+        if let Some(lines) = lines_of(input).cloned() {
+            let resolved = self.resolve_lines(tx, branch, today, lines, &mut errors).await?;
+            input.insert("lines".into(), Value::Array(resolved));
+        }
+        if !errors.is_empty() {
+            return Err(ApiError::Validation(errors));
+        }
+        if id.is_none() {
+            let (year, n) = numbers::next(tx, Some(branch), "TX", &timezone).await?;
+            input.insert("number".into(), Value::String(format!("TX-{code}-{year}-{n:06}")));
+        }
+        Ok(())
+    }
+
+    async fn written(
+        &self,
+        tx: &Transaction<'_>,
+        _: &Writer<'_>,
+        id: i64,
+        input: &Map<String, Value>,
+        _: Option<&Value>,
+    ) -> ApiResult<Vec<Topic>> {
+        let Some(lines) = lines_of(input) else { return Ok(Vec::new()) };
+        tx.execute("DELETE FROM transaction_lines WHERE transaction_id = $1", &[&id]).await?;
+        tx.execute(
+            "INSERT INTO transaction_lines (transaction_id, pharmacy_item_id, stock_available_id, quantity, unit_price,
+                                            discount, line_total)
+             SELECT $1, l.pharmacy_item_id, l.stock_available_id, l.quantity, l.unit_price, l.discount,
+                    round(l.quantity * l.unit_price, 2) - l.discount
+               FROM jsonb_to_recordset($2) AS l(pharmacy_item_id bigint, stock_available_id bigint, quantity numeric,
+                                                unit_price numeric, discount numeric)",
+            &[&id, &Value::Array(lines.clone())],
+        )
+        .await?;
+        tx.execute(
+            "UPDATE transactions SET total = coalesce((SELECT sum(line_total) FROM transaction_lines WHERE transaction_id = $1), 0)
+              WHERE id = $1",
+            &[&id],
+        )
+        .await?;
+        Ok(Vec::new())
+    }
+
+    async fn acted(
+        &self,
+        tx: &Transaction<'_>,
+        writer: &Writer<'_>,
+        id: i64,
+        action: &Action,
+        _: &Map<String, Value>,
+        before: &Value,
+    ) -> ApiResult<Vec<Topic>> {
+        let branch = before.get("branch_id").and_then(Value::as_i64).unwrap_or_default();
+        match action.name {
+            "complete" => dispense(tx, writer, id, branch).await?,
+            "void" => give_back(tx, writer, id).await?,
+            _ => {}
+        }
+        Ok(Vec::new())
+    }
+}
+
+/// One line of a transaction being completed.
+struct Line {
+    id: i64,
+    item: i64,
+    lot: Option<i64>,
+    quantity: Decimal,
+}
+
+/// Takes every line's stock (explicit lots, then first-expiry-first-out) and writes the
+/// dispense movements and allocations; any shortage is 409 naming them all.
+async fn dispense(tx: &Transaction<'_>, writer: &Writer<'_>, id: i64, branch: i64) -> ApiResult<()> {
+    let rows = tx
+        .query(
+            "SELECT id, pharmacy_item_id, stock_available_id, quantity FROM transaction_lines WHERE transaction_id = $1 ORDER BY id",
+            &[&id],
+        )
+        .await?;
+    let lines: Vec<Line> = rows
+        .iter()
+        .map(|r| Line { id: r.get(0), item: r.get(1), lot: r.get(2), quantity: r.get(3) })
+        .collect();
+    let mut items: Vec<i64> = lines.iter().map(|l| l.item).collect();
+    items.sort_unstable();
+    items.dedup();
+    let (_, _, today) = branch_today(tx, branch).await?;
+    let mut lots = ledger::lock_lots_of_items(tx, branch, &items).await?;
+    let plan = allocate(&lines, &mut lots.clone(), today)?;
+    let entry = Entry { kind: "dispense", transaction_id: Some(id), ..Entry::default() };
+    for (line, takes) in lines.iter().zip(plan) {
+        let mut allocations = Vec::with_capacity(takes.len());
+        for (lot_id, quantity) in takes {
+            let lot = lots.iter_mut().find(|l| l.id == lot_id).ok_or(ApiError::NotFound)?;
+            ledger::post(tx, lot, -quantity, &entry, writer.user_id).await?;
+            allocations.push(json!({ "stock_available_id": lot_id, "quantity": format!("{quantity:.3}") }));
+        }
+        tx.execute(
+            "UPDATE transaction_lines SET allocations = $2 WHERE id = $1",
+            &[&line.id, &Value::Array(allocations)],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// What each line takes from which lot, worked out on the locked lots before anything is
+/// written; every line that cannot be met is a shortage.
+fn allocate(lines: &[Line], lots: &mut [Lot], today: time::Date) -> ApiResult<Vec<Vec<(i64, Decimal)>>> {
+    let mut plan = Vec::with_capacity(lines.len());
+    let mut shortages = Vec::new();
+    for line in lines {
+        let mut wanted = line.quantity;
+        let mut takes = Vec::new();
+        let mut candidates: Vec<&mut Lot> = match line.lot {
+            Some(lot) => lots.iter_mut().filter(|l| l.id == lot).collect(),
+            None => lots
+                .iter_mut()
+                .filter(|l| l.pharmacy_item_id == line.item && l.on_hand > Decimal::ZERO)
+                .filter(|l| l.expiry_date.is_none_or(|e| e >= today))
+                .collect(),
+        };
+        // Earliest expiry first, lots without one last, then by id.
+        candidates.sort_by_key(|l| (l.expiry_date.is_none(), l.expiry_date, l.id));
+        let available: Decimal = candidates.iter().map(|l| l.on_hand).sum();
+        for lot in candidates {
+            if wanted.is_zero() {
+                break;
+            }
+            let take = wanted.min(lot.on_hand);
+            if take > Decimal::ZERO {
+                lot.on_hand -= take;
+                wanted -= take;
+                takes.push((lot.id, take));
+            }
+        }
+        if !wanted.is_zero() {
+            shortages.push(json!({
+                "pharmacy_item_id": line.item,
+                "stock_available_id": line.lot,
+                "requested": format!("{:.3}", line.quantity),
+                "available": format!("{available:.3}"),
+            }));
+        }
+        plan.push(takes);
+    }
+    if shortages.is_empty() { Ok(plan) } else { Err(ledger::insufficient(shortages)) }
+}
+
+/// A void returns every allocation to its lot.
+async fn give_back(tx: &Transaction<'_>, writer: &Writer<'_>, id: i64) -> ApiResult<()> {
+    let rows = tx
+        .query("SELECT allocations FROM transaction_lines WHERE transaction_id = $1 ORDER BY id", &[&id])
+        .await?;
+    let mut returns: Vec<(i64, Decimal)> = Vec::new();
+    for row in &rows {
+        let allocations: Value = row.get(0);
+        for a in allocations.as_array().into_iter().flatten() {
+            let lot = a.get("stock_available_id").and_then(Value::as_i64).unwrap_or_default();
+            let quantity = a.get("quantity").and_then(decimal::of).unwrap_or_default();
+            returns.push((lot, quantity));
+        }
+    }
+    let mut ids: Vec<i64> = returns.iter().map(|(lot, _)| *lot).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut lots = ledger::lock_lots(tx, &ids).await?;
+    let entry = Entry { kind: "return", transaction_id: Some(id), ..Entry::default() };
+    for (lot_id, quantity) in returns {
+        let lot = lots.iter_mut().find(|l| l.id == lot_id).ok_or(ApiError::NotFound)?;
+        ledger::post(tx, lot, quantity, &entry, writer.user_id).await?;
+    }
+    Ok(())
+}
