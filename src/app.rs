@@ -21,6 +21,7 @@ use crate::state::AppState;
 use crate::tenancy::branches;
 use crate::{
     admin, auth, billing, bootstrap, clinical, db, exams, health, master, notify, permissions, pharmacy,
+    queue,
 };
 
 /// Every declared resource, for documentation and checks.
@@ -31,10 +32,17 @@ pub fn resources() -> Vec<&'static Resource> {
 /// Resources whose five operations are all the shared handlers (admin composes its own
 /// routes from the shared parts).
 fn served_generically() -> impl Iterator<Item = &'static Resource> {
-    [clinical::RESOURCES, exams::RESOURCES, billing::RESOURCES, master::RESOURCES, pharmacy::RESOURCES]
-        .into_iter()
-        .flatten()
-        .copied()
+    [
+        clinical::RESOURCES,
+        exams::RESOURCES,
+        billing::RESOURCES,
+        queue::RESOURCES,
+        master::RESOURCES,
+        pharmacy::RESOURCES,
+    ]
+    .into_iter()
+    .flatten()
+    .copied()
 }
 
 /// Connects, migrates the registry and every branch, bootstraps an empty registry, and
@@ -69,6 +77,7 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
         }
     }
     state.keep(notify::spawn_listener(database_url.to_owned(), state.clone()));
+    state.keep(queue::spawn_day_closer(state.clone()));
     Ok(state)
 }
 
@@ -78,7 +87,8 @@ fn api_router() -> Router {
         .hoop(crate::tenancy::hoop::require_branch)
         .push(clinical::extra_routes())
         .push(exams::extra_routes())
-        .push(billing::extra_routes());
+        .push(billing::extra_routes())
+        .push(queue::extra_routes());
     let mut global = Router::new();
     for r in served_generically() {
         match r.scope {
@@ -113,6 +123,7 @@ pub fn openapi() -> salvo::oapi::OpenApi {
     clinical::document(&mut doc);
     exams::document(&mut doc);
     billing::document(&mut doc);
+    queue::document(&mut doc);
     master::document(&mut doc);
     doc.finish()
 }

@@ -21,6 +21,7 @@ pub mod master;
 pub mod notify;
 pub mod permissions;
 pub mod pharmacy;
+pub mod queue;
 pub mod resource;
 pub mod security;
 pub mod state;

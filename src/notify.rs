@@ -13,6 +13,8 @@ use futures_util::StreamExt;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 pub const CHANNEL: &str = "clinic_cache";
+/// Changes displays follow (a queue ticket called): relayed to this instance's listeners.
+pub const EVENTS: &str = "clinic_events";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Topic {
@@ -57,9 +59,21 @@ pub async fn publish(
     Ok(())
 }
 
-/// Something that drops cached entries when told to.
+/// Something that drops cached entries when told to, and relays events to its listeners.
 pub trait Invalidate: Send + Sync + 'static {
     fn invalidate(&self, topic: Topic) -> impl std::future::Future<Output = ()> + Send;
+
+    /// An event published on [`EVENTS`] by any instance.
+    fn relay(&self, _payload: &str) {}
+}
+
+/// Publishes an event to every instance (after the change it describes committed).
+pub async fn publish_event(
+    client: &impl deadpool_postgres::GenericClient,
+    payload: &str,
+) -> Result<(), tokio_postgres::Error> {
+    client.execute("SELECT pg_notify($1, $2)", &[&EVENTS, &payload]).await?;
+    Ok(())
 }
 
 /// Listens for notifications until the process ends, reconnecting with back-off.
@@ -88,7 +102,7 @@ async fn listen_once<I: Invalidate>(url: &str, target: &Arc<I>) -> anyhow::Resul
         while let Some(message) = messages.next().await {
             match message {
                 Ok(AsyncMessage::Notification(n)) => {
-                    if tx.send(n.payload().to_owned()).is_err() {
+                    if tx.send((n.channel().to_owned(), n.payload().to_owned())).is_err() {
                         break;
                     }
                 }
@@ -100,10 +114,14 @@ async fn listen_once<I: Invalidate>(url: &str, target: &Arc<I>) -> anyhow::Resul
             }
         }
     });
-    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    client.batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {EVENTS}")).await?;
     // Changes made before LISTEN took effect were not heard.
     target.invalidate(Topic::All).await;
-    while let Some(payload) = rx.recv().await {
+    while let Some((channel, payload)) = rx.recv().await {
+        if channel == EVENTS {
+            target.relay(&payload);
+            continue;
+        }
         match Topic::decode(&payload) {
             Some(topic) => target.invalidate(topic).await,
             None => tracing::warn!(payload, "unknown cache invalidation message"),

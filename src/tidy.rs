@@ -13,7 +13,13 @@ const LAYERS: &[(u8, &[&str])] = &[
     (3, &["notify", "embedded_pg"]),
     (4, &["state"]),
     (5, &["resource"]),
-    (6, &["auth", "tenancy", "clinical", "exams", "master", "billing", "pharmacy", "admin", "health"]),
+    (
+        6,
+        &[
+            "auth", "tenancy", "clinical", "exams", "master", "billing", "pharmacy", "queue", "admin",
+            "health",
+        ],
+    ),
     (7, &["bootstrap"]),
     (8, &["app"]),
     (9, &["cli"]),
@@ -25,6 +31,8 @@ const ALLOWED_ACROSS: &[(&str, &str)] = &[
     ("admin", "tenancy"),
     // A user's own profile is validated and written as the users resource declares it.
     ("auth", "admin"),
+    // A visit checked in at the queue is a patient visit.
+    ("queue", "clinical"),
 ];
 
 fn layer_of(module: &str) -> Option<u8> {

@@ -29,16 +29,18 @@ pub enum Stamp {
     User(&'static str),
     /// The time of the action.
     Now(&'static str),
+    /// The time of the first such action (later ones keep it).
+    FirstTime(&'static str),
     /// The column plus one.
     Increment(&'static str),
-    /// `(body field, column)`: text the action's body carried.
+    /// `(body field, column)`: text the action's body carried (when it carried any).
     Sent(&'static str, &'static str),
 }
 
 impl Stamp {
     pub fn column(&self) -> &'static str {
         match self {
-            Self::User(c) | Self::Now(c) | Self::Increment(c) | Self::Sent(_, c) => c,
+            Self::User(c) | Self::Now(c) | Self::FirstTime(c) | Self::Increment(c) | Self::Sent(_, c) => c,
         }
     }
 }

@@ -27,7 +27,17 @@ pub struct AppState {
     pub hasher: Hasher,
     pub limits: Limits,
     pub mailer: Mailer,
+    /// Events heard from any instance (queue changes), for live displays.
+    pub events: tokio::sync::broadcast::Sender<Event>,
     background: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// A change a live display follows: `topic` says which (`queue:<branch>:<service>`), `data`
+/// is the changed record.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub topic: String,
+    pub data: serde_json::Value,
 }
 
 impl AppState {
@@ -41,6 +51,7 @@ impl AppState {
             limits: Limits::new(&settings),
             mailer: Mailer::from_settings(&settings)?,
             auth: AuthCache::default(),
+            events: tokio::sync::broadcast::channel(1024).0,
             registry,
             directory,
             settings,
@@ -100,7 +111,28 @@ impl AppState {
     }
 }
 
+impl AppState {
+    /// Publishes an event to the displays of every instance (this one hears it back).
+    pub async fn publish(&self, topic: &str, data: serde_json::Value) {
+        let payload = serde_json::json!({ "topic": topic, "data": data }).to_string();
+        let sent = async {
+            notify::publish_event(&self.registry.get().await?, &payload).await.map_err(anyhow::Error::from)
+        };
+        if let Err(e) = sent.await {
+            tracing::warn!(error = format!("{e:#}"), topic, "could not publish an event");
+        }
+    }
+}
+
 impl Invalidate for AppState {
+    fn relay(&self, payload: &str) {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(payload) else { return };
+        let topic = event.get("topic").and_then(serde_json::Value::as_str).unwrap_or_default().to_owned();
+        let data = event.get("data").cloned().unwrap_or_default();
+        // Nobody listening is fine.
+        let _ = self.events.send(Event { topic, data });
+    }
+
     async fn invalidate(&self, topic: Topic) {
         match topic {
             Topic::Token(id) => self.auth.forget_token(id).await,

@@ -491,8 +491,9 @@ fn stamp_sets(stamps: &[Stamp], user: &str) -> String {
         .map(|stamp| match stamp {
             Stamp::User(c) => format!("{c} = {user}, "),
             Stamp::Now(c) => format!("{c} = now(), "),
+            Stamp::FirstTime(c) => format!("{c} = coalesce(t.{c}, now()), "),
             Stamp::Increment(c) => format!("{c} = t.{c} + 1, "),
-            Stamp::Sent(field, c) => format!("{c} = $1::jsonb ->> '{field}', "),
+            Stamp::Sent(field, c) => format!("{c} = coalesce($1::jsonb ->> '{field}', t.{c}), "),
         })
         .collect()
 }
