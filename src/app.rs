@@ -20,8 +20,8 @@ use crate::resource::{self, Resource, Scope};
 use crate::state::AppState;
 use crate::tenancy::branches;
 use crate::{
-    admin, auth, billing, bootstrap, clinical, db, exams, health, master, notify, permissions, pharmacy,
-    queue,
+    admin, auth, billing, bootstrap, clinical, dashboard, db, exams, health, master, notify, permissions,
+    pharmacy, queue,
 };
 
 /// Every declared resource, for documentation and checks.
@@ -88,7 +88,8 @@ fn api_router() -> Router {
         .push(clinical::extra_routes())
         .push(exams::extra_routes())
         .push(billing::extra_routes())
-        .push(queue::extra_routes());
+        .push(queue::extra_routes())
+        .push(dashboard::router());
     let mut global = Router::new();
     for r in served_generically() {
         match r.scope {
@@ -124,6 +125,7 @@ pub fn openapi() -> salvo::oapi::OpenApi {
     exams::document(&mut doc);
     billing::document(&mut doc);
     queue::document(&mut doc);
+    dashboard::document(&mut doc);
     master::document(&mut doc);
     doc.finish()
 }

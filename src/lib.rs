@@ -10,6 +10,7 @@ pub mod cache;
 pub mod cli;
 pub mod clinical;
 pub mod config;
+pub mod dashboard;
 pub mod db;
 pub mod embedded_pg;
 pub mod enums;

@@ -16,7 +16,16 @@ const LAYERS: &[(u8, &[&str])] = &[
     (
         6,
         &[
-            "auth", "tenancy", "clinical", "exams", "master", "billing", "pharmacy", "queue", "admin",
+            "auth",
+            "tenancy",
+            "clinical",
+            "exams",
+            "master",
+            "billing",
+            "pharmacy",
+            "queue",
+            "dashboard",
+            "admin",
             "health",
         ],
     ),
