@@ -8,6 +8,7 @@ mod admin;
 mod auth;
 mod cli;
 mod contract;
+mod exams;
 mod patients;
 mod telemetry;
 mod tenancy;
