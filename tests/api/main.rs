@@ -9,6 +9,7 @@ mod auth;
 mod cli;
 mod contract;
 mod exams;
+mod master;
 mod patients;
 mod telemetry;
 mod tenancy;
