@@ -6,6 +6,7 @@ mod support;
 
 mod admin;
 mod auth;
+mod billing;
 mod cli;
 mod contract;
 mod exams;
