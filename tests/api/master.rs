@@ -284,6 +284,54 @@ async fn bill_items_round_trip_with_money_as_strings_and_upper_case_codes() {
     master(&app, BILL_ITEMS, json!({})).await;
 }
 
+/// `(path, valid body, a change)` of every writable master and lookup resource.
+fn writable() -> Vec<(&'static str, Value, Value)> {
+    let mut all: Vec<(&str, Value, Value)> = vec![
+        (BILL_ITEMS, master_body(BILL_ITEMS, json!({})), json!({ "name": "Renamed" })),
+        (MEDICINES, master_body(MEDICINES, json!({})), json!({ "brand_name": "Renamed" })),
+        (PROCEDURES, master_body(PROCEDURES, json!({})), json!({ "name": "Renamed" })),
+        (INSURANCES, master_body(INSURANCES, json!({})), json!({ "plan_name": "Renamed" })),
+        (SERVICES, master_body(SERVICES, json!({})), json!({ "name": "Renamed" })),
+        (DOCTORS, master_body(DOCTORS, json!({})), json!({ "specialization": "Renamed" })),
+    ];
+    all.extend([
+        (CATEGORIES, json!({ "name": "Laboratory" }), json!({ "description": "Renamed" })),
+        (PAYMENT_METHODS, json!({ "code": "gcash", "name": "GCash" }), json!({ "name": "Renamed" })),
+        (SUPPLIERS, json!({ "name": "Acme Optical" }), json!({ "contact_name": "Renamed" })),
+    ]);
+    all
+}
+
+#[tokio::test]
+async fn every_master_and_lookup_resource_is_created_read_listed_changed_and_deleted() {
+    let app = TestApp::spawn().await;
+    for (path, body, change) in writable() {
+        let r = app.post(path, None, body).await;
+        assert_status(&r, 201);
+        assert_eq!(r.header("etag"), Some("\"1\""), "{path}");
+        let created = r.body["data"].clone();
+        let id = id_of(&created);
+        let member = format!("{path}/{id}");
+        assert_eq!(app.get(&member, None).await.body["data"], created, "{path}");
+        let r = app.get(&format!("{path}?perPage=100"), None).await;
+        assert!(ids(&r.body).contains(&id), "{path} lists it: {}", r.text);
+        let r = app.put(&member, None, change.clone()).await;
+        assert_status(&r, 200);
+        let (field, value) = change.as_object().unwrap().iter().next().unwrap();
+        assert_eq!(&r.body["data"][field], value, "{path}");
+        assert_eq!(r.body["data"]["version"], 2, "{path}");
+        let stale = app.request(Method::PUT, &member, None).header("if-match", "\"1\"").json(&change);
+        assert_error(&reply(stale).await, 412, "precondition_failed");
+        assert_status(&app.delete(&member, None).await, 200);
+        assert_error(&app.get(&member, None).await, 404, "not_found");
+        assert!(!ids(&app.get(&format!("{path}?perPage=100"), None).await.body).contains(&id), "{path}");
+        let resource = path.trim_start_matches("/api/v1/");
+        let rows = app.audit_rows(SYSTEM_AUDIT, None, resource, id).await;
+        let actions: Vec<&str> = rows.iter().map(|r| r["action"].as_str().unwrap()).collect();
+        assert_eq!(actions, ["create", "update", "delete"], "{path}");
+    }
+}
+
 #[tokio::test]
 async fn money_is_non_negative_with_at_most_two_decimals() {
     let app = TestApp::spawn().await;
