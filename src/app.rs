@@ -26,6 +26,7 @@ pub fn resources() -> Vec<&'static Resource> {
     clinical::RESOURCES
         .iter()
         .chain(exams::RESOURCES)
+        .chain(billing::RESOURCES)
         .chain(master::RESOURCES)
         .chain(admin::RESOURCES)
         .copied()
