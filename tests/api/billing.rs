@@ -789,3 +789,29 @@ async fn every_write_and_void_is_audited() {
     assert_error(&till.void(kept, "Again").await, 409, "invalid_transition");
     assert_eq!(app.audit_rows(AUDIT, till.branch(), AUDITED_AS, kept).await.len(), before);
 }
+
+#[tokio::test]
+async fn openapi_describes_billing_transactions_and_the_summary() {
+    let app = TestApp::spawn().await;
+    let r = reply(app.http.get(app.url("/docs/api/openapi.json"))).await;
+    assert_status(&r, 200);
+    let paths = &r.body["paths"];
+    let collection = "/api/v1/patients/{patient_id}/billing-transactions";
+    let member = format!("{collection}/{{id}}");
+    for (path, verbs) in [
+        (collection.to_owned(), &["get", "post"][..]),
+        (member.clone(), &["get", "put", "delete"]),
+        (format!("{member}/post"), &["post"]),
+        ("/api/v1/patients/{id}/billing-summary".to_owned(), &["get"]),
+    ] {
+        for verb in verbs {
+            assert!(paths[&path][*verb].is_object(), "{verb} {path} is not documented");
+        }
+    }
+    let schemas = &r.body["components"]["schemas"];
+    let amount = &schemas["BillingTransaction"]["properties"]["amount"];
+    assert_eq!(amount["pattern"], "^-?[0-9]+\\.[0-9]{2}$", "money is a string with 2 decimals: {amount}");
+    assert!(
+        schemas["BillingTransactionInput"]["required"].as_array().is_some_and(|r| r.contains(&json!("kind")))
+    );
+}
