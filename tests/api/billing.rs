@@ -460,6 +460,27 @@ async fn posting_keeps_refunds_within_payments_and_discounts_within_charges() {
 }
 
 #[tokio::test]
+async fn concurrent_postings_of_one_patient_take_turns() {
+    let till = Till::open().await;
+    till.created(posted(payment("100"))).await;
+    let mut refunds = Vec::new();
+    for _ in 0..10 {
+        refunds.push(id_of(&till.created(refund("30")).await));
+    }
+    let replies = join_all(refunds.iter().map(|id| till.post_action(*id))).await;
+    let posted_count = replies.iter().filter(|r| r.status == 200).count();
+    assert_eq!(posted_count, 3, "statuses: {:?}", replies.iter().map(|r| r.status).collect::<Vec<_>>());
+    for r in replies.iter().filter(|r| r.status != 200) {
+        assert_invalid(r, &["amount"]);
+    }
+    assert_eq!(till.summary().await["refunds"], "90.00");
+    // Created posted at once: the same rule under the same lock.
+    let replies = join_all((0..6).map(|_| till.post(posted(refund("5"))))).await;
+    assert_eq!(replies.iter().filter(|r| r.status == 201).count(), 2);
+    assert_eq!(till.summary().await["refunds"], "100.00");
+}
+
+#[tokio::test]
 async fn deleting_removes_an_open_row_and_voids_a_posted_one() {
     let till = Till::open().await;
     let app = till.app();
@@ -591,6 +612,29 @@ async fn the_same_idempotency_key_sent_twice_at_once_creates_one_row() {
         .header("idempotency-key", "has space")
         .json(&payment("5"));
     assert_error(&reply(bad).await, 400, "invalid_idempotency_key");
+}
+
+#[tokio::test]
+async fn an_idempotency_key_replays_a_post_action() {
+    let till = Till::open().await;
+    let id = id_of(&till.created(charge("40")).await);
+    let send = || {
+        let path = format!("{}/post", till.member(id));
+        let req = till.app().request(Method::POST, &path, till.branch()).header("idempotency-key", "post-1");
+        reply(req.json(&json!({})))
+    };
+    let first = send().await;
+    assert_status(&first, 200);
+    assert_eq!(first.header("idempotent-replayed"), None);
+    let again = send().await;
+    assert_status(&again, 200);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.body, first.body, "the first answer, not a 409");
+    let rows = till.app().audit_rows(AUDIT, till.branch(), AUDITED_AS, id).await;
+    let actions: Vec<&str> = rows.iter().map(|r| r["action"].as_str().unwrap()).collect();
+    assert_eq!(actions, ["create", "post"], "posted once");
+    // Without a key a second post is refused.
+    assert_error(&till.post_action(id).await, 409, "invalid_transition");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 
 use crate::support::{Clinic, Reply, TestApp, assert_error, assert_invalid, id_of, ids, reply};
+use futures_util::future::join_all;
 use reqwest::Method;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -251,6 +252,22 @@ async fn every_examination_is_signed_once_and_then_kept() {
         assert_eq!(r.body["status"], "signed", "{exam}");
         assert_status(&app.get(&format!("{}/{id}", path(exam)), Some(branch)).await, 200);
     }
+}
+
+#[tokio::test]
+async fn concurrent_signatures_sign_once() {
+    let clinic = Clinic::open().await;
+    let (app, branch) = (&clinic.app, clinic.branch);
+    let id = id_of(&create(&clinic, "refractions", json!({})).await);
+    let replies = join_all((0..6).map(|_| sign(app, branch, "refractions", id))).await;
+    assert_eq!(replies.iter().filter(|r| r.status == 200).count(), 1);
+    for r in replies.iter().filter(|r| r.status != 200) {
+        assert_error(r, 409, "invalid_transition");
+    }
+    let r = app.get(&format!("{}/{id}", path("refractions")), Some(branch)).await;
+    assert_eq!(r.body["data"]["version"], 2, "signed once");
+    let rows = app.audit_rows(AUDIT, Some(branch), "refractions", id).await;
+    assert_eq!(rows.iter().filter(|r| r["action"] == "sign").count(), 1);
 }
 
 #[tokio::test]
