@@ -1512,6 +1512,22 @@ async fn measurements_need_a_known_kind_and_patient() {
     }
     let r = clinic.app.get("/api/v1/patients/999999/measurements?kind=iop", Some(clinic.branch)).await;
     assert_error(&r, 404, "not_found");
+    let query = "kind=iop&start_date=2026-02-02&end_date=2026-02-01";
+    assert_invalid(&measurements(&clinic, query).await, &["end_date"]);
+    assert_invalid(&measurements(&clinic, "kind=iop&start_date=02/01/2026").await, &["start_date"]);
+}
+
+#[tokio::test]
+async fn measurements_keep_to_the_dates_asked_for() {
+    let clinic = Clinic::open().await;
+    let on = |at: &str| json!({ "examined_at": at, "left_eye": null });
+    create(&clinic, "tonometries", on("2026-01-04T23:59:00Z")).await;
+    let inside = id_of(&create(&clinic, "tonometries", on("2026-01-05T00:00:00Z")).await);
+    let last = id_of(&create(&clinic, "tonometries", on("2026-01-06T23:59:00Z")).await);
+    create(&clinic, "tonometries", on("2026-01-07T00:00:00Z")).await;
+    let r = measurements(&clinic, "kind=iop&start_date=2026-01-05&end_date=2026-01-06").await;
+    assert_eq!(points(&r), vec![(inside, "right".into(), 15.5), (last, "right".into(), 15.5)]);
+    assert_eq!(points(&measurements(&clinic, "kind=iop&end_date=2026-01-05").await).len(), 2);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -686,6 +686,33 @@ async fn a_bill_item_names_an_active_category() {
     assert_invalid(&r, &["bill_item_category_id"]);
 }
 
+#[tokio::test]
+async fn a_branch_service_may_name_an_active_service() {
+    let app = TestApp::spawn().await;
+    let main = app.main_branch().await;
+    let service = id_of(&master(&app, SERVICES, json!({})).await);
+    let counters = format!("{BRANCHES}/{main}/services");
+    let counter =
+        app.created(&counters, None, json!({ "name": "Consults", "code": "C", "service_id": service })).await;
+    assert_eq!(counter["service_id"], service);
+    assert!(
+        app.created(&counters, None, json!({ "name": "Triage", "code": "T" })).await["service_id"].is_null()
+    );
+    assert_status(&app.patch(&format!("{SERVICES}/{service}/toggle-status"), None).await, 200);
+    let r = app.post(&counters, None, json!({ "name": "More", "code": "M", "service_id": service })).await;
+    assert_invalid(&r, &["service_id"]);
+    let r = app
+        .put(
+            &format!("{counters}/{}", id_of(&counter)),
+            None,
+            json!({ "name": "Consults A", "service_id": service }),
+        )
+        .await;
+    assert_status(&r, 200);
+    let r = app.post(&counters, None, json!({ "name": "None", "code": "N", "service_id": 999 })).await;
+    assert_invalid(&r, &["service_id"]);
+}
+
 // ---------------------------------------------------------------------------------------
 // Lookups and enumerations
 // ---------------------------------------------------------------------------------------
