@@ -23,7 +23,12 @@ pub static BRANCHES: Resource = Resource {
     table: "branches",
     label: "Branch",
     scope: Scope::Registry,
-    fields: &[plain_code("code", 2, 10).required().fixed(), text("name", 120).required()],
+    fields: &[
+        plain_code("code", 2, 10).required().fixed(),
+        text("name", 120).required(),
+        // Left out on create: the CLINIC_TIMEZONE setting.
+        Field::new("timezone", Kind::TimeZone).defaulted(),
+    ],
     // Holds credentials: accepted, never shown.
     write_only: &[Field::new("database_url", Kind::Text { max: 2000 })],
     read_only: &[

@@ -93,6 +93,8 @@ fn object(path: &str, structure: &Structure, value: &Value, errors: &mut FieldEr
                     errors.entry(at).or_default().push(format!("The {} field is required.", label(f.name)));
                 }
                 None | Some(Value::Null) => {}
+                // Blank text is no finding, as a blank field of a record is no value.
+                Some(Value::String(s)) if s.trim().is_empty() && !f.required => {}
                 Some(v) => {
                     if let Some(v) = check_at(&at, f, v, errors) {
                         clean.insert(f.name.into(), v);

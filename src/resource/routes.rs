@@ -316,10 +316,15 @@ impl ActionHandler {
         if !errors.is_empty() {
             return Err(ApiError::Validation(errors));
         }
+        // Idempotency-Key is for POSTs, actions included.
+        let idempotency = if action.verb == Verb::Post { Idempotency::of(req, &body)? } else { None };
+        let writer = Writer { idempotency, ..ctx.writer() };
         let handler = ResourceHandler { resource, op: Op::Update };
         let mut conn = handler.connect(&ctx, within).await?;
-        let written =
-            store::act(&mut conn, &ctx.writer(), resource, within, id, action, input, if_match).await?;
+        let written = store::act(&mut conn, &writer, resource, within, id, action, input, if_match).await?;
+        if replayed(res, &written) {
+            return Ok(());
+        }
         handler.committed(&ctx, &written).await;
         let record = written.record.unwrap_or_default();
         set_etag(res, &record);

@@ -6,10 +6,13 @@ mod support;
 
 mod admin;
 mod auth;
+mod billing;
 mod cli;
 mod conformance;
 mod contract;
 mod drift;
+mod exams;
+mod master;
 mod patients;
 mod telemetry;
 mod tenancy;

@@ -346,6 +346,48 @@ impl TestApp {
         (id, self.login(username, password).await)
     }
 
+    /// The id of the bootstrap admin.
+    pub async fn admin_id(&self) -> i64 {
+        let client = self.state.registry.get().await.unwrap();
+        client.query_one("SELECT id FROM users WHERE username = 'admin'", &[]).await.unwrap().get(0)
+    }
+
+    /// A request as the holder of `token`, with `body` as JSON unless it is null.
+    pub async fn call_as(
+        &self,
+        token: &str,
+        method: reqwest::Method,
+        path: &str,
+        branch: Option<i64>,
+        body: Value,
+    ) -> Reply {
+        let req = self.request_as(token, method, path, branch);
+        reply(if body.is_null() { req } else { req.json(&body) }).await
+    }
+
+    /// `PATCH path` without a body, as the admin (status toggles).
+    pub async fn patch(&self, path: &str, branch: Option<i64>) -> Reply {
+        reply(self.request(reqwest::Method::PATCH, path, branch)).await
+    }
+
+    /// The audit rows of one record, oldest first: `trail` is `/api/v1/audit-logs` (with
+    /// `branch`) or `/api/v1/system-audit-logs`; `resource` as the trail names it.
+    pub async fn audit_rows(
+        &self,
+        trail: &str,
+        branch: Option<i64>,
+        resource: &str,
+        record: i64,
+    ) -> Vec<Value> {
+        let resource: String = form_urlencoded::byte_serialize(resource.as_bytes()).collect();
+        let path = format!(
+            "{trail}?perPage=100&sortField=id&sortDirection=asc&filters[resource]={resource}&filters[record_id]={record}"
+        );
+        let r = self.get(&path, branch).await;
+        assert_eq!(r.status, 200, "audit trail: {}", r.text);
+        r.body["data"].as_array().cloned().unwrap_or_default()
+    }
+
     /// Creates a patient in `branch`; returns its JSON.
     pub async fn create_patient(&self, branch: i64, first: &str, last: &str) -> Value {
         let res = self
