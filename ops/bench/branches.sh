@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 
 DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
-  RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn ./target/release/clinic-server serve >/tmp/clinic-bench-branches.log 2>&1 &
+  RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn "${CARGO_TARGET_DIR:-target}/release/clinic-server" serve >/tmp/clinic-bench-branches.log 2>&1 &
 SERVER=$!
 for _ in $(seq 1 100); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
 TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \

@@ -125,9 +125,9 @@ pub async fn stats(req: &mut Request, depot: &mut Depot, res: &mut Response) -> 
     let stmt = branch
         .prepare_cached(
             "SELECT
-               (SELECT count(*) FROM patients WHERE deleted_at IS NULL),
+               (SELECT live FROM row_counts WHERE table_name = 'patients'),
                (SELECT count(*) FROM patients WHERE deleted_at IS NULL
-                   AND (created_at AT TIME ZONE $3)::date BETWEEN $1 AND $2),
+                   AND created_at >= ($1::date::timestamp AT TIME ZONE $3) AND created_at < (($2::date + 1)::timestamp AT TIME ZONE $3)),
                (SELECT coalesce(jsonb_object_agg(status, n), '{}') FROM
                    (SELECT status, count(*) AS n FROM patient_visits
                      WHERE deleted_at IS NULL AND visit_date BETWEEN $1 AND $2 GROUP BY status) v),
@@ -136,14 +136,12 @@ pub async fn stats(req: &mut Request, depot: &mut Depot, res: &mut Response) -> 
                      WHERE deleted_at IS NULL AND queue_date BETWEEN $1 AND $2 GROUP BY status) q),
                (SELECT round((avg(extract(epoch FROM called_at - created_at)) / 60)::numeric, 1) FROM queue_tickets
                  WHERE deleted_at IS NULL AND queue_date BETWEEN $1 AND $2 AND called_at IS NOT NULL),
-               (SELECT coalesce(sum(amount), 0)::numeric(14, 2)::text FROM billing_transactions
-                 WHERE status = 'posted' AND deleted_at IS NULL AND kind = 'charge' AND transaction_date BETWEEN $1 AND $2),
-               (SELECT coalesce(sum(CASE kind WHEN 'payment' THEN amount ELSE -amount END), 0)::numeric(14, 2)::text
-                  FROM billing_transactions
-                 WHERE status = 'posted' AND deleted_at IS NULL AND kind IN ('payment', 'refund')
-                   AND transaction_date BETWEEN $1 AND $2),
-               (SELECT coalesce(sum(CASE WHEN kind IN ('charge', 'refund') THEN amount ELSE -amount END), 0)::numeric(14, 2)::text
-                  FROM billing_transactions WHERE status = 'posted' AND deleted_at IS NULL)",
+               coalesce(sum(b.amount) FILTER (WHERE b.kind = 'charge'), 0)::numeric(14, 2)::text,
+               coalesce(sum(CASE b.kind WHEN 'payment' THEN b.amount ELSE -b.amount END)
+                          FILTER (WHERE b.kind IN ('payment', 'refund')), 0)::numeric(14, 2)::text,
+               (SELECT outstanding::numeric(16, 2)::text FROM billing_totals)
+             FROM (SELECT kind, amount FROM billing_transactions
+                    WHERE status = 'posted' AND deleted_at IS NULL AND transaction_date BETWEEN $1 AND $2) b",
         )
         .await?;
     let row = branch.query_one(&stmt, &[&start, &end, &clock.timezone]).await?;
@@ -152,19 +150,19 @@ pub async fn stats(req: &mut Request, depot: &mut Depot, res: &mut Response) -> 
     let shared = registry
         .query_one(
             "SELECT
-               (SELECT count(*) FILTER (WHERE status <> 'cancelled') FROM surgery_schedules s
-                 WHERE s.branch_id = $1 AND s.deleted_at IS NULL AND (s.scheduled_at AT TIME ZONE $4)::date BETWEEN $2 AND $3),
-               (SELECT count(*) FILTER (WHERE status = 'completed') FROM surgery_schedules s
-                 WHERE s.branch_id = $1 AND s.deleted_at IS NULL AND (s.scheduled_at AT TIME ZONE $4)::date BETWEEN $2 AND $3),
-               (SELECT count(*) FILTER (WHERE status = 'cancelled') FROM surgery_schedules s
-                 WHERE s.branch_id = $1 AND s.deleted_at IS NULL AND (s.scheduled_at AT TIME ZONE $4)::date BETWEEN $2 AND $3),
+               count(*) FILTER (WHERE s.status <> 'cancelled'),
+               count(*) FILTER (WHERE s.status = 'completed'),
+               count(*) FILTER (WHERE s.status = 'cancelled'),
                (SELECT count(*) FROM pharmacy_items i
                  WHERE i.deleted_at IS NULL AND i.reorder_level > 0
                    AND (SELECT coalesce(sum(l.on_hand), 0) FROM stock_availables l
                          WHERE l.branch_id = $1 AND l.pharmacy_item_id = i.id AND l.deleted_at IS NULL) <= i.reorder_level),
                (SELECT count(*) FROM stock_availables l
                  WHERE l.branch_id = $1 AND l.deleted_at IS NULL AND l.on_hand > 0
-                   AND l.expiry_date BETWEEN $5 AND $5 + 30)",
+                   AND l.expiry_date BETWEEN $5 AND $5 + 30)
+             FROM surgery_schedules s
+            WHERE s.branch_id = $1 AND s.deleted_at IS NULL
+              AND s.scheduled_at >= ($2::date::timestamp AT TIME ZONE $4) AND s.scheduled_at < (($3::date + 1)::timestamp AT TIME ZONE $4)",
             &[&branch_id, &start, &end, &clock.timezone, &clock.today],
         )
         .await?;
@@ -212,8 +210,8 @@ async fn surgery_events(
     let registry = ctx.registry().await?;
     let branch_id = ctx.branch()?.id;
     let (start, end, from, upcoming) = match window {
-        Window::Days(start, end) => (start, end, clock.now, false),
-        Window::From(now, last) => (now.date(), last, now, true),
+        Window::Days(start, end) => (start, end, OffsetDateTime::UNIX_EPOCH, false),
+        Window::From(now, last) => (clock.today, last, now, true),
     };
     let rows = registry
         .query(
@@ -227,9 +225,9 @@ async fn surgery_events(
                JOIN procedures p ON p.id = s.procedure_id
                JOIN doctors d ON d.id = s.doctor_id
               WHERE s.branch_id = $1 AND s.deleted_at IS NULL
-                AND CASE WHEN $6 THEN s.status IN ('scheduled', 'confirmed') AND s.scheduled_at >= $5
-                                  AND (s.scheduled_at AT TIME ZONE $2)::date <= $4
-                         ELSE s.status <> 'cancelled' AND (s.scheduled_at AT TIME ZONE $2)::date BETWEEN $3 AND $4 END
+                AND s.scheduled_at >= greatest($5, $3::date::timestamp AT TIME ZONE $2)
+                AND s.scheduled_at < (($4::date + 1)::timestamp AT TIME ZONE $2)
+                AND CASE WHEN $6 THEN s.status IN ('scheduled', 'confirmed') ELSE s.status <> 'cancelled' END
               ORDER BY s.scheduled_at, s.id",
             &[&branch_id, &clock.timezone, &start, &end, &from, &upcoming],
         )
@@ -409,45 +407,85 @@ pub async fn patient_demographics(req: &mut Request, depot: &mut Depot, res: &mu
     params.done()?;
     let mut conn = ctx.conn(Scope::Branch).await?;
     let branch = conn.client();
+    // One pass over the patients, every breakdown a grouping set.
     let stmt = branch
         .prepare_cached(
-            "WITH p AS (SELECT * FROM patients
-                         WHERE deleted_at IS NULL
-                           AND (NOT $3 OR (created_at AT TIME ZONE $4)::date BETWEEN $1 AND $2))
-             SELECT
-               (SELECT count(*) FROM p),
-               (SELECT coalesce(jsonb_object_agg(sex, n), '{}') FROM (SELECT sex, count(*) AS n FROM p GROUP BY sex) s),
-               (SELECT coalesce(jsonb_object_agg(band, n), '{}') FROM
-                   (SELECT CASE WHEN age >= 80 THEN '80+' ELSE (age / 10 * 10)::text || '-' || (age / 10 * 10 + 9)::text END AS band,
-                           count(*) AS n
-                      FROM (SELECT extract(year FROM age($5::date, birth_date))::int AS age FROM p) a GROUP BY band) b),
-               (SELECT coalesce(jsonb_object_agg(coalesce(civil_status, 'unspecified'), n), '{}') FROM
-                   (SELECT civil_status, count(*) AS n FROM p GROUP BY civil_status) c),
-               (SELECT coalesce(jsonb_object_agg(status, n), '{}') FROM (SELECT status, count(*) AS n FROM p GROUP BY status) st),
-               (SELECT jsonb_agg(jsonb_build_object('month', to_char(m, 'YYYY-MM'), 'count', coalesce(n, 0)) ORDER BY m)
-                  FROM generate_series(date_trunc('month', $5::date::timestamp) - interval '11 months', date_trunc('month', $5::date::timestamp),
-                                       interval '1 month') m
-                  LEFT JOIN (SELECT date_trunc('month', created_at AT TIME ZONE $4) AS month, count(*) AS n
-                               FROM patients WHERE deleted_at IS NULL GROUP BY 1) c ON c.month = m),
-               (SELECT coalesce(jsonb_agg(jsonb_build_object('city', spelling, 'count', n) ORDER BY n DESC, spelling), '[]') FROM
-                   (SELECT lower(btrim(city)) AS key, count(*) AS n,
-                           mode() WITHIN GROUP (ORDER BY btrim(city)) AS spelling
-                      FROM p WHERE btrim(coalesce(city, '')) <> '' GROUP BY 1
-                      ORDER BY n DESC, spelling LIMIT 10) t)",
+            "SELECT CASE WHEN grouping(sex) = 0 THEN 1 WHEN grouping(band) = 0 THEN 2 WHEN grouping(civil_status) = 0 THEN 3
+                         WHEN grouping(status) = 0 THEN 4 WHEN grouping(city_key) = 0 THEN 5 ELSE 0 END AS breakdown,
+                    sex, band, civil_status, status, city_key, city, count(*) AS n
+               FROM (SELECT sex, civil_status, status, nullif(lower(btrim(city)), '') AS city_key, btrim(city) AS city,
+                            -- 0 for 80 and over .. 8 for under 10: the day after each birthday cut-off.
+                            width_bucket(birth_date, ARRAY(SELECT ($5::date - make_interval(years => k))::date + 1
+                                                             FROM generate_series(80, 10, -10) AS k)) AS band
+                       FROM patients
+                      WHERE deleted_at IS NULL
+                        AND (NOT $3 OR (created_at >= ($1::date::timestamp AT TIME ZONE $4)
+                                        AND created_at < (($2::date + 1)::timestamp AT TIME ZONE $4)))) p
+              GROUP BY GROUPING SETS ((), (sex), (band), (civil_status), (status), (city_key, city))",
         )
         .await?;
-    let row = branch.query_one(&stmt, &[&start, &end, &ranged, &clock.timezone, &clock.today]).await?;
-    let civil: Value = row.get(3);
+    let rows = branch.query(&stmt, &[&start, &end, &ranged, &clock.timezone, &clock.today]).await?;
+    let mut total = 0;
+    let (mut by_sex, mut by_band, mut by_civil, mut by_status) =
+        (Map::new(), Map::new(), Map::new(), Map::new());
+    // city key -> (patients, [(patients, spelling)])
+    let mut cities: BTreeMap<String, (i64, Vec<(i64, String)>)> = BTreeMap::new();
+    for row in &rows {
+        let n: i64 = row.get("n");
+        match row.get::<_, i32>("breakdown") {
+            1 => _ = by_sex.insert(row.get("sex"), json!(n)),
+            2 => {
+                let band = usize::try_from(row.get::<_, i32>("band")).unwrap_or(0).min(AGE_BANDS.len() - 1);
+                by_band.insert(AGE_BANDS[AGE_BANDS.len() - 1 - band].to_owned(), json!(n));
+            }
+            3 => {
+                let civil: Option<String> = row.get("civil_status");
+                by_civil.insert(civil.unwrap_or_else(|| "unspecified".into()), json!(n));
+            }
+            4 => _ = by_status.insert(row.get("status"), json!(n)),
+            5 => {
+                if let Some(key) = row.get::<_, Option<String>>("city_key") {
+                    let entry = cities.entry(key).or_default();
+                    entry.0 += n;
+                    entry.1.push((n, row.get("city")));
+                }
+            }
+            _ => total = n,
+        }
+    }
+    let mut top_cities: Vec<(i64, String)> = cities
+        .into_values()
+        .map(|(n, mut spellings)| {
+            // The most used spelling; the first in order among equals.
+            spellings.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+            (n, spellings.swap_remove(0).1)
+        })
+        .collect();
+    top_cities.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    top_cities.truncate(10);
+    let stmt = branch
+        .prepare_cached(
+            "SELECT jsonb_agg(jsonb_build_object('month', to_char(m, 'YYYY-MM'), 'count', coalesce(n, 0)) ORDER BY m)
+               FROM generate_series(date_trunc('month', $1::date::timestamp) - interval '11 months',
+                                    date_trunc('month', $1::date::timestamp), interval '1 month') m
+               LEFT JOIN (SELECT date_trunc('month', created_at AT TIME ZONE $2) AS month, count(*) AS n
+                            FROM patients
+                           WHERE deleted_at IS NULL
+                             AND created_at >= ((date_trunc('month', $1::date::timestamp) - interval '11 months') AT TIME ZONE $2)
+                           GROUP BY 1) c ON c.month = m",
+        )
+        .await?;
+    let new_per_month: Value = branch.query_one(&stmt, &[&clock.today, &clock.timezone]).await?.get(0);
     let mut civil_values: Vec<&str> = CIVIL_STATUS.values.to_vec();
     civil_values.push("unspecified");
     let mut data = json!({
-        "total": row.get::<_, i64>(0),
-        "by_sex": every(SEX.values, &row.get::<_, Value>(1)),
-        "by_age_band": every(&AGE_BANDS, &row.get::<_, Value>(2)),
-        "by_civil_status": every(&civil_values, &civil),
-        "by_status": every(PATIENT_STATUS.values, &row.get::<_, Value>(4)),
-        "new_per_month": row.get::<_, Value>(5),
-        "top_cities": row.get::<_, Value>(6),
+        "total": total,
+        "by_sex": every(SEX.values, &Value::Object(by_sex)),
+        "by_age_band": every(&AGE_BANDS, &Value::Object(by_band)),
+        "by_civil_status": every(&civil_values, &Value::Object(by_civil)),
+        "by_status": every(PATIENT_STATUS.values, &Value::Object(by_status)),
+        "new_per_month": new_per_month,
+        "top_cities": top_cities.into_iter().map(|(n, city)| json!({ "city": city, "count": n })).collect::<Vec<_>>(),
     });
     if ranged && let Some(map) = data.as_object_mut() {
         map.insert("start_date".into(), json!(start.to_string()));
