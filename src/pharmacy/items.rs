@@ -72,7 +72,7 @@ pub static STOCK_AVAILABLES: Resource = Resource {
             kind: Kind::Integer { min: 0, max: 3650 },
             // Expired lots included (decision); "today" is the branch's.
             sql: "t.expiry_date <= (SELECT (now() AT TIME ZONE b.timezone)::date FROM branches b
-                                     WHERE b.id = t.branch_id) + $?::int",
+                                     WHERE b.id = t.branch_id) + ($?::bigint)::int",
         },
         Condition {
             name: "below_reorder",
