@@ -14,6 +14,7 @@ mod drift;
 mod exams;
 mod master;
 mod patients;
+mod pharmacy;
 mod telemetry;
 mod tenancy;
 mod visits;
