@@ -15,6 +15,7 @@ mod exams;
 mod master;
 mod patients;
 mod pharmacy;
+mod queue;
 mod telemetry;
 mod tenancy;
 mod visits;

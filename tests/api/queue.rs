@@ -1,0 +1,451 @@
+//! The service queue (RESOURCES.md section 9): numbering per service and local day under
+//! concurrency, every move allowed and refused, transfers racing calls, the waiting room's
+//! view, visits with their ticket, the live display and the end-of-day closer. Over HTTP
+//! against a real server and a fresh database.
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::support::{Clinic, Reply, TestApp, assert_error, assert_invalid, id_of, reply};
+
+#[track_caller]
+fn assert_status(r: &Reply, status: u16) {
+    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
+}
+
+/// A branch service of `branch` with `code`.
+async fn service(app: &TestApp, branch: i64, code: &str) -> i64 {
+    id_of(
+        &app.created(
+            &format!("/api/v1/branches/{branch}/services"),
+            Some(branch),
+            json!({ "name": format!("Service {code}"), "code": code }),
+        )
+        .await,
+    )
+}
+
+async fn ticket(app: &TestApp, branch: i64, service: i64, body: Value) -> Value {
+    app.created(&format!("/api/v1/queue/branch-services/{service}/queue"), Some(branch), body).await
+}
+
+/// A move of a ticket (`call`, `serve`, `complete`, `skip`, `no-show`, or `transfer` to
+/// `to`).
+async fn move_ticket(app: &TestApp, branch: i64, id: i64, verb: &str, to: i64) -> Reply {
+    if verb == "transfer" {
+        app.post(
+            &format!("/api/v1/queue/queue-tickets/{id}/transfer"),
+            Some(branch),
+            json!({ "branch_service_id": to }),
+        )
+        .await
+    } else {
+        app.put(
+            &format!("/api/v1/queue/queue-tickets/{id}/{verb}"),
+            Some(branch),
+            json!({ "counter": "Window 2" }),
+        )
+        .await
+    }
+}
+
+async fn set_timezone(app: &TestApp, branch: i64, timezone: &str) {
+    let r = app.put(&format!("/api/v1/branches/{branch}"), None, json!({ "timezone": timezone })).await;
+    assert_status(&r, 200);
+    assert_eq!(r.body["data"]["timezone"], timezone);
+}
+
+/// Runs SQL in the branch's schema of the test database.
+async fn in_branch(app: &TestApp, branch: i64, sql: &str) {
+    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    client.batch_execute(&format!("SET search_path TO branch_{branch}; {sql}")).await.unwrap();
+}
+
+#[tokio::test]
+async fn fifty_concurrent_tickets_are_numbered_one_to_fifty_and_the_next_day_starts_again() {
+    let app = TestApp::spawn().await;
+    let branch = app.main_branch().await;
+    // West of UTC by 12 hours now, east by 14 later: the local date moves forward by a day
+    // (or two) whatever the hour, without waiting for midnight.
+    set_timezone(&app, branch, "Etc/GMT+12").await;
+    let refraction = service(&app, branch, "RF").await;
+    let path = format!("/api/v1/queue/branch-services/{refraction}/queue");
+    let answers = join_all((0..50).map(|_| app.post(&path, Some(branch), json!({})))).await;
+    let mut numbers: Vec<String> = answers
+        .iter()
+        .map(|r| {
+            assert_status(r, 201);
+            r.body["data"]["number"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    numbers.sort();
+    assert_eq!(numbers, (1..=50).map(|n| format!("RF-{n:03}")).collect::<Vec<_>>());
+    let first_day = answers[0].body["data"]["queue_date"].as_str().unwrap().to_owned();
+
+    set_timezone(&app, branch, "Etc/GMT-14").await;
+    let next = ticket(&app, branch, refraction, json!({})).await;
+    assert_eq!(next["number"], "RF-001");
+    assert!(next["queue_date"].as_str().unwrap() > first_day.as_str(), "{next}");
+}
+
+/// The tickets' state machine: from each state, each move.
+#[tokio::test]
+async fn every_move_is_allowed_only_from_its_states() {
+    let app = TestApp::spawn().await;
+    let branch = app.main_branch().await;
+    let reception = service(&app, branch, "R").await;
+    let cashier = service(&app, branch, "C").await;
+    // How to reach each state from waiting.
+    let paths: [(&str, &[&str]); 7] = [
+        ("waiting", &[]),
+        ("called", &["call"]),
+        ("serving", &["call", "serve"]),
+        ("completed", &["call", "serve", "complete"]),
+        ("skipped", &["call", "skip"]),
+        ("no_show", &["no-show"]),
+        ("transferred", &["transfer"]),
+    ];
+    let allowed = |from: &str, verb: &str| -> Option<&'static str> {
+        match (verb, from) {
+            ("call", "waiting" | "called" | "skipped") => Some("called"),
+            ("serve", "called") => Some("serving"),
+            ("complete", "serving") => Some("completed"),
+            ("skip", "called") => Some("skipped"),
+            ("no-show", "waiting" | "called" | "skipped") => Some("no_show"),
+            ("transfer", "waiting" | "called" | "serving" | "skipped") => Some("transferred"),
+            _ => None,
+        }
+    };
+    for (state, path) in paths {
+        for verb in ["call", "serve", "complete", "skip", "no-show", "transfer"] {
+            let id = id_of(&ticket(&app, branch, reception, json!({})).await);
+            for step in path {
+                assert_status(&move_ticket(&app, branch, id, step, cashier).await, 200);
+            }
+            let r = move_ticket(&app, branch, id, verb, cashier).await;
+            match allowed(state, verb) {
+                Some(to) => {
+                    assert_eq!(r.status, 200, "{verb} from {state}: {}", r.text);
+                    let moved = if verb == "transfer" { &r.body["data"]["ticket"] } else { &r.body["data"] };
+                    assert_eq!(moved["status"], to, "{verb} from {state}");
+                }
+                None => {
+                    assert_error(&r, 409, "invalid_transition");
+                    assert_eq!(r.body["status"], state, "{verb} from {state}: {}", r.text);
+                    let now = app.get(&format!("/api/v1/queue/queue-tickets/{id}"), Some(branch)).await;
+                    assert_eq!(now.body["data"]["status"], state, "a refused move changes nothing");
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn moves_keep_their_times_and_counts_and_are_audited() {
+    let app = TestApp::spawn().await;
+    let branch = app.main_branch().await;
+    let reception = service(&app, branch, "R").await;
+    let cashier = service(&app, branch, "C").await;
+    let id = id_of(&ticket(&app, branch, reception, json!({ "priority": "urgent" })).await);
+    let called = move_ticket(&app, branch, id, "call", 0).await.body["data"].clone();
+    assert_eq!(called["call_count"], 1);
+    assert_eq!(called["counter"], "Window 2");
+    let first_call = called["called_at"].clone();
+    assert!(first_call.is_string());
+    let recalled = move_ticket(&app, branch, id, "call", 0).await.body["data"].clone();
+    assert_eq!(recalled["call_count"], 2);
+    assert_eq!(recalled["called_at"], first_call, "called_at is the first call");
+    let serving = move_ticket(&app, branch, id, "serve", 0).await.body["data"].clone();
+    assert!(serving["serving_at"].is_string());
+
+    let r = move_ticket(&app, branch, id, "transfer", cashier).await;
+    assert_status(&r, 200);
+    let (old, new) = (&r.body["data"]["ticket"], &r.body["data"]["new_ticket"]);
+    assert_eq!(old["transferred_to_id"], new["id"]);
+    assert_eq!(new["transferred_from_id"], id);
+    assert_eq!(new["status"], "waiting");
+    assert_eq!(new["number"], "C-001");
+    assert_eq!(new["priority"], "urgent", "the old priority unless another is given");
+    // A transfer to the ticket's own service, or to an unknown one, is refused.
+    let again = id_of(&ticket(&app, branch, reception, json!({})).await);
+    assert_invalid(&move_ticket(&app, branch, again, "transfer", reception).await, &["branch_service_id"]);
+    assert_invalid(&move_ticket(&app, branch, again, "transfer", 999_999).await, &["branch_service_id"]);
+
+    let actions: Vec<String> = app
+        .audit_rows("/api/v1/audit-logs", Some(branch), "queue/queue-tickets", id)
+        .await
+        .iter()
+        .map(|row| {
+            assert!(row["user_id"].is_i64(), "{row}");
+            assert!(row["at"].is_string(), "{row}");
+            row["action"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(actions, ["create", "call", "call", "serve", "transfer"]);
+}
+
+#[tokio::test]
+async fn a_transfer_racing_a_call_of_the_same_version_lets_exactly_one_win() {
+    let app = TestApp::spawn().await;
+    let branch = app.main_branch().await;
+    let reception = service(&app, branch, "R").await;
+    let cashier = service(&app, branch, "C").await;
+    for _ in 0..10 {
+        let t = ticket(&app, branch, reception, json!({})).await;
+        let (id, version) = (id_of(&t), t["version"].as_i64().unwrap());
+        let etag = format!("\"{version}\"");
+        let call = reply(
+            app.request(Method::PUT, &format!("/api/v1/queue/queue-tickets/{id}/call"), Some(branch))
+                .header("if-match", &etag)
+                .json(&json!({})),
+        );
+        let transfer = reply(
+            app.request(Method::POST, &format!("/api/v1/queue/queue-tickets/{id}/transfer"), Some(branch))
+                .header("if-match", &etag)
+                .json(&json!({ "branch_service_id": cashier })),
+        );
+        let (call, transfer) = tokio::join!(call, transfer);
+        let winners = [call.status, transfer.status].iter().filter(|s| **s == 200).count();
+        assert_eq!(winners, 1, "call {} / transfer {}", call.text, transfer.text);
+        let loser = if call.status == 200 { &transfer } else { &call };
+        assert_error(loser, 412, "precondition_failed");
+        let now =
+            app.get(&format!("/api/v1/queue/queue-tickets/{id}"), Some(branch)).await.body["data"].clone();
+        if call.status == 200 {
+            assert_eq!(now["status"], "called");
+            assert!(now["transferred_to_id"].is_null());
+        } else {
+            assert_eq!(now["status"], "transferred");
+            assert_eq!(now["call_count"], 0);
+        }
+    }
+    // One new ticket per won transfer, and no other.
+    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT count(*) FILTER (WHERE branch_service_id = $1),
+                        count(*) FILTER (WHERE status = 'transferred')
+                   FROM branch_{branch}.queue_tickets"
+            ),
+            &[&cashier],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), row.get::<_, i64>(1));
+}
+
+#[tokio::test]
+async fn the_waiting_room_sees_urgent_then_priority_then_normal_by_number() {
+    let app = TestApp::spawn().await;
+    let branch = app.main_branch().await;
+    let reception = service(&app, branch, "R").await;
+    let mut numbers = Vec::new();
+    for priority in ["normal", "urgent", "normal", "priority", "urgent", "normal"] {
+        numbers.push(ticket(&app, branch, reception, json!({ "priority": priority })).await);
+    }
+    let id = |n: usize| id_of(&numbers[n]);
+    assert_status(&move_ticket(&app, branch, id(2), "call", 0).await, 200);
+    assert_status(&move_ticket(&app, branch, id(5), "no-show", 0).await, 200);
+    let r = app.get(&format!("/api/v1/queue/branch-services/{reception}/queue"), Some(branch)).await;
+    assert_status(&r, 200);
+    let view = &r.body["data"];
+    let numbers_of = |list: &Value| -> Vec<String> {
+        list.as_array().unwrap().iter().map(|t| t["number"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(view["service"]["code"], "R");
+    assert_eq!(numbers_of(&view["now_serving"]), ["R-003"]);
+    assert_eq!(numbers_of(&view["waiting"]), ["R-002", "R-005", "R-004", "R-001"]);
+    assert_eq!(numbers_of(&view["done"]), ["R-006"]);
+    assert_eq!(view["counts"]["total"], 6);
+    assert_eq!(view["counts"]["waiting"], 4);
+    assert_eq!(view["counts"]["called"], 1);
+    assert_eq!(view["counts"]["no_show"], 1);
+    assert_eq!(view["counts"]["completed"], 0);
+    // status narrows the lists, never the counts.
+    let r = app
+        .get(&format!("/api/v1/queue/branch-services/{reception}/queue?status=no_show"), Some(branch))
+        .await;
+    assert_eq!(numbers_of(&r.body["data"]["waiting"]), Vec::<String>::new());
+    assert_eq!(numbers_of(&r.body["data"]["done"]), ["R-006"]);
+    assert_eq!(r.body["data"]["counts"]["total"], 6);
+}
+
+#[tokio::test]
+async fn a_visit_and_its_ticket_are_created_together_or_not_at_all() {
+    let clinic = Clinic::open().await;
+    let (app, branch) = (&clinic.app, clinic.branch);
+    let reception = service(app, branch, "R").await;
+    let r = app
+        .post(
+            "/api/v1/queue/visits",
+            Some(branch),
+            json!({ "patient_id": clinic.patient, "branch_service_id": reception, "priority": "priority",
+                    "reason": "Blurred vision" }),
+        )
+        .await;
+    assert_status(&r, 201);
+    let (visit, ticket) = (&r.body["data"]["visit"], &r.body["data"]["ticket"]);
+    assert_eq!(visit["status"], "checked_in");
+    assert_eq!(visit["patient_id"], clinic.patient);
+    assert_eq!(ticket["patient_visit_id"], visit["id"]);
+    assert_eq!(ticket["patient_id"], clinic.patient);
+    assert_eq!(ticket["priority"], "priority");
+
+    let count = |table: &'static str| async move {
+        let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+        client
+            .query_one(&format!("SELECT count(*) FROM branch_{branch}.{table}"), &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    let (visits, tickets) = (count("patient_visits").await, count("queue_tickets").await);
+    // An unknown patient, or an unknown service: nothing written.
+    let r = app
+        .post(
+            "/api/v1/queue/visits",
+            Some(branch),
+            json!({ "patient_id": 999_999, "branch_service_id": reception }),
+        )
+        .await;
+    assert_invalid(&r, &["patient_id"]);
+    let r = app
+        .post(
+            "/api/v1/queue/visits",
+            Some(branch),
+            json!({ "patient_id": clinic.patient, "branch_service_id": 999_999 }),
+        )
+        .await;
+    assert_invalid(&r, &["branch_service_id"]);
+    assert_eq!((count("patient_visits").await, count("queue_tickets").await), (visits, tickets));
+}
+
+/// Reads server-sent events until one named `name` arrives; answers its data.
+async fn next_event(stream: &mut reqwest::Response, buffer: &mut String, name: &str) -> Value {
+    loop {
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut event = "message";
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(value) = line.strip_prefix("event:") {
+                    event = value.trim();
+                } else if let Some(value) = line.strip_prefix("data:") {
+                    data.push_str(value.trim_start());
+                }
+            }
+            if event == name {
+                return serde_json::from_str(&data).unwrap();
+            }
+        }
+        let chunk = stream.chunk().await.expect("a chunk").expect("the stream stays open");
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+#[tokio::test]
+async fn a_display_sees_a_call_within_a_second() {
+    let app = TestApp::spawn().await;
+    let branch = app.main_branch().await;
+    let reception = service(&app, branch, "R").await;
+    let id = id_of(&ticket(&app, branch, reception, json!({})).await);
+    let res = app
+        .request(Method::GET, &format!("/api/v1/queue/branch-services/{reception}/events"), Some(branch))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let mut stream = res;
+    let mut buffer = String::new();
+    let snapshot = next_event(&mut stream, &mut buffer, "snapshot").await;
+    assert_eq!(snapshot["waiting"][0]["id"], id);
+
+    assert_status(&move_ticket(&app, branch, id, "call", 0).await, 200);
+    let seen = tokio::time::timeout(Duration::from_secs(1), next_event(&mut stream, &mut buffer, "ticket"))
+        .await
+        .expect("the call reaches the display within a second");
+    assert_eq!(seen["id"], id);
+    assert_eq!(seen["status"], "called");
+}
+
+#[tokio::test]
+async fn tickets_left_open_after_their_day_become_no_shows() {
+    let app = TestApp::spawn().await;
+    let branch = app.main_branch().await;
+    let reception = service(&app, branch, "R").await;
+    let mut made = Vec::new();
+    for _ in 0..4 {
+        made.push(id_of(&ticket(&app, branch, reception, json!({})).await));
+    }
+    let [waiting, called, completed, today] = made[..] else { unreachable!() };
+    assert_status(&move_ticket(&app, branch, called, "call", 0).await, 200);
+    for verb in ["call", "serve", "complete"] {
+        assert_status(&move_ticket(&app, branch, completed, verb, 0).await, 200);
+    }
+    in_branch(
+        &app,
+        branch,
+        &format!("UPDATE queue_tickets SET queue_date = queue_date - 1 WHERE id IN ({waiting}, {called}, {completed})"),
+    )
+    .await;
+    let closed = clinic_server::queue::close_past_days(&app.state).await.unwrap();
+    assert_eq!(closed, 2);
+    let status = |id: i64| {
+        let app = &app;
+        async move {
+            app.get(&format!("/api/v1/queue/queue-tickets/{id}"), Some(branch)).await.body["data"]["status"]
+                .clone()
+        }
+    };
+    assert_eq!(status(waiting).await, "no_show");
+    assert_eq!(status(called).await, "no_show");
+    assert_eq!(status(completed).await, "completed");
+    assert_eq!(status(today).await, "waiting");
+    let audit = app.audit_rows("/api/v1/audit-logs", Some(branch), "queue/queue-tickets", waiting).await;
+    let last = audit.last().unwrap();
+    assert_eq!(last["action"], "auto_no_show");
+    assert!(last["user_id"].is_null(), "{last}");
+    // Run again: nothing left to close.
+    assert_eq!(clinic_server::queue::close_past_days(&app.state).await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn the_queue_is_its_branch_and_its_permissions_only() {
+    let app = TestApp::spawn().await;
+    let branch = app.main_branch().await;
+    let north = app.create_branch("NORTH").await;
+    let reception = service(&app, branch, "R").await;
+    let id = id_of(&ticket(&app, branch, reception, json!({})).await);
+    // Another branch neither sees the ticket nor queues at the service.
+    let r = app.get(&format!("/api/v1/queue/queue-tickets/{id}"), Some(north)).await;
+    assert_error(&r, 404, "not_found");
+    let r =
+        app.post(&format!("/api/v1/queue/branch-services/{reception}/queue"), Some(north), json!({})).await;
+    assert_error(&r, 404, "not_found");
+    // A cashier reads the queue but does not move it; a pharmacist does neither.
+    let (_, cashier) = app.create_user("cashier", &["cashier"], &[branch]).await;
+    let (_, pharmacist) = app.create_user("pharmacist", &["pharmacist"], &[branch]).await;
+    let view = format!("/api/v1/queue/branch-services/{reception}/queue");
+    assert_status(&app.call_as(&cashier, Method::GET, &view, Some(branch), Value::Null).await, 200);
+    let r = app
+        .call_as(
+            &cashier,
+            Method::PUT,
+            &format!("/api/v1/queue/queue-tickets/{id}/call"),
+            Some(branch),
+            json!({}),
+        )
+        .await;
+    assert_error(&r, 403, "forbidden");
+    assert_error(
+        &app.call_as(&pharmacist, Method::GET, &view, Some(branch), Value::Null).await,
+        403,
+        "forbidden",
+    );
+}
