@@ -10,6 +10,7 @@ mod billing;
 mod cli;
 mod conformance;
 mod contract;
+mod dashboard;
 mod drift;
 mod exams;
 mod master;
