@@ -185,6 +185,25 @@ impl Hooks for UserHooks {
         Ok(stale)
     }
 
+    /// An address change is told to the old address (the owner may not have made it) and to
+    /// the new one, once the change is committed.
+    async fn committed(&self, writer: &Writer<'_>, before: Option<&Value>, after: Option<&Value>) {
+        let email =
+            |row: Option<&Value>| row.and_then(|r| r.get("email")).and_then(Value::as_str).map(str::to_owned);
+        let (Some(old), Some(new)) = (email(before), email(after)) else { return };
+        if old == new {
+            return;
+        }
+        let name = after.and_then(|a| a.get("name")).and_then(Value::as_str).unwrap_or_default();
+        let text = format!(
+            "Hello {name},\n\nThe e-mail address of your clinic-server account was changed from {old} to {new}.\n\
+             If you did not make this change, tell your administrator at once: whoever holds the new\n\
+             address can reset the account's password.\n"
+        );
+        writer.state.mailer.send_later(old, "Your e-mail address was changed", text.clone());
+        writer.state.mailer.send_later(new, "Your e-mail address was changed", text);
+    }
+
     async fn delete(
         &self,
         tx: &Transaction<'_>,
