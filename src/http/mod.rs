@@ -50,12 +50,15 @@ pub async fn json_object(req: &mut Request, settings: &Settings) -> ApiResult<Ma
             return Err(ApiError::UnsupportedMediaType);
         }
     }
+    let started = std::time::Instant::now();
     let read = req.payload_with_max_size(settings.max_body_bytes);
     let bytes = tokio::time::timeout(settings.body_read_timeout, read)
         .await
         .map_err(|_| ApiError::RequestTimeout)?
         .map_err(|e| match e {
             salvo::http::ParseError::PayloadTooLarge => ApiError::PayloadTooLarge,
+            // The server's own body timeout (the same BODY_READ_TIMEOUT_MS) may fire first.
+            _ if started.elapsed() >= settings.body_read_timeout => ApiError::RequestTimeout,
             _ => ApiError::bad_request("unreadable_body", "The request body could not be read."),
         })?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
