@@ -17,6 +17,7 @@ mod master;
 mod patients;
 mod pharmacy;
 mod queue;
+mod security;
 mod telemetry;
 mod tenancy;
 mod visits;

@@ -6,6 +6,8 @@
 //! there) or, when unset, from the embedded cluster under `var/test-pg`.
 #![allow(dead_code)]
 
+pub mod smtp;
+
 use std::sync::Arc;
 
 use clinic_server::app::{self, Running};
