@@ -98,6 +98,15 @@ async fn open(depot: &Depot) -> ApiResult<(Context, Clock)> {
     Ok((ctx, Clock { now: row.get(0), today: row.get(1), timezone }))
 }
 
+/// [`open`], and the request's range of local dates, checked.
+async fn open_range(req: &Request, depot: &Depot) -> ApiResult<(Context, Clock, Date, Date)> {
+    let (ctx, clock) = open(depot).await?;
+    let mut params = Params::of(req);
+    let (start, end) = params.range(clock.today);
+    params.done()?;
+    Ok((ctx, clock, start, end))
+}
+
 /// `{value: count}` with every value of an enumeration, zeros included.
 fn every(values: &[&str], counted: &Value) -> Value {
     let map: Map<String, Value> =
@@ -116,10 +125,7 @@ fn with_total(values: &[&str], counted: &Value) -> Value {
 /// `GET /dashboard/stats`.
 #[handler]
 pub async fn stats(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let (ctx, clock) = open(depot).await?;
-    let mut params = Params::of(req);
-    let (start, end) = params.range(clock.today);
-    params.done()?;
+    let (ctx, clock, start, end) = open_range(req, depot).await?;
     let mut conn = ctx.conn(Scope::Branch).await?;
     let branch = conn.client();
     let stmt = branch
@@ -263,10 +269,7 @@ enum Window {
 /// `GET /dashboard/calendar`.
 #[handler]
 pub async fn calendar(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let (ctx, clock) = open(depot).await?;
-    let mut params = Params::of(req);
-    let (start, end) = params.range(clock.today);
-    params.done()?;
+    let (ctx, clock, start, end) = open_range(req, depot).await?;
     let mut conn = ctx.conn(Scope::Branch).await?;
     let branch = conn.client();
     let stmt = branch

@@ -12,7 +12,7 @@ use salvo::async_trait;
 use serde_json::{Map, Value, json};
 
 use super::ledger::{self, Entry, Lot};
-use super::{PHARMACY, branch_today, cents, given, lines_of, problem};
+use super::{PHARMACY, branch_today, cents, given, lines_of, problem, replace_lines};
 use crate::enums::PHARMACY_TRANSACTION_STATUS;
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::list::SortDirection;
@@ -260,23 +260,13 @@ impl Hooks for DispensingHooks {
         _: Option<&Value>,
     ) -> ApiResult<Vec<Topic>> {
         let Some(lines) = lines_of(input) else { return Ok(Vec::new()) };
-        tx.execute("DELETE FROM transaction_lines WHERE transaction_id = $1", &[&id]).await?;
-        tx.execute(
-            "INSERT INTO transaction_lines (transaction_id, pharmacy_item_id, stock_available_id, quantity, unit_price,
-                                            discount, line_total)
-             SELECT $1, l.pharmacy_item_id, l.stock_available_id, l.quantity, l.unit_price, l.discount,
-                    round(l.quantity * l.unit_price, 2) - l.discount
-               FROM jsonb_to_recordset($2) AS l(pharmacy_item_id bigint, stock_available_id bigint, quantity numeric,
-                                                unit_price numeric, discount numeric)",
-            &[&id, &Value::Array(lines.clone())],
-        )
-        .await?;
-        tx.execute(
-            "UPDATE transactions SET total = coalesce((SELECT sum(line_total) FROM transaction_lines WHERE transaction_id = $1), 0)
-              WHERE id = $1",
-            &[&id],
-        )
-        .await?;
+        let insert = "INSERT INTO transaction_lines (transaction_id, pharmacy_item_id, stock_available_id, quantity, unit_price,
+                                                     discount, line_total)
+                      SELECT $1, l.pharmacy_item_id, l.stock_available_id, l.quantity, l.unit_price, l.discount,
+                             round(l.quantity * l.unit_price, 2) - l.discount
+                        FROM jsonb_to_recordset($2) AS l(pharmacy_item_id bigint, stock_available_id bigint,
+                                                         quantity numeric, unit_price numeric, discount numeric)";
+        replace_lines(tx, "transactions", "transaction_lines", "transaction_id", id, insert, lines).await?;
         Ok(Vec::new())
     }
 

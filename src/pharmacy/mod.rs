@@ -66,3 +66,26 @@ async fn branch_today(tx: &Transaction<'_>, branch: i64) -> ApiResult<(String, S
 fn lines_of(input: &Map<String, Value>) -> Option<&Vec<Value>> {
     input.get("lines").and_then(Value::as_array)
 }
+
+/// Replaces a document's lines: `insert` takes `$1` the document and `$2` the lines as
+/// jsonb; the total is the sum of the line totals.
+pub(crate) async fn replace_lines(
+    tx: &Transaction<'_>,
+    table: &str,
+    lines_table: &str,
+    parent: &str,
+    id: i64,
+    insert: &str,
+    lines: &[Value],
+) -> ApiResult<()> {
+    tx.execute(&format!("DELETE FROM {lines_table} WHERE {parent} = $1"), &[&id]).await?;
+    tx.execute(insert, &[&id, &Value::Array(lines.to_vec())]).await?;
+    tx.execute(
+        &format!(
+            "UPDATE {table} SET total = coalesce((SELECT sum(line_total) FROM {lines_table} WHERE {parent} = $1), 0) WHERE id = $1"
+        ),
+        &[&id],
+    )
+    .await?;
+    Ok(())
+}

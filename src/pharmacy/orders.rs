@@ -11,7 +11,7 @@ use salvo::async_trait;
 use serde_json::{Map, Value};
 
 use super::ledger::{self, Entry};
-use super::{PHARMACY, branch_today, given, lines_of, problem};
+use super::{PHARMACY, branch_today, given, lines_of, problem, replace_lines};
 use crate::enums::{DELIVERY_STATUS, PURCHASE_ORDER_STATUS};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::list::SortDirection;
@@ -167,29 +167,6 @@ const CANCEL_ORDER: Action = Action {
     input: &[text("reason", 500).required()],
     done: "Purchase order cancelled.",
 };
-
-/// Replaces a document's lines: `insert` takes `$1` the document and `$2` the lines as
-/// jsonb; the total is the sum of the line totals.
-async fn replace_lines(
-    tx: &Transaction<'_>,
-    table: &str,
-    lines_table: &str,
-    parent: &str,
-    id: i64,
-    insert: &str,
-    lines: &[Value],
-) -> ApiResult<()> {
-    tx.execute(&format!("DELETE FROM {lines_table} WHERE {parent} = $1"), &[&id]).await?;
-    tx.execute(insert, &[&id, &Value::Array(lines.to_vec())]).await?;
-    tx.execute(
-        &format!(
-            "UPDATE {table} SET total = coalesce((SELECT sum(line_total) FROM {lines_table} WHERE {parent} = $1), 0) WHERE id = $1"
-        ),
-        &[&id],
-    )
-    .await?;
-    Ok(())
-}
 
 /// Whether every item named by `lines` is live and active; the bad ones are named.
 async fn check_items(
