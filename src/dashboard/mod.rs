@@ -159,10 +159,12 @@ pub async fn stats(req: &mut Request, depot: &mut Depot, res: &mut Response) -> 
                count(*) FILTER (WHERE s.status <> 'cancelled'),
                count(*) FILTER (WHERE s.status = 'completed'),
                count(*) FILTER (WHERE s.status = 'cancelled'),
-               (SELECT count(*) FROM pharmacy_items i
-                 WHERE i.deleted_at IS NULL AND i.reorder_level > 0
-                   AND (SELECT coalesce(sum(l.on_hand), 0) FROM stock_availables l
-                         WHERE l.branch_id = $1 AND l.pharmacy_item_id = i.id AND l.deleted_at IS NULL) <= i.reorder_level),
+               -- Items the branch keeps lots of (what filters[below_reorder] lists).
+               (SELECT count(*)
+                  FROM (SELECT pharmacy_item_id, sum(on_hand) AS level FROM stock_availables
+                         WHERE branch_id = $1 AND deleted_at IS NULL GROUP BY pharmacy_item_id) kept
+                  JOIN pharmacy_items i ON i.id = kept.pharmacy_item_id
+                 WHERE i.deleted_at IS NULL AND i.reorder_level > 0 AND kept.level <= i.reorder_level),
                (SELECT count(*) FROM stock_availables l
                  WHERE l.branch_id = $1 AND l.deleted_at IS NULL AND l.on_hand > 0
                    AND l.expiry_date BETWEEN $5 AND $5 + 30)

@@ -218,6 +218,13 @@ async fn stats_and_calendar_count_on_the_branchs_local_dates() {
         )
         .await,
     );
+    // An item the branch keeps no lots of is not low stock there.
+    app.created(
+        "/api/v1/pharmacy-items",
+        None,
+        json!({ "code": "ATR", "name": "Atropine", "unit": "bottle", "sale_price": "5.00", "reorder_level": "3" }),
+    )
+    .await;
     let in_days = |n: i32| {
         let app = &app;
         async move {
