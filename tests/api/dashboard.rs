@@ -506,3 +506,42 @@ async fn dashboards_need_dashboard_read_and_a_branch() {
         assert_eq!(r.status, 400, "{path} without X-Branch-Id: {}", r.text);
     }
 }
+
+#[tokio::test]
+async fn what_is_owed_stays_the_sum_of_the_ledger_under_concurrent_postings() {
+    let app = TestApp::spawn_with(|s| s.rate_limit_api = 10_000).await;
+    let branch = app.main_branch().await;
+    let mut patients = Vec::new();
+    for n in 0..4 {
+        patients.push(id_of(&app.create_patient(branch, &format!("P{n}"), "Owes").await));
+    }
+    let charges = (0..24).map(|n| {
+        let (app, patient) = (&app, patients[n % 4]);
+        async move {
+            app.post(
+                &format!("/api/v1/patients/{patient}/billing-transactions"),
+                Some(branch),
+                json!({ "kind": "charge", "unit_price": format!("{}.25", 10 + n), "description": "Drops", "status": "posted" }),
+            )
+            .await
+        }
+    });
+    for r in futures_util::future::join_all(charges).await {
+        assert_status(&r, 201);
+    }
+    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    let ledger: String = client
+        .query_one(
+            &format!(
+                "SELECT sum(CASE WHEN kind IN ('charge', 'refund') THEN amount ELSE -amount END)::text
+                   FROM branch_{branch}.billing_transactions WHERE status = 'posted' AND deleted_at IS NULL"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    // 24 charges of 10.25 .. 33.25.
+    assert_eq!(ledger, "522.00");
+    assert_eq!(dashboard(&app, branch, "stats").await["billing"]["outstanding"], "522.00");
+}
