@@ -15,7 +15,9 @@ use salvo::server::ServerHandle;
 use crate::config::Settings;
 use crate::db::directory::Directory;
 use crate::http::docs::Doc;
+use crate::http::guard::guard_routes;
 use crate::http::{catcher, trace};
+use crate::resource::idempotency::Idempotent;
 use crate::resource::{self, Resource, Scope};
 use crate::state::AppState;
 use crate::tenancy::branches;
@@ -99,17 +101,57 @@ fn api_router() -> Router {
     }
     let authenticated = Router::new()
         .hoop(auth::Authenticate { metered: true })
+        .hoop(Idempotent)
         .push(auth::routes::authenticated())
         .push(admin::router())
         .push(master::router())
         .push(global)
         .push(branch_scoped);
-    Router::with_path("api/v1")
+    let mut api = Router::with_path("api/v1")
         .push(Router::with_path("public/health").get(health::health))
         .push(auth::routes::public())
         // Counted by its own per-user limit instead of the general one.
-        .push(auth::routes::change_password())
-        .push(authenticated)
+        .push(auth::routes::change_password().hoop(Idempotent))
+        .push(authenticated);
+    guard_routes(&mut api);
+    api
+}
+
+/// Every method and path `api_router` serves, as (`GET`, `/api/v1/patients/{id}`), read off
+/// the route tree itself (for checks that the document lists exactly what is served).
+pub fn served_routes() -> Vec<(String, String)> {
+    fn walk(router: &Router, path: &str, method: Option<&str>, out: &mut Vec<(String, String)>) {
+        let (mut path, mut method) = (path.to_owned(), method.map(str::to_owned));
+        for filter in router.filters() {
+            let shown = format!("{filter:?}");
+            if let Some(segment) = shown.strip_prefix("path:") {
+                // `{id:num}` is `{id}` in the document.
+                let segment: String = segment
+                    .split_inclusive('}')
+                    .map(|part| match part.find(':') {
+                        Some(colon) if part.ends_with('}') && part.contains('{') => {
+                            format!("{}}}", &part[..colon])
+                        }
+                        _ => part.to_owned(),
+                    })
+                    .collect();
+                path = format!("{path}/{}", segment.trim_matches('/'));
+            } else if let Some(verb) = shown.strip_prefix("method:") {
+                method = Some(verb.to_ascii_uppercase());
+            }
+        }
+        if router.goal.is_some() {
+            out.push((method.clone().unwrap_or_else(|| "ANY".into()), path.clone()));
+        }
+        for child in router.routers() {
+            walk(child, &path, method.as_deref(), out);
+        }
+    }
+    let mut routes = Vec::new();
+    walk(&api_router(), "", None, &mut routes);
+    routes.sort();
+    routes.dedup();
+    routes
 }
 
 /// The OpenAPI document of everything `api_router` serves.
@@ -186,6 +228,28 @@ pub async fn spawn(state: Arc<AppState>, addr: SocketAddr) -> anyhow::Result<Run
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every served method and path is in the API description, and the description lists
+    /// nothing that is not served.
+    #[test]
+    fn the_document_lists_exactly_the_served_routes() {
+        let document = serde_json::to_value(openapi()).unwrap();
+        let mut documented = Vec::new();
+        for (path, item) in document["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                if ["get", "put", "post", "delete", "patch", "head", "options"].contains(&method.as_str()) {
+                    documented.push((method.to_ascii_uppercase(), path.clone()));
+                }
+            }
+        }
+        documented.sort();
+        let served = served_routes();
+        let undocumented: Vec<_> = served.iter().filter(|r| !documented.contains(r)).collect();
+        let unserved: Vec<_> = documented.iter().filter(|r| !served.contains(r)).collect();
+        assert!(undocumented.is_empty(), "served but not in the document: {undocumented:?}");
+        assert!(unserved.is_empty(), "in the document but not served: {unserved:?}");
+        assert!(served.len() > 200, "the walk found only {} routes", served.len());
+    }
 
     /// Declarations are data; check them once so a typo fails a test, not a request.
     #[test]

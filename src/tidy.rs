@@ -130,3 +130,309 @@ fn import_scanner_sees_grouped_and_inline_paths() {
     let found = imported_modules("use crate::{db::X, http};\nlet x = crate::state::AppState::of(d);");
     assert_eq!(found, ["db", "http", "state"].into_iter().map(String::from).collect());
 }
+
+/// Longest a source file may grow before it is split by theme (ARCHITECTURE.md).
+const MAX_FILE_LINES: usize = 600;
+/// Files that are pure declaration tables, one entry after another: long, but not rooms.
+const DECLARATION_TABLES: &[&str] = &["exams/types.rs"];
+
+fn source_files() -> (PathBuf, Vec<PathBuf>) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    (src, files)
+}
+
+fn shown(src: &Path, file: &Path) -> String {
+    file.strip_prefix(src).unwrap_or(file).display().to_string()
+}
+
+#[test]
+fn no_source_file_is_over_the_cap() {
+    let (src, files) = source_files();
+    let long: Vec<String> = files
+        .iter()
+        .filter(|f| !DECLARATION_TABLES.contains(&shown(&src, f).as_str()))
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(f).expect("source is readable").lines().count();
+            (lines > MAX_FILE_LINES).then(|| format!("{} has {lines} lines", shown(&src, f)))
+        })
+        .collect();
+    assert!(long.is_empty(), "split these by theme (at most {MAX_FILE_LINES} lines):\n{}", long.join("\n"));
+}
+
+/// The store's primitives are the mechanism's own: domains write through its unit of work.
+/// (`resource::store` is private too; this says why, should it ever be opened.)
+#[test]
+fn only_the_mechanism_reaches_into_its_store() {
+    let (src, files) = source_files();
+    let reaching: Vec<String> = files
+        .iter()
+        .filter(|f| !shown(&src, f).starts_with("resource/") && module_of(&src, f).is_some())
+        .filter(|f| std::fs::read_to_string(f).expect("source is readable").contains("resource::store"))
+        .map(|f| shown(&src, f))
+        .collect();
+    assert!(
+        reaching.is_empty(),
+        "outside src/resource/, these import resource::store:\n{}",
+        reaching.join("\n")
+    );
+}
+
+/// A comment that sends the reader to a document must send them to one the repository has.
+#[test]
+fn comments_name_only_documents_in_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "ops", "migrations", "tenants"] {
+        documents_below(&root.join(dir), &mut files);
+    }
+    let mut missing = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            for word in line.split(|c: char| !(c.is_ascii_alphanumeric() || "._-/".contains(c))) {
+                let Some(name) = word.strip_suffix(".md") else { continue };
+                if name.is_empty() {
+                    continue;
+                }
+                let named = format!("{name}.md");
+                let exists =
+                    [root.to_path_buf(), root.join("ops"), file.parent().unwrap_or(root).to_path_buf()]
+                        .iter()
+                        .any(|dir| dir.join(&named).exists());
+                if !exists {
+                    let at = file.strip_prefix(root).unwrap_or(file).display();
+                    missing.push(format!("{at}:{}: {named}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "comments name documents the repository does not have:\n{}",
+        missing.join("\n")
+    );
+}
+
+fn documents_below(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            documents_below(&path, out);
+        } else if path
+            .extension()
+            .is_some_and(|e| ["rs", "sh", "sql", "py", "toml", "lua"].contains(&e.to_str().unwrap_or("")))
+        {
+            out.push(path);
+        }
+    }
+}
+
+/// The module path of a file: `src/resource/store/write.rs` -> `["resource", "store", "write"]`.
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(src).unwrap_or(file);
+    let mut parts: Vec<String> =
+        relative.components().filter_map(|c| c.as_os_str().to_str().map(str::to_owned)).collect();
+    let last = parts.pop().unwrap_or_default();
+    match last.strip_suffix(".rs") {
+        Some("mod") | Some("lib") => {}
+        Some(name) => parts.push(name.to_owned()),
+        None => parts.push(last),
+    }
+    parts
+}
+
+/// The file a module path names, or the file of its nearest enclosing module (an item).
+fn file_of(src: &Path, path: &[String]) -> Option<PathBuf> {
+    for len in (1..=path.len()).rev() {
+        let base = path[..len].iter().fold(src.to_path_buf(), |p, s| p.join(s));
+        for candidate in [base.with_extension("rs"), base.join("mod.rs")] {
+            if candidate.exists() {
+                return Some(candidate);
+            }
+        }
+    }
+    None
+}
+
+/// Every module path a file names through `crate::`, `super::` or `self::` (groups included),
+/// and in a `mod.rs` through its own child modules. Re-exports (`pub use`) and module
+/// declarations are the folder's front door, not a dependency, and are left out.
+fn referenced_paths(own: &[String], text: &str) -> Vec<Vec<String>> {
+    let code: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("#[cfg(test)]"))
+        .filter(|l| {
+            let l = l.trim_start();
+            !(l.starts_with("//")
+                || l.starts_with("pub use ")
+                || l.starts_with("pub mod ")
+                || l.starts_with("mod "))
+        })
+        .collect();
+    let code = code.join("\n");
+    let mut parent = own.to_vec();
+    parent.pop();
+    let children: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            l.trim_start().strip_prefix("pub mod ").or_else(|| l.trim_start().strip_prefix("mod "))
+        })
+        .filter_map(|rest| rest.strip_suffix(';'))
+        .map(str::to_owned)
+        .collect();
+    let mut anchors: Vec<(String, Vec<String>)> =
+        vec![("crate::".into(), Vec::new()), ("super::".into(), parent), ("self::".into(), own.to_vec())];
+    for child in children {
+        anchors.push((format!("{child}::"), [own.to_vec(), vec![child]].concat()));
+    }
+    let mut found = Vec::new();
+    for (anchor, base) in &anchors {
+        let mut rest = code.as_str();
+        while let Some(at) = rest.find(anchor.as_str()) {
+            let preceded =
+                rest[..at].chars().last().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+            rest = &rest[at + anchor.len()..];
+            if !preceded {
+                expand(base, rest, &mut found);
+            }
+        }
+    }
+    found
+}
+
+/// `a::b::{c, d::e}` after an anchor: every path it names.
+fn expand(base: &[String], text: &str, out: &mut Vec<Vec<String>>) {
+    let mut path = base.to_vec();
+    let mut rest = text;
+    loop {
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 1;
+            let end = group
+                .char_indices()
+                .find(|(_, c)| {
+                    depth += match c {
+                        '{' => 1,
+                        '}' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .map_or(group.len(), |(i, _)| i);
+            for item in split_top_level(&group[..end]) {
+                let item = item.trim();
+                if item == "self" || item.is_empty() {
+                    out.push(path.clone());
+                } else {
+                    expand(&path, item, out);
+                }
+            }
+            return;
+        }
+        let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        if name.is_empty() {
+            out.push(path);
+            return;
+        }
+        path.push(name.clone());
+        rest = &rest[name.len()..];
+        match rest.strip_prefix("::") {
+            Some(more) => rest = more,
+            None => {
+                out.push(path);
+                return;
+            }
+        }
+    }
+}
+
+fn split_top_level(text: &str) -> Vec<&str> {
+    let (mut parts, mut depth, mut start) = (Vec::new(), 0, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+/// The entries of a folder (its files, and its subfolders each as one) import each other in
+/// one direction only: a circle means two rooms that are one, or that share something that
+/// belongs below both.
+#[test]
+fn the_entries_of_a_folder_import_each_other_without_circles() {
+    let (src, files) = source_files();
+    // (folder, from entry, to entry) for every import between two entries of one folder.
+    let mut edges: Vec<(PathBuf, PathBuf, PathBuf)> = Vec::new();
+    for file in &files {
+        if module_of(&src, file).is_none() {
+            continue;
+        }
+        let own = module_path(&src, file);
+        let text = std::fs::read_to_string(file).expect("source is readable");
+        for path in referenced_paths(&own, &text) {
+            let Some(target) = file_of(&src, &path) else { continue };
+            // Every folder that holds both files sees an edge between the entries holding them.
+            for folder in file.ancestors().skip(1).take_while(|f| f.starts_with(&src)) {
+                let (Some(from), Some(to)) = (entry_of(folder, file), entry_of(folder, &target)) else {
+                    continue;
+                };
+                if from != to && !edges.contains(&(folder.to_path_buf(), from.clone(), to.clone())) {
+                    edges.push((folder.to_path_buf(), from, to));
+                }
+            }
+        }
+    }
+    let mut circles = Vec::new();
+    for (folder, from, to) in &edges {
+        let within: Vec<(PathBuf, PathBuf)> =
+            edges.iter().filter(|(f, ..)| f == folder).map(|(_, a, b)| (a.clone(), b.clone())).collect();
+        if reaches(&within, to, from, &mut Vec::new()) {
+            let mut pair = [shown(&src, from), shown(&src, to)];
+            pair.sort();
+            circles.push(format!("{} <-> {}", pair[0], pair[1]));
+        }
+    }
+    circles.sort();
+    circles.dedup();
+    assert!(
+        circles.is_empty(),
+        "entries of one folder import each other in a circle:\n{}",
+        circles.join("\n")
+    );
+}
+
+/// The entry of `folder` (a file, or a subfolder) that holds `file`.
+fn entry_of(folder: &Path, file: &Path) -> Option<PathBuf> {
+    let first = file.strip_prefix(folder).ok()?.components().next()?;
+    Some(folder.join(first))
+}
+
+fn reaches(edges: &[(PathBuf, PathBuf)], from: &PathBuf, to: &PathBuf, seen: &mut Vec<PathBuf>) -> bool {
+    if from == to {
+        return true;
+    }
+    if seen.contains(from) {
+        return false;
+    }
+    seen.push(from.clone());
+    edges.iter().filter(|(a, _)| a == from).any(|(_, b)| reaches(edges, b, to, seen))
+}
+
+#[test]
+fn path_expansion_reads_groups() {
+    let mut out = Vec::new();
+    expand(&["resource".into()], "store::{self, write::Writer, select}", &mut out);
+    let shown: Vec<String> = out.iter().map(|p| p.join("::")).collect();
+    assert_eq!(shown, ["resource::store", "resource::store::write::Writer", "resource::store::select"]);
+}

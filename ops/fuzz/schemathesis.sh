@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Property-based tests of the API from its own OpenAPI document (schemathesis): every
-# generated request, valid or not, must be answered without a 5xx, and answers must match
-# the document. Starts its own server on a fresh database.
+# generated request, valid or not, must be answered without a 5xx, and with CHECKS=all the
+# answers must match the document too. Starts its own server on a fresh database, with every
+# rate limit lifted (the run is one client sending thousands of requests) and a session that
+# the generated requests cannot end (hooks.py).
 #
-#   pip install schemathesis && ops/fuzz/schemathesis.sh        # CHECKS=all for conformance too
+#   pip install schemathesis && ops/fuzz/schemathesis.sh            # CHECKS=all for conformance
+#   BIN=target/debug/clinic-server ops/fuzz/schemathesis.sh         # a binary already built
+#   STRICT=1 ...                                  # every refusal of a valid request is a failure
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -13,22 +17,36 @@ PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
 PORT=${PORT:-18094}
 DB=clinic_fuzz_$$
 BASE="http://127.0.0.1:$PORT"
+PASSWORD=fuzz-password-1
 
-cargo build --release --quiet
+if [ -z "${BIN:-}" ]; then
+  cargo build --release --quiet
+  BIN=${CARGO_TARGET_DIR:-target}/release/clinic-server
+fi
 psql "$PGURL" -qc "CREATE DATABASE $DB"
 cleanup() {
   [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
   psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
 }
 trap cleanup EXIT
-DATABASE_URL="${PGURL%/*}/$DB" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD=fuzz-password-1 PASSWORD_HASH_COST=4 \
-  RATE_LIMIT_API_PER_MINUTE=100000000 RATE_LIMIT_LOGIN_PER_MINUTE=100000000 RATE_LIMIT_AUTH_PER_MINUTE=100000000 \
-  RUST_LOG=warn ./target/release/clinic-server serve >/tmp/clinic-fuzz.log 2>&1 &
+lifted=100000000
+DATABASE_URL="${PGURL%/*}/$DB" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD=$PASSWORD PASSWORD_HASH_COST=4 \
+  RATE_LIMIT_API_PER_MINUTE=$lifted RATE_LIMIT_LOGIN_PER_MINUTE=$lifted RATE_LIMIT_AUTH_PER_MINUTE=$lifted \
+  RATE_LIMIT_BAD_TOKEN_PER_MINUTE=$lifted RUST_LOG=warn "$BIN" serve >/tmp/clinic-fuzz.log 2>&1 &
 SERVER=$!
 for _ in $(seq 1 100); do curl -sf "$BASE/api/v1/public/health" >/dev/null && break; sleep 0.2; done
-TOKEN=$(curl -s -X POST "$BASE/api/v1/auth/login" -H 'Content-Type: application/json' \
-  -d '{"username":"admin","password":"fuzz-password-1"}' | sed 's/.*"token":"\([^"]*\)".*/\1/')
 
+# What the hooks protect: the run's own account, its role and its branch.
+registry() { psql "${PGURL%/*}/$DB" -Atc "$1"; }
+export FUZZ_BASE=$BASE FUZZ_USERNAME=admin FUZZ_PASSWORD=$PASSWORD
+FUZZ_USER_ID=$(registry "SELECT id FROM users WHERE username = 'admin'")
+FUZZ_ROLE_ID=$(registry "SELECT id FROM roles WHERE name = 'admin'")
+FUZZ_BRANCH_ID=$(registry "SELECT id FROM branches WHERE code = 'MAIN'")
+export FUZZ_USER_ID FUZZ_ROLE_ID FUZZ_BRANCH_ID
+export PYTHONPATH="$PWD/ops/fuzz${PYTHONPATH:+:$PYTHONPATH}" SCHEMATHESIS_HOOKS=hooks
+
+config=(--config-file ops/fuzz/schemathesis.toml)
+[ -n "${STRICT:-}" ] && config=()
 # Logout would revoke the token the run uses.
-st run "$BASE/docs/api/openapi.json" -u "$BASE" -H "Authorization: Bearer $TOKEN" \
-  --checks "$CHECKS" -n "$EXAMPLES" --exclude-path /api/v1/auth/logout -w 2
+st "${config[@]}" run "$BASE/docs/api/openapi.json" --url "$BASE" \
+  --checks "$CHECKS" -n "$EXAMPLES" --exclude-path /api/v1/auth/logout -w 1 "$@"

@@ -1,19 +1,18 @@
 //! `/branches`: creating provisions the branch's schema; deleting archives it (the schema
 //! and its records stay); the code is fixed once created.
 
-use deadpool_postgres::Transaction;
 use salvo::prelude::*;
 use serde_json::{Map, Value};
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::notify::Topic;
 use crate::permissions::ADMIN_ACCESS;
-use crate::resource::Context;
 use crate::resource::field::{Field, Kind, plain_code, text};
 use crate::resource::hooks::{Deleted, Hooks};
+use crate::resource::idempotency::Answer;
 use crate::resource::routes::respond_created;
-use crate::resource::store::{self, Writer};
-use crate::resource::{Resource, Scope, Shape};
+use crate::resource::validate::validate;
+use crate::resource::{Context, Resource, Scope, Shape, Unit, Writer, created_message};
 use crate::tenancy::branches::NewBranch;
 
 pub const STATUS: &[&str] = &["provisioning", "active", "archived"];
@@ -56,20 +55,22 @@ fn text_of(input: &serde_json::Map<String, Value>, field: &str) -> Option<String
 #[handler]
 pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let ctx = Context::of(depot)?;
-    let input = ctx.input(req, &BRANCHES, true).await?;
+    let input = validate(&BRANCHES, &ctx.body(req).await?, true).map_err(ApiError::Validation)?;
     let new = NewBranch {
         code: text_of(&input, "code").unwrap_or_default(),
         name: text_of(&input, "name").unwrap_or_default(),
         database_url: text_of(&input, "database_url"),
         timezone: text_of(&input, "timezone"),
     };
+    // The key is claimed before provisioning: a duplicate waits for this request and
+    // replays its answer instead of provisioning again.
+    let mut client = ctx.state.registry.get().await?;
+    let unit = Unit::begin(&mut client, ctx.writer()).await?;
     // The creator may work in the branch at once; others are granted through /users.
     let branch = crate::tenancy::branches::provision(&ctx.state, new, &[ctx.user.id]).await?;
-    let mut client = ctx.state.registry.get().await?;
-    let tx = client.transaction().await?;
-    let record = store::reload(&tx, &BRANCHES, branch.id).await?;
-    store::audit_change(&tx, &ctx.writer(), &BRANCHES, "create", branch.id, None, Some(&record)).await?;
-    tx.commit().await?;
+    let record = unit.record(&BRANCHES, branch.id).await?;
+    unit.audit(&BRANCHES, "create", branch.id, None, Some(&record)).await?;
+    unit.commit(&Answer::created(&created_message(&BRANCHES), record.clone())).await?;
     respond_created(req, res, &BRANCHES, record);
     Ok(())
 }
@@ -80,12 +81,7 @@ pub struct BranchHooks;
 
 #[async_trait]
 impl Hooks for BranchHooks {
-    async fn prepare(
-        &self,
-        _: &Writer<'_>,
-        id: Option<i64>,
-        input: &mut Map<String, Value>,
-    ) -> ApiResult<()> {
+    async fn prepare(&self, _: &Writer, id: Option<i64>, input: &mut Map<String, Value>) -> ApiResult<()> {
         if id.is_some() && input.contains_key("database_url") {
             return Err(ApiError::field(
                 "database_url",
@@ -97,8 +93,7 @@ impl Hooks for BranchHooks {
 
     async fn written(
         &self,
-        _: &Transaction<'_>,
-        _: &Writer<'_>,
+        _: &Unit<'_>,
         id: i64,
         _: &Map<String, Value>,
         _: Option<&Value>,
@@ -108,12 +103,13 @@ impl Hooks for BranchHooks {
 
     async fn delete(
         &self,
-        tx: &Transaction<'_>,
-        writer: &Writer<'_>,
+        unit: &Unit<'_>,
         id: i64,
         _: &Value,
         _: &Map<String, Value>,
     ) -> ApiResult<Option<Deleted>> {
+        let tx = &**unit;
+        let writer = unit.writer();
         tx.execute(
             "UPDATE branches SET status = 'archived', version = version + 1, updated_at = now(), updated_by = $2
               WHERE id = $1",
@@ -121,6 +117,10 @@ impl Hooks for BranchHooks {
         )
         .await?;
         tx.execute("UPDATE users SET default_branch_id = NULL WHERE default_branch_id = $1", &[&id]).await?;
-        Ok(Some(Deleted { action: "archive", message: "Branch archived.", topics: vec![Topic::Branch(id)] }))
+        Ok(Some(Deleted::Own {
+            action: "archive",
+            message: "Branch archived.",
+            topics: vec![Topic::Branch(id)],
+        }))
     }
 }

@@ -3,6 +3,7 @@
 //! one table (a role's permissions, a user's roles, provisioning a branch) have handlers of
 //! their own, which still validate, audit and answer through the shared machinery.
 
+mod access;
 pub mod branches;
 pub mod roles;
 pub mod services;
@@ -15,11 +16,7 @@ use crate::http::docs::{self, Access, Doc};
 use crate::permissions::ADMIN_ACCESS;
 use crate::resource::context::Require;
 use crate::resource::{Resource, Scope};
-
-/// Ids from a validated id-list field.
-pub(crate) fn ids(input: &serde_json::Map<String, serde_json::Value>, field: &str) -> Option<Vec<i64>> {
-    input.get(field).and_then(|v| v.as_array()).map(|a| a.iter().filter_map(|v| v.as_i64()).collect())
-}
+pub use access::ADMINISTRATORS_LOCK;
 
 /// The registry's audit trail: administration, master data and account events.
 pub static SYSTEM_AUDIT_LOGS: Resource = Resource::audit_trail("system-audit-logs", Scope::Registry);
@@ -35,9 +32,9 @@ pub fn router() -> Router {
         .push(generic(&roles::ROLES))
         .push(
             generic(&services::BRANCH_SERVICES).push(
-                Router::with_path("{id}/staff")
+                Router::with_path("{id:num}/staff")
                     .post(services::assign)
-                    .push(Router::with_path("{user}").delete(services::unassign)),
+                    .push(Router::with_path("{user:num}").delete(services::unassign)),
             ),
         )
         // Creating a branch provisions its schema: a handler of its own.
@@ -50,11 +47,14 @@ pub fn router() -> Router {
 /// The routes that are not plain resource operations, and what the own write handlers answer
 /// beyond the shared ones (call after the resources are documented).
 pub fn document(doc: &mut Doc) {
+    let last = "last_administrator: no active user would hold admin.access";
     doc.amend(PathItemType::Delete, "/api/v1/roles/{id}", |op| {
-        Doc::conflict(op, "The role is still held by users")
+        Doc::conflict(op, &format!("role_in_use: the role is still held by users; {last}"))
     });
+    doc.amend(PathItemType::Put, "/api/v1/roles/{id}", |op| Doc::conflict(op, last));
+    doc.amend(PathItemType::Put, "/api/v1/users/{id}", |op| Doc::conflict(op, last));
     doc.amend(PathItemType::Delete, "/api/v1/users/{id}", |op| {
-        Doc::conflict(op, "An admin cannot deactivate themself")
+        Doc::conflict(op, &format!("cannot_deactivate_self: an admin cannot deactivate themself; {last}"))
     });
     let op = Doc::operation(Access::User, "roles", "The permission catalogue");
     let permission =
@@ -74,10 +74,12 @@ pub fn document(doc: &mut Doc) {
         op,
         salvo::oapi::Object::new().property("user_id", docs::integer()).required("user_id"),
     );
+    let service =
+        salvo::oapi::Ref::from_schema_name(crate::resource::docs::schema_name(&services::BRANCH_SERVICES));
     doc.add(
         PathItemType::Post,
         staff,
-        Doc::not_found(Doc::answers(op, "200", "Assigned", docs::envelope(docs::string()))),
+        Doc::not_found(Doc::answers(op, "200", "The service and its staff", docs::envelope(service))),
     );
     let op = Doc::operation(Access::User, "branches", "Remove a user from a branch service")
         .add_parameter(docs::path_param("branch_id"))

@@ -1,6 +1,5 @@
 //! Roles: a name and a set of permission names from the catalogue.
 
-use deadpool_postgres::Transaction;
 use salvo::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -10,8 +9,7 @@ use crate::notify::Topic;
 use crate::permissions::{ADMIN_ACCESS, CATALOGUE, is_known};
 use crate::resource::field::{Field, Kind, text};
 use crate::resource::hooks::{Deleted, Hooks};
-use crate::resource::store::Writer;
-use crate::resource::{Resource, Scope, Shape, Unique};
+use crate::resource::{Resource, Scope, Shape, Unique, Unit, Writer};
 
 pub static ROLES: Resource = Resource {
     path: "roles",
@@ -54,18 +52,18 @@ pub struct RoleHooks;
 
 #[async_trait]
 impl Hooks for RoleHooks {
-    async fn prepare(&self, _: &Writer<'_>, _: Option<i64>, input: &mut Map<String, Value>) -> ApiResult<()> {
+    async fn prepare(&self, _: &Writer, _: Option<i64>, input: &mut Map<String, Value>) -> ApiResult<()> {
         requested_permissions(input).map(|_| ())
     }
 
     async fn written(
         &self,
-        tx: &Transaction<'_>,
-        _: &Writer<'_>,
+        unit: &Unit<'_>,
         role: i64,
         input: &Map<String, Value>,
         before: Option<&Value>,
     ) -> ApiResult<Vec<Topic>> {
+        let tx = &**unit;
         let names = match requested_permissions(input)? {
             Some(names) => names,
             // A new role starts with none; an update without the list keeps them.
@@ -78,6 +76,7 @@ impl Hooks for RoleHooks {
             &[&role, &names],
         )
         .await?;
+        super::access::an_administrator_remains(tx).await?;
         // Every holder's permissions may change: too many users to name.
         Ok(vec![Topic::All])
     }
@@ -85,12 +84,12 @@ impl Hooks for RoleHooks {
     /// A role still held by users is kept (409): removing it would silently strip their access.
     async fn delete(
         &self,
-        tx: &Transaction<'_>,
-        _: &Writer<'_>,
+        unit: &Unit<'_>,
         id: i64,
         _: &Value,
         _: &Map<String, Value>,
     ) -> ApiResult<Option<Deleted>> {
+        let tx = &**unit;
         let holders: i64 =
             tx.query_one("SELECT count(*) FROM user_roles WHERE role_id = $1", &[&id]).await?.get(0);
         if holders > 0 {
@@ -103,7 +102,8 @@ impl Hooks for RoleHooks {
             });
         }
         tx.execute("DELETE FROM roles WHERE id = $1", &[&id]).await?;
-        Ok(Some(Deleted { action: "delete", message: "Role deleted.", topics: Vec::new() }))
+        super::access::an_administrator_remains(tx).await?;
+        Ok(Some(Deleted::Own { action: "delete", message: "Role deleted.", topics: Vec::new() }))
     }
 }
 

@@ -10,8 +10,9 @@ use crate::permissions::ADMIN_ACCESS;
 use crate::resource::Context;
 use crate::resource::check;
 use crate::resource::field::{boolean, plain_code, registry_ref, text};
-use crate::resource::store;
-use crate::resource::{Parent, Resource, Scope, Shape, Unique};
+use crate::resource::idempotency::Answer;
+use crate::resource::routes::render;
+use crate::resource::{Parent, Resource, Scope, Shape, Unique, Unit, Within};
 
 pub static BRANCH_SERVICES: Resource = Resource {
     path: "branches/{branch_id}/services",
@@ -47,13 +48,11 @@ pub static BRANCH_SERVICES: Resource = Resource {
     ..Resource::DEFAULTS
 };
 
-/// The service named by the path, locked, or 404.
-async fn service(tx: &deadpool_postgres::Transaction<'_>, req: &Request) -> ApiResult<(i64, i64, Value)> {
+/// The service named by the path, locked in `unit`, or 404.
+async fn service(unit: &Unit<'_>, req: &Request) -> ApiResult<(i64, i64, Value)> {
     let branch = web::path_id(req, "branch_id")?;
     let id = web::path_id(req, "id")?;
-    let record =
-        store::lock_for_change(tx, &BRANCH_SERVICES, store::Within::parent("branch_id", branch), id, None)
-            .await?;
+    let record = unit.lock(&BRANCH_SERVICES, Within::parent("branch_id", branch), id, None).await?;
     Ok((branch, id, record))
 }
 
@@ -69,9 +68,9 @@ pub async fn assign(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
             .unwrap_or_default(),
     };
     let mut client = ctx.state.registry.get().await?;
-    let tx = client.transaction().await?;
-    let (branch, id, _) = service(&tx, req).await?;
-    let row = tx
+    let unit = Unit::begin(&mut client, ctx.writer()).await?;
+    let (branch, id, _) = service(&unit, req).await?;
+    let row = unit
         .query_opt(
             "SELECT u.active, EXISTS (SELECT 1 FROM branch_users bu WHERE bu.user_id = u.id AND bu.branch_id = $2)
                FROM users u WHERE u.id = $1",
@@ -87,24 +86,16 @@ pub async fn assign(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
         }
         Some((true, true)) => {}
     }
-    tx.execute(
+    unit.execute(
         "INSERT INTO branch_service_staff (service_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
         &[&id, &user_id],
     )
     .await?;
-    let after = store::reload(&tx, &BRANCH_SERVICES, id).await?;
-    store::audit_change(
-        &tx,
-        &ctx.writer(),
-        &BRANCH_SERVICES,
-        "assign_staff",
-        id,
-        None,
-        Some(&json!({ "user_id": user_id })),
-    )
-    .await?;
-    tx.commit().await?;
-    web::ok(res, "Staff assigned.", after);
+    let after = unit.record(&BRANCH_SERVICES, id).await?;
+    unit.audit(&BRANCH_SERVICES, "assign_staff", id, None, Some(&json!({ "user_id": user_id }))).await?;
+    let answer = Answer::ok("Staff assigned.", after);
+    unit.commit(&answer).await?;
+    render(res, &answer);
     Ok(())
 }
 
@@ -113,25 +104,16 @@ pub async fn unassign(req: &mut Request, depot: &mut Depot, res: &mut Response) 
     let ctx = Context::of(depot)?;
     let user_id = web::path_id(req, "user")?;
     let mut client = ctx.state.registry.get().await?;
-    let tx = client.transaction().await?;
-    let (_, id, _) = service(&tx, req).await?;
-    let removed = tx
+    let unit = Unit::begin(&mut client, ctx.writer()).await?;
+    let (_, id, _) = service(&unit, req).await?;
+    let removed = unit
         .execute("DELETE FROM branch_service_staff WHERE service_id = $1 AND user_id = $2", &[&id, &user_id])
         .await?;
     if removed == 0 {
         return Err(ApiError::NotFound);
     }
-    store::audit_change(
-        &tx,
-        &ctx.writer(),
-        &BRANCH_SERVICES,
-        "remove_staff",
-        id,
-        Some(&json!({ "user_id": user_id })),
-        None,
-    )
-    .await?;
-    tx.commit().await?;
+    unit.audit(&BRANCH_SERVICES, "remove_staff", id, Some(&json!({ "user_id": user_id })), None).await?;
+    unit.commit(&Answer::done("Staff removed.")).await?;
     web::done(res, "Staff removed.");
     Ok(())
 }

@@ -5,14 +5,13 @@ use deadpool_postgres::Transaction;
 use salvo::async_trait;
 use serde_json::{Map, Value, json};
 
-use super::ids;
+use super::access::ids;
 use crate::http::error::{ApiError, ApiResult};
 use crate::notify::Topic;
 use crate::permissions::ADMIN_ACCESS;
 use crate::resource::field::{Field, Kind, boolean, registry_ref, text};
 use crate::resource::hooks::{Deleted, Hooks};
-use crate::resource::store::{self, Writer};
-use crate::resource::{Resource, Scope, Shape, Unique};
+use crate::resource::{Resource, Scope, Shape, Unique, Unit, Writer, audit_event};
 use crate::security::password::check_strength;
 use crate::state::session::revoke_tokens;
 
@@ -134,7 +133,7 @@ const HASH: &str = "password_hash";
 impl Hooks for UserHooks {
     async fn prepare(
         &self,
-        writer: &Writer<'_>,
+        writer: &Writer,
         id: Option<i64>,
         input: &mut Map<String, Value>,
     ) -> ApiResult<()> {
@@ -150,12 +149,13 @@ impl Hooks for UserHooks {
 
     async fn written(
         &self,
-        tx: &Transaction<'_>,
-        writer: &Writer<'_>,
+        unit: &Unit<'_>,
         id: i64,
         input: &Map<String, Value>,
         before: Option<&Value>,
     ) -> ApiResult<Vec<Topic>> {
+        let tx = &**unit;
+        let writer = unit.writer();
         let mut stale = vec![Topic::User(id)];
         // The account as it is after this write, for the rules that compare with it.
         let now = |field: &str| {
@@ -175,10 +175,13 @@ impl Hooks for UserHooks {
             && old != now("email")
         {
             let details = json!({ "from": old, "to": now("email") });
-            store::audit_event(tx, Some(writer.user_id), "email_change", &USERS, Some(id), details).await?;
+            audit_event(tx, Some(writer.user_id), "email_change", &USERS, Some(id), details).await?;
         }
         set_access(tx, id, input).await?;
         let deactivated = input.get("active") == Some(&Value::Bool(false));
+        if before.is_some() && (deactivated || input.contains_key("role_ids")) {
+            super::access::an_administrator_remains(tx).await?;
+        }
         if before.is_some() && (input.contains_key(HASH) || deactivated) {
             stale.extend(revoke_tokens(tx, id, None).await?);
         }
@@ -187,7 +190,7 @@ impl Hooks for UserHooks {
 
     /// An address change is told to the old address (the owner may not have made it) and to
     /// the new one, once the change is committed.
-    async fn committed(&self, writer: &Writer<'_>, before: Option<&Value>, after: Option<&Value>) {
+    async fn committed(&self, writer: &Writer, before: Option<&Value>, after: Option<&Value>) {
         let email =
             |row: Option<&Value>| row.and_then(|r| r.get("email")).and_then(Value::as_str).map(str::to_owned);
         let (Some(old), Some(new)) = (email(before), email(after)) else { return };
@@ -206,12 +209,13 @@ impl Hooks for UserHooks {
 
     async fn delete(
         &self,
-        tx: &Transaction<'_>,
-        writer: &Writer<'_>,
+        unit: &Unit<'_>,
         id: i64,
         _: &Value,
         _: &Map<String, Value>,
     ) -> ApiResult<Option<Deleted>> {
+        let tx = &**unit;
+        let writer = unit.writer();
         if id == writer.user_id {
             return Err(ApiError::Conflict {
                 code: "cannot_deactivate_self",
@@ -223,8 +227,9 @@ impl Hooks for UserHooks {
             &[&id, &writer.user_id],
         )
         .await?;
+        super::access::an_administrator_remains(tx).await?;
         let mut topics = revoke_tokens(tx, id, None).await?;
         topics.push(Topic::User(id));
-        Ok(Some(Deleted { action: "deactivate", message: "User deactivated.", topics }))
+        Ok(Some(Deleted::Own { action: "deactivate", message: "User deactivated.", topics }))
     }
 }

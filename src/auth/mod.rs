@@ -1,6 +1,7 @@
 //! Authentication routes and hoops: the bearer hoop puts the caller ([`AuthUser`]) in the
 //! depot; `/auth/*` logs in and out, resets and changes passwords.
 
+mod body;
 pub mod reset;
 pub mod routes;
 

@@ -14,13 +14,13 @@ use salvo::prelude::*;
 use serde_json::{Map, Value, json};
 use time::{Duration, OffsetDateTime};
 
-use super::routes::checked_new_password;
+use super::body::new_password;
 use crate::admin::users::USERS;
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::{self as web};
+use crate::resource::audit_event;
 use crate::resource::check::check;
 use crate::resource::field::{Field, Kind};
-use crate::resource::store;
 use crate::security::password::check_strength;
 use crate::security::tokens::{constant_time_eq, hash_secret};
 use crate::state::AppState;
@@ -169,7 +169,7 @@ pub async fn reset_code(req: &mut Request, depot: &mut Depot, res: &mut Response
             &[&account.id, &code_hash(account.id, &code), &expires_at],
         )
         .await?;
-        store::audit_event(
+        audit_event(
             &tx,
             Some(account.id),
             "reset_code",
@@ -218,7 +218,7 @@ pub async fn reset_password(req: &mut Request, depot: &mut Depot, res: &mut Resp
     let email = checked_email(&body)?;
     let mut errors = FieldErrors::new();
     let code = checked_code(&body, &mut errors);
-    let password = checked_new_password(&body, &mut errors);
+    let password = new_password(&body, &mut errors);
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
@@ -242,7 +242,7 @@ pub async fn reset_password(req: &mut Request, depot: &mut Depot, res: &mut Resp
     )
     .await?;
     let revoked = revoke_tokens(&tx, account.id, None).await?;
-    store::audit_event(
+    audit_event(
         &tx,
         Some(account.id),
         "password_reset",

@@ -4,46 +4,20 @@ use salvo::oapi::{Object, PathItemType};
 use salvo::prelude::*;
 use serde_json::{Map, Value, json};
 
+use super::body::{new_password, required_string};
 use crate::admin::users::USERS;
 use crate::db::Queries;
 use crate::http::docs::{self, Access, Doc};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::{self as web};
 use crate::notify;
-use crate::resource::Context;
-use crate::resource::store;
+use crate::resource::idempotency::{Answer, Unkeyed};
+use crate::resource::routes::render;
 use crate::resource::validate::validate;
+use crate::resource::{Context, Unit, Within, audit_event};
 use crate::security::password::check_strength;
 use crate::state::AppState;
 use crate::state::session::{issue_token, revoke_tokens};
-
-/// A required string field of a JSON body (422 naming it when missing or not a string).
-pub fn required_string(body: &Map<String, Value>, name: &str, errors: &mut FieldErrors) -> String {
-    match body.get(name) {
-        Some(Value::String(s)) if s.contains('\0') => {
-            errors
-                .entry(name.into())
-                .or_default()
-                .push(format!("The {} contains control characters.", name.replace('_', " ")));
-            String::new()
-        }
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        Some(Value::String(_)) | None | Some(Value::Null) => {
-            errors
-                .entry(name.into())
-                .or_default()
-                .push(format!("The {} field is required.", name.replace('_', " ")));
-            String::new()
-        }
-        Some(_) => {
-            errors
-                .entry(name.into())
-                .or_default()
-                .push(format!("The {} must be a string.", name.replace('_', " ")));
-            String::new()
-        }
-    }
-}
 
 pub fn public() -> Router {
     Router::with_path("auth")
@@ -55,7 +29,7 @@ pub fn public() -> Router {
 
 pub fn authenticated() -> Router {
     Router::with_path("auth")
-        .push(Router::with_path("logout").post(logout))
+        .push(Router::with_path("logout").hoop(Unkeyed).post(logout))
         .push(Router::with_path("profile").get(profile).put(update_profile))
         .push(Router::with_path("switch-branch").post(switch_branch))
         .push(Router::with_path("branches").get(my_branches))
@@ -82,7 +56,7 @@ async fn branch_summaries(client: &impl Queries, user_id: i64) -> ApiResult<Vec<
         .collect())
 }
 
-/// The user as SPEC.md shows it, plus roles and permissions for front-ends.
+/// The user as login shows it, plus roles and permissions for front-ends.
 async fn user_view(client: &impl Queries, user_id: i64) -> ApiResult<Value> {
     let row = client
         .query_one(
@@ -133,20 +107,13 @@ async fn login(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiR
     let ip = state.client_ip(req);
     if !state.hasher.verify(&password, stored.as_deref()).await? {
         let tried: String = username.chars().take(100).collect();
-        store::audit_event(
-            &client,
-            None,
-            "login_failed",
-            &USERS,
-            account,
-            json!({ "username": tried, "ip": ip }),
-        )
-        .await?;
+        audit_event(&client, None, "login_failed", &USERS, account, json!({ "username": tried, "ip": ip }))
+            .await?;
         return Err(ApiError::InvalidCredentials);
     }
     let row = row.ok_or(ApiError::InvalidCredentials)?;
     let user_id: i64 = row.get("id");
-    store::audit_event(&client, Some(user_id), "login", &USERS, Some(user_id), json!({ "ip": ip })).await?;
+    audit_event(&client, Some(user_id), "login", &USERS, Some(user_id), json!({ "ip": ip })).await?;
     let token = issue_token(&state, user_id).await?;
     let branches = branch_summaries(&client, user_id).await?;
     web::ok(
@@ -173,7 +140,7 @@ async fn logout(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;
     tx.execute("DELETE FROM api_tokens WHERE id = $1", &[&user.token_id]).await?;
-    store::audit_event(&tx, Some(user.id), "logout", &USERS, Some(user.id), json!({})).await?;
+    audit_event(&tx, Some(user.id), "logout", &USERS, Some(user.id), json!({})).await?;
     state.commit(tx, &[notify::Topic::Token(user.token_id)]).await?;
     web::done(res, "Logged out.");
     Ok(())
@@ -189,7 +156,8 @@ async fn profile(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
 
 #[handler]
 async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let Context { state, user, .. } = Context::of(depot)?;
+    let ctx = Context::of(depot)?;
+    let (state, user) = (&ctx.state, &ctx.user);
     let body = web::json_object(req, &state.settings).await?;
     // The user's own name and e-mail, checked, written and audited as the users resource
     // declares them (e-mail unique).
@@ -207,19 +175,14 @@ async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
-    let writer = store::Writer {
-        user_id: user.id,
-        state: &state,
-        branch_id: None,
-        idempotency: None,
-        branches: Vec::new(),
-    };
-    let mut conn = store::Conn::Registry(state.registry.get().await?);
-    let written =
-        store::update(&mut conn, &writer, &USERS, store::Within::default(), user.id, input, None).await?;
-    state.forget(&written.topics).await;
-    USERS.hooks.committed(&writer, written.before.as_ref(), written.record.as_ref()).await;
-    web::ok(res, "Profile updated.", user_view(&*conn.client(), user.id).await?);
+    let mut client = state.registry.get().await?;
+    let unit = Unit::begin(&mut client, ctx.writer()).await?;
+    let before = unit.record(&USERS, user.id).await?;
+    let after = unit.change(&USERS, Within::default(), user.id, input, None).await?;
+    let answer = Answer::ok("Profile updated.", user_view(&*unit, user.id).await?);
+    unit.commit(&answer).await?;
+    USERS.hooks.committed(&ctx.writer(), Some(&before), Some(&after)).await;
+    render(res, &answer);
     Ok(())
 }
 
@@ -235,7 +198,8 @@ async fn my_branches(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
 /// `X-Branch-Id` and the one login reports.
 #[handler]
 async fn switch_branch(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let Context { state, user, .. } = Context::of(depot)?;
+    let ctx = Context::of(depot)?;
+    let (state, user) = (&ctx.state, &ctx.user);
     let body = web::json_object(req, &state.settings).await?;
     let branch_id = match body.get("branch_id") {
         Some(Value::Number(n)) if n.as_i64().is_some_and(|id| id > 0) => n.as_i64().unwrap_or_default(),
@@ -251,63 +215,54 @@ async fn switch_branch(req: &mut Request, depot: &mut Depot, res: &mut Response)
         });
     }
     let mut client = state.registry.get().await?;
-    let tx = client.transaction().await?;
-    tx.execute(
+    let unit = Unit::begin(&mut client, ctx.writer()).await?;
+    unit.execute(
         "UPDATE users SET default_branch_id = $2, updated_at = now() WHERE id = $1",
         &[&user.id, &branch_id],
     )
     .await?;
-    state.commit(tx, &[notify::Topic::User(user.id)]).await?;
-    let branch = branch_summaries(&client, user.id).await?.into_iter().find(|b| b["id"] == json!(branch_id));
-    web::ok(res, "Branch switched.", json!({ "branch": branch, "user": user_view(&client, user.id).await? }));
+    let branch = branch_summaries(&*unit, user.id).await?.into_iter().find(|b| b["id"] == json!(branch_id));
+    let answer = Answer::ok(
+        "Branch switched.",
+        json!({ "branch": branch, "user": user_view(&*unit, user.id).await? }),
+    );
+    unit.stale([notify::Topic::User(user.id)]);
+    unit.commit(&answer).await?;
+    render(res, &answer);
     Ok(())
-}
-
-/// Checks a new password and its confirmation, and the strength rules that need no account
-/// (the caller checks it against the account's username and e-mail).
-pub fn checked_new_password(body: &Map<String, Value>, errors: &mut FieldErrors) -> String {
-    let password = required_string(body, "password", errors);
-    let confirmation = required_string(body, "password_confirmation", errors);
-    if !password.is_empty() {
-        if let Err(m) = check_strength(&password, &[]) {
-            errors.entry("password".into()).or_default().push(m);
-        } else if !confirmation.is_empty() && password != confirmation {
-            errors
-                .entry("password".into())
-                .or_default()
-                .push("The password confirmation does not match.".into());
-        }
-    }
-    password
 }
 
 #[handler]
 async fn change_password_handler(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
-    let Context { state, user, .. } = Context::of(depot)?;
+    let ctx = Context::of(depot)?;
+    let (state, user) = (&ctx.state, &ctx.user);
     state.limits.change_password.hit(&format!("change-password:{}", user.id), res)?;
     let body = web::json_object(req, &state.settings).await?;
     let mut errors = FieldErrors::new();
     let current = required_string(&body, "current_password", &mut errors);
-    let password = checked_new_password(&body, &mut errors);
+    let password = new_password(&body, &mut errors);
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
+    check_strength(&password, &[&user.username, &user.email]).map_err(|m| ApiError::field("password", m))?;
+    // The key is claimed before the current password is checked: a replay answers the first
+    // answer, though the password it names is no longer the current one.
     let mut client = state.registry.get().await?;
+    let unit = Unit::begin(&mut client, ctx.writer()).await?;
     let stored: String =
-        client.query_one("SELECT password_hash FROM users WHERE id = $1", &[&user.id]).await?.get(0);
+        unit.query_one("SELECT password_hash FROM users WHERE id = $1 FOR UPDATE", &[&user.id]).await?.get(0);
     if !state.hasher.verify(&current, Some(&stored)).await? {
         return Err(ApiError::field("current_password", "The current password is incorrect."));
     }
-    check_strength(&password, &[&user.username, &user.email]).map_err(|m| ApiError::field("password", m))?;
     let hash = state.hasher.hash(&password).await?;
-    let tx = client.transaction().await?;
-    tx.execute("UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1", &[&user.id, &hash])
+    unit.execute("UPDATE users SET password_hash = $2, updated_at = now() WHERE id = $1", &[&user.id, &hash])
         .await?;
-    store::audit_event(&tx, Some(user.id), "password_change", &USERS, Some(user.id), json!({})).await?;
+    unit.audit_event("password_change", &USERS, Some(user.id), json!({})).await?;
     // Other sessions end; this one goes on.
-    let revoked = revoke_tokens(&tx, user.id, Some(user.token_id)).await?;
-    state.commit(tx, &revoked).await?;
-    web::done(res, "Password changed.");
+    unit.stale(revoke_tokens(&unit, user.id, Some(user.token_id)).await?);
+    let answer = Answer::done("Password changed.");
+    unit.commit(&answer).await?;
+    render(res, &answer);
     Ok(())
 }
 
@@ -329,21 +284,49 @@ fn branch_summary() -> Object {
         .property("code", docs::string())
 }
 
-/// An object of required string fields.
+/// An object of required fields, each described as the handlers check it.
 fn strings(names: &[&str]) -> Object {
-    names.iter().fold(Object::new(), |o, n| o.property(*n, docs::string()).required(*n))
+    let schema = |name: &str| match name {
+        "email" => docs::string()
+            .format(salvo::oapi::SchemaFormat::KnownFormat(salvo::oapi::KnownFormat::Email))
+            .max_length(254),
+        "code" => docs::string().pattern("^[0-9]{6}$").description("The 6 digits mailed"),
+        "password" | "password_confirmation" | "current_password" => {
+            docs::string().min_length(8).max_length(128)
+        }
+        "name" => docs::string().max_length(120).pattern(docs::text_pattern(true, false)),
+        _ => docs::string().min_length(1).max_length(128),
+    };
+    names.iter().fold(Object::new(), |o, n| o.property(*n, schema(n)).required(*n))
 }
 
-fn document_login(doc: &mut Doc) {
-    let user = Object::new()
+/// The caller's account as login and the profile answer it.
+fn profile_view() -> Object {
+    Object::new()
         .property("id", docs::integer())
         .property("name", docs::string())
         .property("email", docs::string())
         .property("username", docs::string())
-        .property("default_branch_id", docs::integer());
+        .property(
+            "default_branch_id",
+            salvo::oapi::Object::with_type(
+                [salvo::oapi::BasicType::Integer, salvo::oapi::BasicType::Null]
+                    .into_iter()
+                    .collect::<salvo::oapi::SchemaType>(),
+            ),
+        )
+}
+
+fn document_login(doc: &mut Doc) {
+    let user = profile_view();
     let op =
         Doc::operation(Access::Public, "auth", "Log in with username and password; returns a bearer token");
-    let op = Doc::with_body(op, strings(&["username", "password"]));
+    let credentials = Object::new()
+        .property("username", docs::string().min_length(1).max_length(128))
+        .property("password", docs::string().min_length(1).max_length(1024))
+        .required("username")
+        .required("password");
+    let op = Doc::with_body(op, credentials);
     let answer = Object::new()
         .property("user", user)
         .property("token", docs::string())
@@ -379,7 +362,7 @@ fn document_session(doc: &mut Doc) {
     doc.add(
         PathItemType::Get,
         "/api/v1/auth/profile",
-        Doc::answers(op, "200", "Profile", docs::envelope(Object::new())),
+        Doc::answers(op, "200", "Profile", docs::envelope(profile_view())),
     );
     let op = Doc::with_body(
         Doc::operation(Access::User, "auth", "Change name and e-mail"),
@@ -388,13 +371,14 @@ fn document_session(doc: &mut Doc) {
     doc.add(
         PathItemType::Put,
         "/api/v1/auth/profile",
-        Doc::answers(op, "200", "Updated", docs::envelope(Object::new())),
+        Doc::answers(op, "200", "Updated", docs::envelope(profile_view())),
     );
     let op = Doc::with_body(
         Doc::operation(Access::User, "auth", "Make a branch the active one"),
         Object::new().property("branch_id", docs::integer().minimum(1)).required("branch_id"),
     );
-    let op = Doc::answers(op, "200", "Switched", docs::envelope(Object::new()));
+    let switched = Object::new().property("branch", branch_summary()).property("user", profile_view());
+    let op = Doc::answers(op, "200", "Switched", docs::envelope(switched));
     doc.add(PathItemType::Post, "/api/v1/auth/switch-branch", op);
     let op = Doc::operation(Access::User, "auth", "Branches the user may work in");
     let op = Doc::answers(

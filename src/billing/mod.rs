@@ -1,4 +1,4 @@
-//! Billing per patient (RESOURCES.md, section 8): charges, discounts, payments and refunds,
+//! Billing per patient: charges, discounts, payments and refunds,
 //! with exact money, gapless numbers, and history that is never rewritten.
 //!
 //! - Open rows may change; posted rows never do (409 `transaction_posted`).
@@ -21,10 +21,10 @@ use crate::notify::Topic;
 use crate::permissions::{BILLING_READ, BILLING_WRITE};
 use crate::resource::actions::{Action, Move, Stamp, StateLock, Verb};
 use crate::resource::decimal;
-use crate::resource::field::{branch_ref, date, money, one_of, qty, registry_ref, text};
+use crate::resource::field::{branch_ref, calculated_money, date, money, one_of, qty, registry_ref, text};
 use crate::resource::hooks::{Deleted, Hooks};
-use crate::resource::store::{Writer, state_conflict};
 use crate::resource::{Context, Parent, Resource, Scope, Shape, numbers};
+use crate::resource::{Unit, Writer, state_conflict};
 
 /// `open -> posted`.
 const POST: Action = Action {
@@ -37,6 +37,20 @@ const POST: Action = Action {
     stamps: &[Stamp::Now("posted_at")],
     input: &[],
     done: "Transaction posted.",
+};
+
+/// `posted -> voided`, by DELETE (the row is kept, with its reason). Declared, though not
+/// routed as an action, so that a void is a move like any other.
+const VOID: Action = Action {
+    name: "void",
+    segment: "void",
+    verb: Verb::Post,
+    permission: None,
+    field: "status",
+    moves: &[Move { from: &["posted"], to: "voided" }],
+    stamps: &[Stamp::Now("voided_at"), Stamp::Sent("void_reason", "void_reason")],
+    input: &[],
+    done: "Transaction voided.",
 };
 
 pub static BILLING_TRANSACTIONS: Resource = Resource {
@@ -70,6 +84,7 @@ pub static BILLING_TRANSACTIONS: Resource = Resource {
         ("void_reason", Shape::Text),
     ],
     server_written: &["number"],
+    calculated: &[calculated_money("amount", "quantity"), calculated_money("covered_amount", "insurance_id")],
     search: &["number"],
     sort_fields: &["transaction_date", "number", "amount", "created_at"],
     default_sort: "transaction_date",
@@ -123,14 +138,14 @@ fn problem(errors: &mut FieldErrors, field: &str, message: impl Into<String>) {
 pub struct BillingHooks;
 
 /// A registry row's values, one query on the registry.
-async fn registry_row(writer: &Writer<'_>, sql: &str, id: i64) -> ApiResult<Option<tokio_postgres::Row>> {
+async fn registry_row(writer: &Writer, sql: &str, id: i64) -> ApiResult<Option<tokio_postgres::Row>> {
     let client = writer.state.registry.get().await?;
     Ok(client.query_opt(sql, &[&id]).await?)
 }
 
 /// The unit price a charge takes from what it names, and whether a procedure may be billed.
 async fn referenced_price(
-    writer: &Writer<'_>,
+    writer: &Writer,
     record: &Map<String, Value>,
 ) -> ApiResult<Option<(Decimal, bool)>> {
     let named = [
@@ -150,7 +165,7 @@ impl BillingHooks {
     /// A charge's quantity, price, amount and insurance share.
     async fn price_charge(
         &self,
-        writer: &Writer<'_>,
+        writer: &Writer,
         record: &Map<String, Value>,
         input: &mut Map<String, Value>,
         errors: &mut FieldErrors,
@@ -197,7 +212,7 @@ impl BillingHooks {
     /// coverage of the amount.
     async fn cover(
         &self,
-        writer: &Writer<'_>,
+        writer: &Writer,
         record: &Map<String, Value>,
         amount: Decimal,
         input: &mut Map<String, Value>,
@@ -231,7 +246,7 @@ impl BillingHooks {
     /// A payment by a method that requires a reference carries one.
     async fn check_reference(
         &self,
-        writer: &Writer<'_>,
+        writer: &Writer,
         record: &Map<String, Value>,
         errors: &mut FieldErrors,
     ) -> ApiResult<()> {
@@ -313,12 +328,7 @@ async fn check_posting(tx: &Transaction<'_>, id: i64) -> ApiResult<()> {
 
 #[async_trait]
 impl Hooks for BillingHooks {
-    async fn prepare(
-        &self,
-        _: &Writer<'_>,
-        id: Option<i64>,
-        input: &mut Map<String, Value>,
-    ) -> ApiResult<()> {
+    async fn prepare(&self, _: &Writer, id: Option<i64>, input: &mut Map<String, Value>) -> ApiResult<()> {
         match id {
             // After create, only the post action and a void change the status.
             Some(_) => {
@@ -337,12 +347,13 @@ impl Hooks for BillingHooks {
 
     async fn resolve(
         &self,
-        tx: &Transaction<'_>,
-        writer: &Writer<'_>,
+        unit: &Unit<'_>,
         id: Option<i64>,
         record: &Map<String, Value>,
         input: &mut Map<String, Value>,
     ) -> ApiResult<()> {
+        let tx = &**unit;
+        let writer = unit.writer();
         let mut errors = FieldErrors::new();
         let kind = record.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
         check_kind(&kind, record, &mut errors);
@@ -393,12 +404,12 @@ impl Hooks for BillingHooks {
     /// A transaction created posted is stamped and checked like one posted later.
     async fn written(
         &self,
-        tx: &Transaction<'_>,
-        _: &Writer<'_>,
+        unit: &Unit<'_>,
         id: i64,
         input: &Map<String, Value>,
         before: Option<&Value>,
     ) -> ApiResult<Vec<Topic>> {
+        let tx = &**unit;
         if before.is_none() && input.get("status").and_then(Value::as_str) == Some("posted") {
             tx.execute("UPDATE billing_transactions SET posted_at = now() WHERE id = $1", &[&id]).await?;
             check_posting(tx, id).await?;
@@ -408,13 +419,13 @@ impl Hooks for BillingHooks {
 
     async fn acted(
         &self,
-        tx: &Transaction<'_>,
-        _: &Writer<'_>,
+        unit: &Unit<'_>,
         id: i64,
         _: &Action,
         _: &Map<String, Value>,
         _: &Value,
     ) -> ApiResult<Vec<Topic>> {
+        let tx = &**unit;
         check_posting(tx, id).await?;
         Ok(Vec::new())
     }
@@ -422,12 +433,12 @@ impl Hooks for BillingHooks {
     /// Open: the shared soft delete. Posted: a void with a reason, kept and shown. Voided: 409.
     async fn delete(
         &self,
-        tx: &Transaction<'_>,
-        writer: &Writer<'_>,
+        unit: &Unit<'_>,
         id: i64,
         before: &Value,
         input: &Map<String, Value>,
     ) -> ApiResult<Option<Deleted>> {
+        let tx = &**unit;
         match before.get("status").and_then(Value::as_str) {
             Some("open") => return Ok(None),
             Some("posted") => {}
@@ -445,14 +456,8 @@ impl Hooks for BillingHooks {
                 [("status".to_owned(), json!("posted"))],
             ));
         }
-        tx.execute(
-            "UPDATE billing_transactions SET status = 'voided', voided_at = now(), void_reason = $2,
-                    version = version + 1, updated_at = now(), updated_by = $3
-              WHERE id = $1",
-            &[&id, &reason, &writer.user_id],
-        )
-        .await?;
-        Ok(Some(Deleted { action: "void", message: "Transaction voided.", topics: Vec::new() }))
+        let checked = Map::from_iter([("void_reason".to_owned(), Value::String(reason.to_owned()))]);
+        Ok(Some(Deleted::Act(&VOID, checked)))
     }
 }
 
@@ -468,13 +473,13 @@ pub async fn summary(req: &mut Request, depot: &mut Depot, res: &mut Response) -
     let client = conn.client();
     let row = client
         .query_opt(
-            "SELECT coalesce(sum(b.amount) FILTER (WHERE b.kind = 'charge'), 0)::numeric(14, 2)::text,
-                    coalesce(sum(b.amount) FILTER (WHERE b.kind = 'discount'), 0)::numeric(14, 2)::text,
-                    coalesce(sum(b.amount) FILTER (WHERE b.kind = 'payment'), 0)::numeric(14, 2)::text,
-                    coalesce(sum(b.amount) FILTER (WHERE b.kind = 'refund'), 0)::numeric(14, 2)::text,
-                    coalesce(sum(b.covered_amount) FILTER (WHERE b.kind = 'charge'), 0)::numeric(14, 2)::text,
-                    coalesce(sum(CASE b.kind WHEN 'charge' THEN b.amount WHEN 'refund' THEN b.amount
-                                             ELSE -b.amount END), 0)::numeric(14, 2)::text
+            "SELECT round(coalesce(sum(b.amount) FILTER (WHERE b.kind = 'charge'), 0), 2)::text,
+                    round(coalesce(sum(b.amount) FILTER (WHERE b.kind = 'discount'), 0), 2)::text,
+                    round(coalesce(sum(b.amount) FILTER (WHERE b.kind = 'payment'), 0), 2)::text,
+                    round(coalesce(sum(b.amount) FILTER (WHERE b.kind = 'refund'), 0), 2)::text,
+                    round(coalesce(sum(b.covered_amount) FILTER (WHERE b.kind = 'charge'), 0), 2)::text,
+                    round(coalesce(sum(CASE b.kind WHEN 'charge' THEN b.amount WHEN 'refund' THEN b.amount
+                                             ELSE -b.amount END), 0), 2)::text
                FROM patients p
                LEFT JOIN billing_transactions b
                       ON b.patient_id = p.id AND b.status = 'posted' AND b.deleted_at IS NULL
@@ -495,7 +500,7 @@ pub static RESOURCES: &[&Resource] = &[&BILLING_TRANSACTIONS];
 
 /// Routes beyond the transactions' CRUD.
 pub fn extra_routes() -> Router {
-    Router::with_path("patients/{id}/billing-summary").get(summary)
+    Router::with_path("patients/{id:num}/billing-summary").get(summary)
 }
 
 pub fn document(doc: &mut crate::http::docs::Doc) {

@@ -7,13 +7,13 @@ use salvo::prelude::*;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use super::PATIENTS;
+use super::records::PATIENTS;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
 use crate::permissions::PATIENTS_READ;
 use crate::resource::Context;
 use crate::resource::routes::{audit_seen, list_rules};
-use crate::resource::store::{self, Conn, Param, as_refs, db_span, select_columns};
+use crate::resource::{Conn, Param, Within, as_refs, db_span, normalized_contains, select_columns, stream};
 
 pub const MAX_LOOKUP: i64 = 50;
 pub const DEFAULT_LOOKUP: i64 = 10;
@@ -28,7 +28,7 @@ async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<Vec<Valu
     let mut words = Vec::new();
     for word in term.split_whitespace().take(8) {
         params.push(Box::new(word.to_owned()));
-        words.push(store::normalized_contains(&format!("t.{column}"), &format!("${}", params.len())));
+        words.push(normalized_contains(&format!("t.{column}"), &format!("${}", params.len())));
     }
     let mut matches = format!("({})", words.join(" AND "));
     let digits: String = term.chars().filter(char::is_ascii_digit).collect();
@@ -62,6 +62,7 @@ async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<Vec<Valu
 #[handler]
 pub async fn lookup(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let pairs = list::query_pairs(req);
+    list::only(&pairs, &["search", "q", "limit"])?;
     let get = |name: &str| pairs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.trim().to_owned());
     let term = get("search").or_else(|| get("q")).unwrap_or_default();
     if term.is_empty() {
@@ -103,7 +104,7 @@ async fn audit_export(conn: &mut Conn, user_id: i64, details: Value) -> ApiResul
 /// Whether the client asked for JSON lines rather than CSV.
 fn wants_json(req: &Request, pairs: &[(String, String)]) -> ApiResult<bool> {
     if let Some((_, format)) = pairs.iter().rev().find(|(k, _)| k == "format") {
-        return match format.trim().to_ascii_lowercase().as_str() {
+        return match format.as_str() {
             "csv" => Ok(false),
             "json" | "jsonl" | "ndjson" => Ok(true),
             _ => Err(ApiError::field("format", "The format must be csv or json.")),
@@ -177,7 +178,7 @@ fn csv_cell(value: &Value) -> String {
 pub async fn export(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let pairs = list::query_pairs(req);
     let json_lines = wants_json(req, &pairs)?;
-    let query = list::parse(&pairs, &list_rules(&PATIENTS))?;
+    let query = list::parse(&pairs, &list::ListRules { extra: &["format"], ..list_rules(&PATIENTS) })?;
     let ctx = Context::of(depot)?;
     ctx.require(PATIENTS_READ)?;
     let route = ctx.branch()?.clone();
@@ -188,7 +189,7 @@ pub async fn export(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     // statements of ordinary requests.
     let limit = ctx.state.settings.export_statement_timeout.as_millis();
     conn.client().batch_execute(&format!("SET statement_timeout = {limit}")).await?;
-    let rows = store::stream(&mut conn, &PATIENTS, store::Within::default(), &query).await?;
+    let rows = stream(&mut conn, &PATIENTS, Within::default(), &query).await?;
 
     let date = time::OffsetDateTime::now_utc().date();
     let (content_type, extension) =

@@ -6,11 +6,11 @@
 use salvo::prelude::*;
 use serde_json::Value;
 
-use super::{PATIENT_VISITS, PATIENTS};
+use super::records::{PATIENT_VISITS, PATIENTS};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
 use crate::permissions::PATIENTS_READ;
-use crate::resource::store::select_columns;
+use crate::resource::select_columns;
 use crate::resource::{Context, Resource, registered};
 
 /// The records of a visit the caller may read, with their key in the answer.

@@ -1,4 +1,4 @@
-//! The branch dashboards (RESOURCES.md, section 10): a few set-based queries each, dates in
+//! The branch dashboards: a few set-based queries each, dates in
 //! the branch's time zone, one "now" per request (read once from the database and passed to
 //! every query).
 
@@ -29,8 +29,14 @@ struct Params {
 }
 
 impl Params {
-    fn of(req: &Request) -> Self {
-        Self { pairs: list::query_pairs(req), errors: FieldErrors::new() }
+    /// The request's parameters, any of them not among `takes` already an error.
+    fn of(req: &Request, takes: &[&str]) -> Self {
+        let pairs = list::query_pairs(req);
+        let errors = match list::only(&pairs, takes) {
+            Err(ApiError::Validation(errors)) => errors,
+            _ => FieldErrors::new(),
+        };
+        Self { pairs, errors }
     }
 
     fn get(&self, name: &str) -> Option<String> {
@@ -42,8 +48,9 @@ impl Params {
             .filter(|v| !v.is_empty())
     }
 
+    /// A date parameter: absent is none; anything sent, even empty, must be a date.
     fn date(&mut self, name: &str) -> Option<Date> {
-        let raw = self.get(name)?;
+        let raw = self.pairs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.trim().to_owned())?;
         let parsed = list::parse_date(&raw);
         if parsed.is_none() {
             self.errors
@@ -101,7 +108,7 @@ async fn open(depot: &Depot) -> ApiResult<(Context, Clock)> {
 /// [`open`], and the request's range of local dates, checked.
 async fn open_range(req: &Request, depot: &Depot) -> ApiResult<(Context, Clock, Date, Date)> {
     let (ctx, clock) = open(depot).await?;
-    let mut params = Params::of(req);
+    let mut params = Params::of(req, &["start_date", "end_date"]);
     let (start, end) = params.range(clock.today);
     params.done()?;
     Ok((ctx, clock, start, end))
@@ -142,10 +149,10 @@ pub async fn stats(req: &mut Request, depot: &mut Depot, res: &mut Response) -> 
                      WHERE deleted_at IS NULL AND queue_date BETWEEN $1 AND $2 GROUP BY status) q),
                (SELECT round((avg(extract(epoch FROM called_at - created_at)) / 60)::numeric, 1) FROM queue_tickets
                  WHERE deleted_at IS NULL AND queue_date BETWEEN $1 AND $2 AND called_at IS NOT NULL),
-               coalesce(sum(b.amount) FILTER (WHERE b.kind = 'charge'), 0)::numeric(14, 2)::text,
-               coalesce(sum(CASE b.kind WHEN 'payment' THEN b.amount ELSE -b.amount END)
-                          FILTER (WHERE b.kind IN ('payment', 'refund')), 0)::numeric(14, 2)::text,
-               (SELECT outstanding::numeric(16, 2)::text FROM billing_totals)
+               round(coalesce(sum(b.amount) FILTER (WHERE b.kind = 'charge'), 0), 2)::text,
+               round(coalesce(sum(CASE b.kind WHEN 'payment' THEN b.amount ELSE -b.amount END)
+                          FILTER (WHERE b.kind IN ('payment', 'refund')), 0), 2)::text,
+               (SELECT round(outstanding, 2)::text FROM billing_totals)
              FROM (SELECT kind, amount FROM billing_transactions
                     WHERE status = 'posted' AND deleted_at IS NULL AND transaction_date BETWEEN $1 AND $2) b",
         )
@@ -310,7 +317,7 @@ pub async fn calendar(req: &mut Request, depot: &mut Depot, res: &mut Response) 
 #[handler]
 pub async fn upcoming_surgeries(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let (ctx, clock) = open(depot).await?;
-    let mut params = Params::of(req);
+    let mut params = Params::of(req, &["days"]);
     let days = params.days();
     params.done()?;
     let last = clock.today + time::Duration::days(i64::from(days) - 1);
@@ -329,7 +336,7 @@ pub async fn upcoming_surgeries(req: &mut Request, depot: &mut Depot, res: &mut 
 #[handler]
 pub async fn patient_flow(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let (ctx, clock) = open(depot).await?;
-    let mut params = Params::of(req);
+    let mut params = Params::of(req, &["date"]);
     let day = params.date("date").unwrap_or(clock.today);
     params.done()?;
     let mut conn = ctx.conn(Scope::Branch).await?;
@@ -405,7 +412,7 @@ const AGE_BANDS: [&str; 9] = ["0-9", "10-19", "20-29", "30-39", "40-49", "50-59"
 #[handler]
 pub async fn patient_demographics(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let (ctx, clock) = open(depot).await?;
-    let mut params = Params::of(req);
+    let mut params = Params::of(req, &["start_date", "end_date"]);
     // Registered in the range only when a range is asked for (decision).
     let ranged = params.get("start_date").is_some() || params.get("end_date").is_some();
     let (start, end) = params.range(clock.today);

@@ -111,13 +111,13 @@ impl Directory {
     pub async fn route(&self, id: i64) -> ApiResult<Result<Arc<BranchRoute>, Unroutable>> {
         let loaded = self
             .routes
-            .get_or_load(id, || async { Ok::<_, anyhow::Error>(self.load_route(id).await?.map(Arc::new)) })
+            .get_or_load(id, || async { Ok::<_, ApiError>(self.load_route(id).await?.map(Arc::new)) })
             .await
-            .map_err(|cause| ApiError::Internal(anyhow::anyhow!("resolving branch {id}: {cause:#}")))?;
+            .map_err(ApiError::from)?;
         Ok(loaded.ok_or(Unroutable::Unknown))
     }
 
-    async fn load_route(&self, id: i64) -> anyhow::Result<Option<BranchRoute>> {
+    async fn load_route(&self, id: i64) -> ApiResult<Option<BranchRoute>> {
         let client = self.registry.get().await?;
         let row = client
             .query_opt(

@@ -34,6 +34,7 @@ struct Query {
 }
 
 fn parse(pairs: &[(String, String)]) -> ApiResult<Query> {
+    list::only(pairs, &["kind", "eye", "start_date", "end_date"])?;
     let get =
         |name: &str| pairs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.trim().to_ascii_lowercase());
     let mut errors = FieldErrors::new();
@@ -52,7 +53,7 @@ fn parse(pairs: &[(String, String)]) -> ApiResult<Query> {
         }
     };
     let mut date = |name: &str| {
-        let raw = get(name).filter(|s| !s.is_empty())?;
+        let raw = get(name)?;
         let parsed = list::parse_date(&raw);
         if parsed.is_none() {
             errors.entry(name.into()).or_default().push(format!("The {name} must be a date (YYYY-MM-DD)."));

@@ -1,10 +1,10 @@
 //! The fourteen examinations, each one declaration: its own record fields, the structure of
-//! one eye's findings, and the rules between them (RESOURCES.md, Examinations).
+//! one eye's findings, and the rules between them.
 
 use rust_decimal::Decimal;
 use serde_json::{Map, Value};
 
-use super::{Exam, NOT_PER_EYE, exam, eyes, no_eyes, one_eye_at_least};
+use super::declaration::{Exam, NOT_PER_EYE, exam, eyes, no_eyes, one_eye_at_least};
 use crate::enums::{
     CORTICAL_CATARACT, EOM_DEVIATION, EYE, IMAGING_MODALITY, IRIS_CONFIGURATION, LACRIMAL_PASSAGE,
     NUCLEAR_CATARACT, PERIPHERY_FINDING, PRISM_BASE, PUNCTUM_STATE, REFRACTION_KIND, REGURGITATION,
@@ -34,6 +34,7 @@ static VISUAL_ACUITY_EYE: Structure = Structure {
     name: "VisualAcuityEye",
     fields: &[text("value", 20).required(), num("logmar", "-0.3", "3.0", "0.01")],
     rules: &[],
+    calculated: &[],
     per_eye: true,
 };
 
@@ -176,6 +177,7 @@ static REFRACTION_EYE: Structure = Structure {
         text("va", 20),
     ],
     rules: &[axis_and_prism],
+    calculated: &[],
     per_eye: true,
 };
 
@@ -204,6 +206,7 @@ static TONOMETRY_READING: Structure = Structure {
         time("measured_at"),
     ],
     rules: &[],
+    calculated: &[],
     per_eye: false,
 };
 
@@ -214,6 +217,7 @@ static TONOMETRY_EYE: Structure = Structure {
         integer("cct_um", 300, 800),
     ],
     rules: &[],
+    calculated: &[],
     per_eye: true,
 };
 
@@ -243,6 +247,7 @@ static SLIT_LAMP_STRUCTURE: Structure = Structure {
     name: "SlitLampStructure",
     fields: &[one_of("status", &STRUCTURE_STATUS).required(), text("findings", 1000)],
     rules: &[findings_when_abnormal],
+    calculated: &[],
     per_eye: false,
 };
 
@@ -265,6 +270,7 @@ static SLIT_LAMP_EYE: Structure = Structure {
         num("pupil_mm", "1", "10", "0.5"),
     ],
     rules: &[],
+    calculated: &[],
     per_eye: true,
 };
 
@@ -292,6 +298,7 @@ static FUNDUSCOPY_EYE: Structure = Structure {
         text("periphery", 1000),
     ],
     rules: &[],
+    calculated: &[],
     per_eye: true,
 };
 
@@ -320,6 +327,7 @@ static GONIOSCOPY_EYE: Structure = Structure {
         text("findings", 1000),
     ],
     rules: &[],
+    calculated: &[],
     per_eye: true,
 };
 
@@ -364,6 +372,7 @@ static CORNEAL_TOPOGRAPHY_EYE: Structure = Structure {
         integer("thinnest_pachymetry_um", 100, 1000),
     ],
     rules: &[keratometry_in_order],
+    calculated: &[],
     per_eye: true,
 };
 
@@ -389,6 +398,7 @@ static AMSLER_GRID_EYE: Structure = Structure {
         text("findings", 1000),
     ],
     rules: &[],
+    calculated: &[],
     per_eye: true,
 };
 
@@ -428,11 +438,17 @@ static GAZE: Structure = Structure {
         num("down_left", "-4", "4", "0.5"),
     ],
     rules: &[],
+    calculated: &[],
     per_eye: false,
 };
 
-static EOM_EYE: Structure =
-    Structure { name: "EomEye", fields: &[object("gaze", &GAZE)], rules: &[], per_eye: true };
+static EOM_EYE: Structure = Structure {
+    name: "EomEye",
+    fields: &[object("gaze", &GAZE)],
+    rules: &[],
+    calculated: &[],
+    per_eye: true,
+};
 
 pub static EOMS: Resource = exam(Exam {
     path: "eoms",
@@ -458,6 +474,7 @@ static EXOPHTHALMOMETRY_EYE: Structure = Structure {
     name: "ExophthalmometryEye",
     fields: &[num("reading_mm", "0", "40", "0.5").required()],
     rules: &[],
+    calculated: &[],
     per_eye: true,
 };
 
@@ -496,6 +513,7 @@ static LACRIMAL_IRRIGATION_EYE: Structure = Structure {
         text("findings", 1000),
     ],
     rules: &[],
+    calculated: &[],
     per_eye: true,
 };
 
@@ -523,6 +541,7 @@ static RADIOLOGY_STUDY: Structure = Structure {
         long_text("impression"),
     ],
     rules: &[],
+    calculated: &[],
     per_eye: false,
 };
 
@@ -557,6 +576,7 @@ static GROSS_EXAMINATION_EYE: Structure = Structure {
         num("fissure_height_mm", "0", "15", "0.5"),
     ],
     rules: &[],
+    calculated: &[],
     per_eye: true,
 };
 
@@ -581,6 +601,7 @@ static PERIPHERY: Structure = Structure {
         text("notes", 500),
     ],
     rules: &[],
+    calculated: &[],
     per_eye: false,
 };
 
@@ -593,6 +614,7 @@ static INDIRECT_OPHTHALMOSCOPY_EYE: Structure = Structure {
         text("findings", 1000),
     ],
     rules: &[],
+    calculated: &[],
     per_eye: true,
 };
 

@@ -29,6 +29,24 @@ pub enum Access {
 pub fn string() -> Object {
     Object::with_type(BasicType::String)
 }
+
+/// Characters text may hold: no control characters but tab, and for one line of text no line
+/// breaks either (what `resource::check` refuses), as a regular-expression class.
+fn text_characters(one_line: bool) -> &'static str {
+    if one_line { r"[^\x00-\x08\x0a-\x1f\x7f-\x9f]" } else { r"[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]" }
+}
+
+/// The pattern of text as the server takes it; `blank`: whether it may be empty or only
+/// white space (optional fields, where that clears them).
+pub fn text_pattern(one_line: bool, blank: bool) -> String {
+    let c = text_characters(one_line);
+    if blank { format!("^{c}*$") } else { format!(r"^{c}*[^\s\x00-\x1f\x7f-\x9f]{c}*$") }
+}
+
+/// A search term: at most 200 characters, no control characters but tab.
+pub fn search_term() -> Object {
+    string().max_length(crate::http::list::MAX_SEARCH_LEN).pattern(text_pattern(true, true))
+}
 pub fn integer() -> Object {
     Object::with_type(BasicType::Integer).format(SchemaFormat::KnownFormat(KnownFormat::Int64))
 }
@@ -170,13 +188,20 @@ impl Doc {
     }
 
     pub fn with_body(op: Operation, schema: impl Into<RefOr<Schema>>) -> Operation {
-        op.request_body(
-            RequestBody::new().required(Required::True).add_content("application/json", json(schema)),
-        )
-        .add_response("422", response("Validation failed", validation_schema()))
-        .add_response("400", response("The body is not a JSON object", error_schema()))
-        .add_response("413", response("The body is too large", error_schema()))
-        .add_response("415", response("The body is not JSON", error_schema()))
+        Self::body(op, schema, Required::True)
+    }
+
+    /// A body that may be left out (an update that sends no field).
+    pub fn with_optional_body(op: Operation, schema: impl Into<RefOr<Schema>>) -> Operation {
+        Self::body(op, schema, Required::False)
+    }
+
+    fn body(op: Operation, schema: impl Into<RefOr<Schema>>, required: Required) -> Operation {
+        op.request_body(RequestBody::new().required(required).add_content("application/json", json(schema)))
+            .add_response("422", response("Validation failed", validation_schema()))
+            .add_response("400", response("The body is not a JSON object", error_schema()))
+            .add_response("413", response("The body is too large", error_schema()))
+            .add_response("415", response("The body is not JSON", error_schema()))
     }
 
     /// A 422 for bad query parameters.
@@ -226,7 +251,29 @@ impl Doc {
         self.api = api.add_schema(name, schema);
     }
 
-    pub fn finish(self) -> OpenApi {
+    /// The document, with the answers every route of a kind can give added where missing:
+    /// 406 for an `Accept` the route cannot serve and 503 when the database is out of reach
+    /// (every route); 400 for a malformed `Idempotency-Key` and 409 for one reused with another
+    /// body (authenticated POSTs).
+    pub fn finish(mut self) -> OpenApi {
+        for item in self.api.paths.values_mut() {
+            for (method, op) in item.operations.0.iter_mut() {
+                let authenticated = op.securities.as_ref().is_none_or(|s| !s.is_empty());
+                let mut standard = vec![
+                    ("406", "No media type the Accept header allows"),
+                    ("503", "The database is busy or out of reach; try again after Retry-After"),
+                ];
+                if *method == PathItemType::Post && authenticated {
+                    standard.push(("400", "A malformed Idempotency-Key (or body)"));
+                    standard.push(("409", "idempotency_key_reused: the key came with another body"));
+                }
+                for (status, description) in standard {
+                    if !op.responses.contains_key(status) {
+                        op.responses.insert(status, response(description, error_schema()));
+                    }
+                }
+            }
+        }
         self.api
     }
 }

@@ -1,4 +1,4 @@
-//! The one error type every handler and hoop returns, rendered as SPEC.md's JSON bodies.
+//! The one error type every handler and hoop returns, rendered as the API's JSON bodies.
 //!
 //! Every error body has `message` and a stable snake_case `code`; a 422 adds `errors`
 //! (field -> messages). A failed login is the one exception: exactly
@@ -44,11 +44,27 @@ pub enum ApiError {
     Validation(FieldErrors),
     #[error("rate limited")]
     RateLimited { limit: u32, retry_after_secs: u64 },
+    #[error("not acceptable")]
+    NotAcceptable,
+    /// 503 with `Retry-After`: the database is busy, out of reach, or the branch is under
+    /// maintenance; the same request may succeed shortly.
     #[error("{message}")]
-    Unavailable { code: &'static str, message: String },
+    Unavailable { code: &'static str, message: String, retry_after_secs: u32 },
+    /// A serialization failure or deadlock: the request is run again (see `http::guard`);
+    /// past the retries it is a 503 `write_conflict`.
+    #[error("serialization failure or deadlock")]
+    Contended,
+    /// The first answer to a request's `Idempotency-Key`, given again instead of running it.
+    #[error("replayed answer")]
+    Replayed { status: u16, body: serde_json::Value },
     #[error("internal: {0:#}")]
     Internal(#[from] anyhow::Error),
 }
+
+/// Set on a response whose request met a serialization failure or a deadlock, so that the
+/// route's guard runs it again.
+#[derive(Debug, Clone, Copy)]
+pub struct Retryable;
 
 impl ApiError {
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
@@ -74,8 +90,18 @@ impl ApiError {
         Self::ConflictWith { code, message: message.into(), details: details.into_iter().collect() }
     }
 
+    /// A 503 that a retry a second later may cure.
     pub fn unavailable(code: &'static str, message: impl Into<String>) -> Self {
-        Self::Unavailable { code, message: message.into() }
+        Self::Unavailable { code, message: message.into(), retry_after_secs: 1 }
+    }
+
+    /// The database cannot be reached (down, restarting, refusing connections).
+    pub fn database_unavailable() -> Self {
+        Self::Unavailable {
+            code: "database_unavailable",
+            message: "The database is not reachable right now; try again shortly.".into(),
+            retry_after_secs: 5,
+        }
     }
 
     pub fn status(&self) -> StatusCode {
@@ -91,7 +117,9 @@ impl ApiError {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
+            Self::Unavailable { .. } | Self::Contended => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Replayed { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::OK),
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -99,6 +127,7 @@ impl ApiError {
     pub fn body(&self) -> serde_json::Value {
         match self {
             Self::InvalidCredentials => json!({ "message": "Invalid credentials" }),
+            Self::Replayed { body, .. } => body.clone(),
             Self::Validation(errors) => json!({
                 "message": validation_message(errors),
                 "code": "validation_failed",
@@ -115,7 +144,15 @@ impl ApiError {
                     Self::BadRequest { code, message }
                     | Self::Forbidden { code, message }
                     | Self::Conflict { code, message }
-                    | Self::Unavailable { code, message } => (code, message.clone()),
+                    | Self::Unavailable { code, message, .. } => (code, message.clone()),
+                    Self::Contended => (
+                        "write_conflict",
+                        "The request collided with concurrent changes; try again shortly.".into(),
+                    ),
+                    Self::NotAcceptable => (
+                        "not_acceptable",
+                        "This route cannot answer in any media type the Accept header allows.".into(),
+                    ),
                     Self::Unauthenticated => ("unauthenticated", "Unauthenticated.".into()),
                     Self::NotFound => ("not_found", "Resource not found.".into()),
                     Self::PreconditionFailed => (
@@ -133,9 +170,10 @@ impl ApiError {
                         ("rate_limited", "Too many requests. Try again later.".into())
                     }
                     Self::Internal(_) => ("internal_error", "Internal server error.".into()),
-                    Self::InvalidCredentials | Self::Validation(_) | Self::ConflictWith { .. } => {
-                        unreachable!()
-                    }
+                    Self::InvalidCredentials
+                    | Self::Validation(_)
+                    | Self::ConflictWith { .. }
+                    | Self::Replayed { .. } => unreachable!(),
                 };
                 json!({ "message": message, "code": code })
             }
@@ -161,34 +199,126 @@ pub fn render_json(res: &mut Response, status: StatusCode, body: &serde_json::Va
 
 impl Scribe for ApiError {
     fn render(self, res: &mut Response) {
-        if let Self::Internal(cause) = &self {
-            tracing::error!(error = format!("{cause:#}"), "request failed");
+        // A database error that reached here through `anyhow` is classified like one
+        // converted directly: an outage or a conflict is never a 500.
+        let this = match self {
+            Self::Internal(cause) => classify_cause(cause),
+            other => other,
+        };
+        match &this {
+            Self::Internal(cause) => tracing::error!(error = format!("{cause:#}"), "request failed"),
+            Self::RateLimited { limit, retry_after_secs } => {
+                let headers = res.headers_mut();
+                headers.insert(RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+                headers.insert("x-ratelimit-limit", HeaderValue::from(*limit));
+                headers.insert("x-ratelimit-remaining", HeaderValue::from(0u32));
+            }
+            Self::Unavailable { retry_after_secs, .. } => {
+                res.headers_mut().insert(RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+            }
+            Self::Contended => {
+                res.headers_mut().insert(RETRY_AFTER, HeaderValue::from(1u32));
+                res.extensions.insert(Retryable);
+            }
+            Self::Replayed { body, .. } => {
+                if let Some(tag) = body
+                    .get("data")
+                    .and_then(|d| d.get("version"))
+                    .and_then(serde_json::Value::as_i64)
+                    .and_then(|v| HeaderValue::from_str(&format!("\"{v}\"")).ok())
+                {
+                    res.headers_mut().insert(salvo::http::header::ETAG, tag);
+                }
+                res.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+            }
+            _ => {}
         }
-        if let Self::RateLimited { limit, retry_after_secs } = &self {
-            let headers = res.headers_mut();
-            headers.insert(RETRY_AFTER, HeaderValue::from(*retry_after_secs));
-            headers.insert("x-ratelimit-limit", HeaderValue::from(*limit));
-            headers.insert("x-ratelimit-remaining", HeaderValue::from(0u32));
+        render_json(res, this.status(), &this.body());
+    }
+}
+
+/// What a database error means for the client: a serialization failure or deadlock is
+/// retried, an outage or an overloaded server is a 503, anything else stays internal.
+fn classify_database(e: &tokio_postgres::Error) -> Option<ApiError> {
+    use tokio_postgres::error::SqlState;
+    let Some(code) = e.code() else {
+        // No SQLSTATE: the connection broke (server restarted, network), or it was closed.
+        return (e.is_closed() || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>()))
+            .then(ApiError::database_unavailable);
+    };
+    if code == &SqlState::T_R_SERIALIZATION_FAILURE || code == &SqlState::T_R_DEADLOCK_DETECTED {
+        return Some(ApiError::Contended);
+    }
+    if code == &SqlState::QUERY_CANCELED {
+        return Some(ApiError::unavailable(
+            "database_timeout",
+            "The request took longer than the database allows; try again shortly.",
+        ));
+    }
+    let outage = code.code().starts_with("08") // connection exceptions
+        || code == &SqlState::ADMIN_SHUTDOWN
+        || code == &SqlState::CRASH_SHUTDOWN
+        || code == &SqlState::CANNOT_CONNECT_NOW
+        || code == &SqlState::TOO_MANY_CONNECTIONS;
+    outage.then(ApiError::database_unavailable)
+}
+
+fn classify_pool(e: &deadpool_postgres::PoolError) -> ApiError {
+    use deadpool_postgres::PoolError;
+    match e {
+        PoolError::Timeout(_) => {
+            tracing::warn!("no database connection free in time");
+            ApiError::unavailable("database_busy", "The service is busy; try again shortly.")
         }
-        render_json(res, self.status(), &self.body());
+        PoolError::Backend(db) => classify_database(db).unwrap_or_else(|| {
+            tracing::warn!(error = %db, "could not open a database connection");
+            ApiError::database_unavailable()
+        }),
+        other => {
+            tracing::warn!(error = %other, "database pool unavailable");
+            ApiError::database_unavailable()
+        }
+    }
+}
+
+/// An internal error whose cause is a database or pool error that means something to the
+/// client becomes that answer.
+fn classify_cause(cause: anyhow::Error) -> ApiError {
+    let known = cause.chain().find_map(|e| {
+        if let Some(db) = e.downcast_ref::<tokio_postgres::Error>() {
+            return classify_database(db);
+        }
+        e.downcast_ref::<deadpool_postgres::PoolError>().map(classify_pool)
+    });
+    known.unwrap_or(ApiError::Internal(cause))
+}
+
+/// An error shared by every waiter of one cache load: the one owner gets it whole; the
+/// others get what it means for the client (an outage stays a 503).
+impl From<std::sync::Arc<ApiError>> for ApiError {
+    fn from(shared: std::sync::Arc<ApiError>) -> Self {
+        match std::sync::Arc::try_unwrap(shared) {
+            Ok(error) => error,
+            Err(shared) => match &*shared {
+                Self::Unavailable { code, message, retry_after_secs } => {
+                    Self::Unavailable { code, message: message.clone(), retry_after_secs: *retry_after_secs }
+                }
+                Self::Contended => Self::Contended,
+                other => Self::Internal(anyhow::anyhow!("{other}")),
+            },
+        }
     }
 }
 
 impl From<tokio_postgres::Error> for ApiError {
     fn from(e: tokio_postgres::Error) -> Self {
-        Self::Internal(anyhow::Error::new(e).context("database"))
+        classify_database(&e).unwrap_or_else(|| Self::Internal(anyhow::Error::new(e).context("database")))
     }
 }
 
 impl From<deadpool_postgres::PoolError> for ApiError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
-        match e {
-            deadpool_postgres::PoolError::Timeout(_) => {
-                tracing::warn!("no database connection free in time");
-                Self::unavailable("database_busy", "The service is busy; try again shortly.")
-            }
-            other => Self::Internal(anyhow::Error::new(other).context("database pool")),
-        }
+        classify_pool(&e)
     }
 }
 

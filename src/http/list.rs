@@ -25,6 +25,36 @@ pub struct ListRules<'a> {
     /// Filters also accepted as plain parameters (`status=` for `filters[status]=`); both
     /// given with different values is a 422.
     pub aliases: &'a [&'a str],
+    /// Other parameters the route takes (an export's `format`).
+    pub extra: &'a [&'a str],
+}
+
+/// Parameters every list takes.
+const LIST_PARAMETERS: [&str; 5] = ["page", "perPage", "search", "sortField", "sortDirection"];
+
+/// A 422 naming every parameter of `pairs` that is not one of `allowed`: a parameter a route
+/// does not take is a mistake the client should hear of, not something silently ignored.
+pub fn only(pairs: &[(String, String)], allowed: &[&str]) -> ApiResult<()> {
+    let mut errors = FieldErrors::new();
+    unknown_parameters(pairs, |key| allowed.contains(&key), allowed, &mut errors);
+    if errors.is_empty() { Ok(()) } else { Err(ApiError::Validation(errors)) }
+}
+
+fn unknown_parameters(
+    pairs: &[(String, String)],
+    known: impl Fn(&str) -> bool,
+    allowed: &[&str],
+    errors: &mut FieldErrors,
+) {
+    for (key, _) in pairs {
+        if !known(key) && !errors.contains_key(key) {
+            let takes = if allowed.is_empty() { "no parameters".to_owned() } else { allowed.join(", ") };
+            errors
+                .entry(key.clone())
+                .or_default()
+                .push(format!("Unknown parameter; this route takes {takes}."));
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +119,7 @@ pub fn parse(pairs: &[(String, String)], rules: &ListRules) -> ApiResult<ListQue
     let sort_direction = params.sort_direction(rules);
     let filters = params.filters(rules);
     let (start_date, end_date) = params.date_range(rules);
+    params.unknown(rules);
     if params.errors.is_empty() {
         Ok(ListQuery { page, per_page, search, sort_field, sort_direction, filters, start_date, end_date })
     } else {
@@ -139,8 +170,9 @@ impl Params<'_> {
         Some(search)
     }
 
+    /// Sort parameters are one of their values exactly, as the API description lists them.
     fn sort_field(&mut self, rules: &ListRules) -> String {
-        match self.get("sortField").map(str::trim).filter(|s| !s.is_empty()) {
+        match self.get("sortField") {
             None => rules.default_sort.to_owned(),
             Some(field) if rules.sort_fields.contains(&field) => field.to_owned(),
             Some(_) => {
@@ -154,8 +186,8 @@ impl Params<'_> {
     }
 
     fn sort_direction(&mut self, rules: &ListRules) -> SortDirection {
-        match self.get("sortDirection").map(|s| s.trim().to_ascii_lowercase()).as_deref() {
-            None | Some("") => rules.default_direction,
+        match self.get("sortDirection") {
+            None => rules.default_direction,
             Some("asc") => SortDirection::Asc,
             Some("desc") => SortDirection::Desc,
             Some(_) => {
@@ -186,11 +218,11 @@ impl Params<'_> {
                 continue;
             }
             filters.retain(|(f, _)| f != field);
-            filters.push((field.to_owned(), value.trim().to_owned()));
+            // Not trimmed: a value is what its kind says, exactly (the API description).
+            filters.push((field.to_owned(), value.to_owned()));
         }
         for alias in rules.aliases {
-            let Some(value) = self.get(alias).map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned)
-            else {
+            let Some(value) = self.get(alias).filter(|v| !v.trim().is_empty()).map(str::to_owned) else {
                 continue;
             };
             match filters.iter().find(|(f, _)| f == alias) {
@@ -204,8 +236,32 @@ impl Params<'_> {
         filters
     }
 
+    /// Every parameter the list does not take.
+    fn unknown(&mut self, rules: &ListRules) {
+        let dated = if rules.date_range { &["start_date", "end_date"][..] } else { &[] };
+        let known = |key: &str| {
+            LIST_PARAMETERS.contains(&key)
+                || key.starts_with("filters[")
+                || dated.contains(&key)
+                || rules.aliases.contains(&key)
+                || rules.extra.contains(&key)
+        };
+        let mut allowed: Vec<&str> = LIST_PARAMETERS.to_vec();
+        allowed.push("filters[...]");
+        allowed.extend(dated.iter().chain(rules.aliases).chain(rules.extra));
+        unknown_parameters(self.pairs, known, &allowed, &mut self.errors);
+        if !rules.date_range {
+            for name in ["start_date", "end_date"] {
+                if let Some(messages) = self.errors.get_mut(name) {
+                    *messages = vec!["This list has no date range.".into()];
+                }
+            }
+        }
+    }
+
+    /// A date parameter: absent is none; anything sent, even empty, must be a date.
     fn date(&mut self, name: &str) -> Option<time::Date> {
-        let raw = self.get(name).map(str::trim).filter(|s| !s.is_empty())?;
+        let raw = self.get(name).map(str::trim)?;
         let parsed = parse_date(raw);
         if parsed.is_none() {
             self.error(name, format!("The {name} must be a date (YYYY-MM-DD)."));
@@ -292,6 +348,7 @@ mod tests {
         filters: &["status"],
         date_range: false,
         aliases: &["status"],
+        extra: &[],
     };
 
     fn pairs(q: &str) -> Vec<(String, String)> {
@@ -316,6 +373,24 @@ mod tests {
             assert!(errors.contains_key(key), "{key} missing from {errors:?}");
         }
         assert!(errors["sortField"][0].contains("id, name"));
+    }
+
+    #[test]
+    fn parameters_a_list_does_not_take_are_named() {
+        let Err(ApiError::Validation(errors)) =
+            parse(&pairs("end_date=2020-02-30&colour=red&page=2"), &RULES)
+        else {
+            panic!("expected a 422");
+        };
+        assert_eq!(errors.keys().collect::<Vec<_>>(), ["colour", "end_date"]);
+        assert_eq!(errors["end_date"], ["This list has no date range."]);
+        let dated = ListRules { date_range: true, ..RULES };
+        let Err(ApiError::Validation(errors)) = parse(&pairs("start_date=&end_date=2020-02-30"), &dated)
+        else {
+            panic!("expected a 422");
+        };
+        assert_eq!(errors.keys().collect::<Vec<_>>(), ["end_date", "start_date"]);
+        assert!(parse(&pairs("start_date=2020-02-03&status=x"), &dated).is_ok());
     }
 
     #[test]

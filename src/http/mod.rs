@@ -5,6 +5,7 @@ pub mod catcher;
 pub mod cors;
 pub mod docs;
 pub mod error;
+pub mod guard;
 pub mod list;
 pub mod rate_limit;
 pub mod trace;
@@ -109,6 +110,22 @@ pub fn base_url(req: &Request, trust_forwarded: bool) -> String {
         .filter(|h| h.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b)))
         .unwrap_or_else(|| "localhost".into());
     format!("{scheme}://{host}")
+}
+
+/// A route template whose parameters (`{patient_id}`) match digits only (`{patient_id:num}`),
+/// so that `/patients/export` is never taken for `/patients/{id}`.
+pub fn numeric_params(template: &str) -> String {
+    let mut out = String::with_capacity(template.len() + 8);
+    for part in template.split_inclusive('}') {
+        match part.strip_suffix('}') {
+            Some(open) if open.contains('{') && !open.contains(':') => {
+                out.push_str(open);
+                out.push_str(":num}");
+            }
+            _ => out.push_str(part),
+        }
+    }
+    out
 }
 
 /// A path parameter that must be a positive integer id; anything else is a 404 (no such

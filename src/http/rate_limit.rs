@@ -89,7 +89,7 @@ impl RateLimiter {
     }
 }
 
-/// The limits of DESIGN.md.
+/// The limits README lists: login, the reset steps, change-password, bad tokens, the API.
 pub struct Limits {
     /// `POST /auth/login`, per client IP.
     pub login: RateLimiter,

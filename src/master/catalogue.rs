@@ -1,4 +1,4 @@
-//! Master data (RESOURCES.md, section 6): what branches bill, prescribe, perform and refer
+//! Master data: what branches bill, prescribe, perform and refer
 //! to. Medicines, procedures, insurances and services toggle between active and inactive.
 
 use serde_json::{Map, Value};

@@ -1,4 +1,4 @@
-//! Lookups (RESOURCES.md, section 4): short lists every signed-in user reads and admins keep.
+//! Lookups: short lists every signed-in user reads and admins keep.
 
 use crate::permissions::{ADMIN_ACCESS, ANY_USER};
 use crate::resource::field::{Field, Kind, boolean, code, text};

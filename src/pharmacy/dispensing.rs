@@ -11,19 +11,22 @@ use rust_decimal::Decimal;
 use salvo::async_trait;
 use serde_json::{Map, Value, json};
 
+use super::document::{
+    PHARMACY, branch_today, cents, decimal_of, given, lines_of, problem, replace_lines, with_totals,
+};
 use super::ledger::{self, Entry, Lot};
-use super::{PHARMACY, branch_today, cents, given, lines_of, problem, replace_lines};
 use crate::enums::PHARMACY_TRANSACTION_STATUS;
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::list::SortDirection;
 use crate::notify::Topic;
+use crate::resource::Unit;
+use crate::resource::Writer;
 use crate::resource::actions::{Action, Move, Stamp, StateLock, Verb};
 use crate::resource::decimal;
 use crate::resource::field::{
-    Field, Kind, Structure, Target, date, list, long_text, money, qty, registry_ref, text,
+    Field, Kind, Structure, Target, calculated_money, date, list, long_text, money, qty, registry_ref, text,
 };
 use crate::resource::hooks::Hooks;
-use crate::resource::store::Writer;
 use crate::resource::{Resource, Shape, numbers};
 
 static LINE: Structure = Structure {
@@ -36,6 +39,7 @@ static LINE: Structure = Structure {
         money("discount"),
     ],
     rules: &[],
+    calculated: &[calculated_money("line_total", "quantity")],
     per_eye: false,
 };
 
@@ -70,6 +74,7 @@ pub static TRANSACTIONS: Resource = Resource {
     ],
     computed: &[("lines", LINES, Shape::Json)],
     server_written: &["number", "total"],
+    calculated: &[calculated_money("total", "lines")],
     filter_only: &[Field::new("status", Kind::Enum(&PHARMACY_TRANSACTION_STATUS))],
     search: &["number"],
     sort_fields: &["transaction_date", "number", "total", "created_at"],
@@ -115,11 +120,7 @@ pub static TRANSACTIONS: Resource = Resource {
 };
 
 /// The patient a prescription belongs to, in the branch's schema.
-async fn patient_of_prescription(
-    writer: &Writer<'_>,
-    branch: i64,
-    prescription: i64,
-) -> ApiResult<Option<i64>> {
+async fn patient_of_prescription(writer: &Writer, branch: i64, prescription: i64) -> ApiResult<Option<i64>> {
     let directory = &writer.state.directory;
     let Ok(route) = directory.route(branch).await? else { return Ok(None) };
     let conn = directory.connect(&route).await?;
@@ -170,12 +171,12 @@ impl DispensingHooks {
                 let usable = tx
                     .query_opt(
                         "SELECT 1 FROM stock_availables WHERE id = $1 AND branch_id = $2 AND pharmacy_item_id = $3
-                            AND deleted_at IS NULL AND (expiry_date IS NULL OR expiry_date >= $4)",
+                            AND deleted_at IS NULL AND active AND (expiry_date IS NULL OR expiry_date >= $4)",
                         &[&lot, &branch, &item, &today],
                     )
                     .await?;
                 if usable.is_none() {
-                    let message = "The lot must be this item's, at this branch, and not expired.";
+                    let message = "The lot must be this item's, at this branch, active and not expired.";
                     problem(errors, &format!("lines.{i}.stock_available_id"), message);
                 }
             }
@@ -204,12 +205,13 @@ impl DispensingHooks {
 impl Hooks for DispensingHooks {
     async fn resolve(
         &self,
-        tx: &Transaction<'_>,
-        writer: &Writer<'_>,
+        unit: &Unit<'_>,
         id: Option<i64>,
         record: &Map<String, Value>,
         input: &mut Map<String, Value>,
     ) -> ApiResult<()> {
+        let tx = &**unit;
+        let writer = unit.writer();
         let mut errors = FieldErrors::new();
         let branch = record.get("branch_id").and_then(Value::as_i64).unwrap_or_default();
         let (code, timezone, today) = branch_today(tx, branch).await?;
@@ -240,6 +242,10 @@ impl Hooks for DispensingHooks {
         if let Some(lines) = lines_of(input).cloned() {
             let resolved = self.resolve_lines(tx, branch, today, lines, &mut errors).await?;
             input.insert("lines".into(), Value::Array(resolved));
+            with_totals(input, |line| {
+                cents(decimal_of(line, "quantity") * decimal_of(line, "unit_price"))
+                    - decimal_of(line, "discount")
+            });
         }
         if !errors.is_empty() {
             return Err(ApiError::Validation(errors));
@@ -253,32 +259,33 @@ impl Hooks for DispensingHooks {
 
     async fn written(
         &self,
-        tx: &Transaction<'_>,
-        _: &Writer<'_>,
+        unit: &Unit<'_>,
         id: i64,
         input: &Map<String, Value>,
         _: Option<&Value>,
     ) -> ApiResult<Vec<Topic>> {
+        let tx = &**unit;
         let Some(lines) = lines_of(input) else { return Ok(Vec::new()) };
         let insert = "INSERT INTO transaction_lines (transaction_id, pharmacy_item_id, stock_available_id, quantity, unit_price,
                                                      discount, line_total)
-                      SELECT $1, l.pharmacy_item_id, l.stock_available_id, l.quantity, l.unit_price, l.discount,
-                             round(l.quantity * l.unit_price, 2) - l.discount
+                      SELECT $1, l.pharmacy_item_id, l.stock_available_id, l.quantity, l.unit_price, l.discount, l.line_total
                         FROM jsonb_to_recordset($2) AS l(pharmacy_item_id bigint, stock_available_id bigint,
-                                                         quantity numeric, unit_price numeric, discount numeric)";
-        replace_lines(tx, "transactions", "transaction_lines", "transaction_id", id, insert, lines).await?;
+                                                         quantity numeric, unit_price numeric, discount numeric,
+                                                         line_total numeric)";
+        replace_lines(tx, "transaction_lines", "transaction_id", id, insert, lines).await?;
         Ok(Vec::new())
     }
 
     async fn acted(
         &self,
-        tx: &Transaction<'_>,
-        writer: &Writer<'_>,
+        unit: &Unit<'_>,
         id: i64,
         action: &Action,
         _: &Map<String, Value>,
         before: &Value,
     ) -> ApiResult<Vec<Topic>> {
+        let tx = &**unit;
+        let writer = unit.writer();
         let branch = before.get("branch_id").and_then(Value::as_i64).unwrap_or_default();
         match action.name {
             "complete" => dispense(tx, writer, id, branch).await?,
@@ -299,7 +306,7 @@ struct Line {
 
 /// Takes every line's stock (explicit lots, then first-expiry-first-out) and writes the
 /// dispense movements and allocations; any shortage is 409 naming them all.
-async fn dispense(tx: &Transaction<'_>, writer: &Writer<'_>, id: i64, branch: i64) -> ApiResult<()> {
+async fn dispense(tx: &Transaction<'_>, writer: &Writer, id: i64, branch: i64) -> ApiResult<()> {
     let rows = tx
         .query(
             "SELECT id, pharmacy_item_id, stock_available_id, quantity FROM transaction_lines WHERE transaction_id = $1 ORDER BY id",
@@ -315,13 +322,14 @@ async fn dispense(tx: &Transaction<'_>, writer: &Writer<'_>, id: i64, branch: i6
     items.dedup();
     let (_, _, today) = branch_today(tx, branch).await?;
     let mut lots = ledger::lock_lots_of_items(tx, branch, &items).await?;
+    still_dispensable(tx, &lines, &lots, today).await?;
     let plan = allocate(&lines, &mut lots.clone(), today)?;
     let entry = Entry { kind: "dispense", transaction_id: Some(id), ..Entry::default() };
     for (line, takes) in lines.iter().zip(plan) {
         let mut allocations = Vec::with_capacity(takes.len());
         for (lot_id, quantity) in takes {
             let lot = lots.iter_mut().find(|l| l.id == lot_id).ok_or(ApiError::NotFound)?;
-            ledger::post(tx, lot, -quantity, &entry, writer.user_id).await?;
+            ledger::post(tx, lot, -quantity, &entry, writer.user_id, "lines").await?;
             allocations.push(json!({ "stock_available_id": lot_id, "quantity": format!("{quantity:.3}") }));
         }
         tx.execute(
@@ -331,6 +339,47 @@ async fn dispense(tx: &Transaction<'_>, writer: &Writer<'_>, id: i64, branch: i6
         .await?;
     }
     Ok(())
+}
+
+/// A draft may wait days before it is completed: at completion each line's item must still be
+/// active, and a lot it names still this branch's live, active lot of that item and not
+/// expired (`lots` are the branch's live lots of the lines' items, locked). Else 422 naming
+/// each line.
+async fn still_dispensable(
+    tx: &Transaction<'_>,
+    lines: &[Line],
+    lots: &[Lot],
+    today: time::Date,
+) -> ApiResult<()> {
+    let items: Vec<i64> = lines.iter().map(|l| l.item).collect();
+    let active: Vec<i64> = tx
+        .query(
+            "SELECT id FROM pharmacy_items WHERE id = ANY($1) AND deleted_at IS NULL AND status = 'active'",
+            &[&items],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut errors = FieldErrors::new();
+    for (i, line) in lines.iter().enumerate() {
+        if !active.contains(&line.item) {
+            problem(&mut errors, &format!("lines.{i}.pharmacy_item_id"), "The item is no longer active.");
+        }
+        let Some(named) = line.lot else { continue };
+        let problem_with_lot = match lots.iter().find(|l| l.id == named && l.pharmacy_item_id == line.item) {
+            None => Some("The lot is no longer this item's at this branch.".to_owned()),
+            Some(lot) if !lot.active => Some("The lot has been made inactive.".to_owned()),
+            Some(lot) if lot.expiry_date.is_some_and(|e| e < today) => {
+                Some(format!("The lot expired on {}.", lot.expiry_date.unwrap_or(today)))
+            }
+            Some(_) => None,
+        };
+        if let Some(message) = problem_with_lot {
+            problem(&mut errors, &format!("lines.{i}.stock_available_id"), message);
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(ApiError::Validation(errors)) }
 }
 
 /// What each line takes from which lot, worked out on the locked lots before anything is
@@ -345,7 +394,7 @@ fn allocate(lines: &[Line], lots: &mut [Lot], today: time::Date) -> ApiResult<Ve
             Some(lot) => lots.iter_mut().filter(|l| l.id == lot).collect(),
             None => lots
                 .iter_mut()
-                .filter(|l| l.pharmacy_item_id == line.item && l.on_hand > Decimal::ZERO)
+                .filter(|l| l.pharmacy_item_id == line.item && l.on_hand > Decimal::ZERO && l.active)
                 .filter(|l| l.expiry_date.is_none_or(|e| e >= today))
                 .collect(),
         };
@@ -377,7 +426,7 @@ fn allocate(lines: &[Line], lots: &mut [Lot], today: time::Date) -> ApiResult<Ve
 }
 
 /// A void returns every allocation to its lot.
-async fn give_back(tx: &Transaction<'_>, writer: &Writer<'_>, id: i64) -> ApiResult<()> {
+async fn give_back(tx: &Transaction<'_>, writer: &Writer, id: i64) -> ApiResult<()> {
     let rows = tx
         .query("SELECT allocations FROM transaction_lines WHERE transaction_id = $1 ORDER BY id", &[&id])
         .await?;
@@ -397,7 +446,7 @@ async fn give_back(tx: &Transaction<'_>, writer: &Writer<'_>, id: i64) -> ApiRes
     let entry = Entry { kind: "return", transaction_id: Some(id), ..Entry::default() };
     for (lot_id, quantity) in returns {
         let lot = lots.iter_mut().find(|l| l.id == lot_id).ok_or(ApiError::NotFound)?;
-        ledger::post(tx, lot, quantity, &entry, writer.user_id).await?;
+        ledger::post(tx, lot, quantity, &entry, writer.user_id, "void_reason").await?;
     }
     Ok(())
 }

@@ -6,21 +6,22 @@ use rust_decimal::Decimal;
 use salvo::async_trait;
 use serde_json::{Map, Value, json};
 
+use super::document::{PHARMACY, given, problem};
 use super::ledger::{self, Entry};
-use super::{PHARMACY, given, problem};
 use crate::enums::{RECORD_STATUS, STOCK_MOVEMENT_KIND};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::list::SortDirection;
 use crate::notify::Topic;
+use crate::resource::Unit;
 use crate::resource::actions::{StateLock, TOGGLE_STATUS};
 use crate::resource::decimal;
 use crate::resource::field::{
-    Field, Kind, boolean, code, date, integer, money, one_of, past_timestamp, qty, registry_ref, signed_qty,
-    text,
+    Field, Kind, boolean, calculated_qty, code, date, integer, money, one_of, past_timestamp, qty,
+    registry_ref, signed_qty, text,
 };
 use crate::resource::hooks::{Deleted, Hooks};
-use crate::resource::store::{Writer, audit_event};
 use crate::resource::{Condition, Resource, Shape, Unique};
+use crate::resource::{Writer, audit_event};
 
 pub static PHARMACY_ITEMS: Resource = Resource {
     path: "pharmacy-items",
@@ -60,12 +61,15 @@ pub static STOCK_AVAILABLES: Resource = Resource {
         registry_ref("pharmacy_item_id", "pharmacy_items").required().fixed(),
         text("lot_no", 50).required(),
         date("expiry_date"),
+        // Lots in the ledger are never deleted; one no longer in use is made inactive.
+        boolean("active").defaulted(),
     ],
     read_only: &[("on_hand", Shape::Quantity)],
+    calculated: &[ledger::LEVEL],
     search: &["lot_no"],
     sort_fields: &["expiry_date", "lot_no", "on_hand", "created_at"],
     default_sort: "expiry_date",
-    filters: &["branch_id", "pharmacy_item_id", "expiring_within_days", "below_reorder"],
+    filters: &["branch_id", "pharmacy_item_id", "active", "expiring_within_days", "below_reorder"],
     conditions: &[
         Condition {
             name: "expiring_within_days",
@@ -110,12 +114,12 @@ impl Hooks for LotHooks {
     /// An item that expires needs an expiry date on each lot.
     async fn resolve(
         &self,
-        tx: &Transaction<'_>,
-        _: &Writer<'_>,
+        unit: &Unit<'_>,
         _: Option<i64>,
         record: &Map<String, Value>,
         _: &mut Map<String, Value>,
     ) -> ApiResult<()> {
+        let tx = &**unit;
         let item = record.get("pharmacy_item_id").and_then(Value::as_i64).unwrap_or_default();
         if given(record, "expiry_date").is_none() && has_expiry(tx, item).await? {
             return Err(ApiError::field("expiry_date", "The expiry date is required for this item."));
@@ -123,20 +127,32 @@ impl Hooks for LotHooks {
         Ok(())
     }
 
-    /// Only an empty lot goes.
+    /// Only an empty lot that never moved goes: a lot with movements is part of the ledger
+    /// (a void returns stock into it), so it is made inactive instead.
     async fn delete(
         &self,
-        _: &Transaction<'_>,
-        _: &Writer<'_>,
-        _: i64,
+        unit: &Unit<'_>,
+        id: i64,
         before: &Value,
         _: &Map<String, Value>,
     ) -> ApiResult<Option<Deleted>> {
+        let tx = &**unit;
         let on_hand = before.get("on_hand").and_then(decimal::of).unwrap_or_default();
         if !on_hand.is_zero() {
             return Err(ApiError::Conflict {
                 code: "stock_not_empty",
                 message: "The lot still holds stock; move it out first.".into(),
+            });
+        }
+        let moved: bool = tx
+            .query_one("SELECT EXISTS (SELECT 1 FROM stock_movements WHERE stock_available_id = $1)", &[&id])
+            .await?
+            .get(0);
+        if moved {
+            return Err(ApiError::Conflict {
+                code: "in_use",
+                message: "The lot has movements in the stock ledger and is kept; make it inactive instead."
+                    .into(),
             });
         }
         Ok(None)
@@ -168,6 +184,7 @@ pub static STOCK_MOVEMENTS: Resource = Resource {
         ("counterpart_id", Shape::Integer),
     ],
     server_written: &["pharmacy_item_id", "quantity_after"],
+    calculated: &[calculated_qty("quantity_after", "quantity")],
     filter_only: &[
         Field::new("pharmacy_item_id", Kind::Integer { min: 1, max: i64::MAX }),
         Field::new("delivery_id", Kind::Integer { min: 1, max: i64::MAX }),
@@ -229,24 +246,29 @@ fn check_movement(record: &Map<String, Value>, errors: &mut FieldErrors) -> Opti
     Some(quantity)
 }
 
+/// The input key that carries a transfer's target lot from `resolve` to `written`.
+const TARGET_LOT: &str = "target_lot_id";
+
 #[async_trait]
 impl Hooks for MovementHooks {
-    /// Locks the lot (and a transfer's target lot, in id order), moves the level, and fills
-    /// in the item and the level after; a movement that cannot be met is 409.
+    /// Locks every lot the movement touches (a transfer's target lot too) in one ordered
+    /// statement before anything moves, moves the level, and fills in the item and the level
+    /// after; a movement that cannot be met is 409.
     async fn resolve(
         &self,
-        tx: &Transaction<'_>,
-        writer: &Writer<'_>,
+        unit: &Unit<'_>,
         _: Option<i64>,
         record: &Map<String, Value>,
         input: &mut Map<String, Value>,
     ) -> ApiResult<()> {
+        let tx = &**unit;
+        let writer = unit.writer();
         let mut errors = FieldErrors::new();
         let quantity = check_movement(record, &mut errors).unwrap_or_default();
         let branch = record.get("branch_id").and_then(Value::as_i64).unwrap_or_default();
         let lot_id = record.get("stock_available_id").and_then(Value::as_i64).unwrap_or_default();
-        let mut lots = ledger::lock_lots(tx, &[lot_id]).await?;
-        let Some(lot) = lots.pop().filter(|l| l.branch_id == branch) else {
+        let Some(seen) = ledger::peek_lots(tx, &[lot_id]).await?.pop().filter(|l| l.branch_id == branch)
+        else {
             problem(&mut errors, "stock_available_id", "The lot is not one of this branch's.");
             return Err(ApiError::Validation(errors));
         };
@@ -256,53 +278,46 @@ impl Hooks for MovementHooks {
         if !errors.is_empty() {
             return Err(ApiError::Validation(errors));
         }
-        let mut source = lot;
+        let mut touched = vec![lot_id];
         if let Some(target) = target {
-            // Both lots, locked in id order before either moves.
             let target_lot = ledger::find_or_make_lot(
                 tx,
                 target,
-                source.pharmacy_item_id,
-                &source.lot_no,
-                source.expiry_date,
+                seen.pharmacy_item_id,
+                &seen.lot_no,
+                seen.expiry_date,
                 writer.user_id,
             )
             .await?;
-            let locked = ledger::lock_lots(tx, &[source.id, target_lot]).await?;
-            source = locked.into_iter().find(|l| l.id == source.id).unwrap_or(source);
+            touched.push(target_lot);
             input.insert("to_branch_id".into(), Value::from(target));
+            input.insert(TARGET_LOT.into(), Value::from(target_lot));
         }
-        ledger::move_level(tx, &mut source, quantity, writer.user_id).await?;
+        let locked = ledger::lock_lots(tx, &touched).await?;
+        let mut source = locked.into_iter().find(|l| l.id == lot_id).ok_or(ApiError::NotFound)?;
+        if source.lot_no != seen.lot_no {
+            // Renamed between the look and the lock: the target found is another lot's.
+            return Err(ApiError::Contended);
+        }
+        ledger::move_level(tx, &mut source, quantity, writer.user_id, "quantity").await?;
         input.insert("pharmacy_item_id".into(), Value::from(source.pharmacy_item_id));
         input.insert("quantity_after".into(), Value::String(format!("{:.3}", source.on_hand)));
         Ok(())
     }
 
-    /// A transfer out books its transfer in at the target branch, the two linked.
+    /// A transfer out books its transfer in at the target lot (locked in `resolve`), the two
+    /// linked.
     async fn written(
         &self,
-        tx: &Transaction<'_>,
-        writer: &Writer<'_>,
+        unit: &Unit<'_>,
         id: i64,
         input: &Map<String, Value>,
         _: Option<&Value>,
     ) -> ApiResult<Vec<Topic>> {
-        let Some(target) = input.get("to_branch_id").and_then(Value::as_i64) else { return Ok(Vec::new()) };
-        if input.get("kind").and_then(Value::as_str) != Some("transfer_out") {
-            return Ok(Vec::new());
-        }
-        let source: i64 = input.get("stock_available_id").and_then(Value::as_i64).unwrap_or_default();
+        let tx = &**unit;
+        let writer = unit.writer();
+        let Some(target_lot) = input.get(TARGET_LOT).and_then(Value::as_i64) else { return Ok(Vec::new()) };
         let quantity = input.get("quantity").and_then(decimal::of).unwrap_or_default();
-        let lot = ledger::lock_lots(tx, &[source]).await?.pop().ok_or(ApiError::NotFound)?;
-        let target_lot = ledger::find_or_make_lot(
-            tx,
-            target,
-            lot.pharmacy_item_id,
-            &lot.lot_no,
-            lot.expiry_date,
-            writer.user_id,
-        )
-        .await?;
         let mut target_lot = ledger::lock_lots(tx, &[target_lot]).await?.pop().ok_or(ApiError::NotFound)?;
         let entry = Entry {
             kind: "transfer_in",
@@ -311,7 +326,8 @@ impl Hooks for MovementHooks {
             counterpart_id: Some(id),
             ..Entry::default()
         };
-        let incoming = ledger::post(tx, &mut target_lot, -quantity, &entry, writer.user_id).await?;
+        let incoming =
+            ledger::post(tx, &mut target_lot, -quantity, &entry, writer.user_id, "quantity").await?;
         tx.execute("UPDATE stock_movements SET counterpart_id = $2 WHERE id = $1", &[&id, &incoming]).await?;
         let details = json!({ "stock_available_id": target_lot.id, "quantity": format!("{:.3}", -quantity), "counterpart_id": id });
         audit_event(tx, Some(writer.user_id), "create", &STOCK_MOVEMENTS, Some(incoming), details).await?;
@@ -321,7 +337,7 @@ impl Hooks for MovementHooks {
 
 /// The branch a transfer goes to: given, another branch, and one the caller may access.
 fn transfer_target(
-    writer: &Writer<'_>,
+    writer: &Writer,
     record: &Map<String, Value>,
     branch: i64,
     errors: &mut FieldErrors,

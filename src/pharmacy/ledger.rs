@@ -14,6 +14,10 @@ use serde_json::{Value, json};
 use time::{Date, OffsetDateTime};
 
 use crate::http::error::{ApiError, ApiResult};
+use crate::resource::field::{Calculated, calculated_qty};
+
+/// A lot's level, which movements compute: at most what the column holds.
+pub const LEVEL: Calculated = calculated_qty("on_hand", "quantity");
 
 /// A lot, locked for this transaction.
 #[derive(Debug, Clone)]
@@ -24,30 +28,32 @@ pub struct Lot {
     pub lot_no: String,
     pub expiry_date: Option<Date>,
     pub on_hand: Decimal,
+    /// Inactive lots take no new dispensing or receipts.
+    pub active: bool,
 }
 
-/// Locks the live lots `ids` in id order and answers them (in that order).
+const LOT_COLUMNS: &str = "id, branch_id, pharmacy_item_id, lot_no, expiry_date, on_hand, active";
+
+/// Reads the lots `ids` without locking them (to learn what else a posting touches).
+pub async fn peek_lots(tx: &Transaction<'_>, ids: &[i64]) -> ApiResult<Vec<Lot>> {
+    let sql = format!("SELECT {LOT_COLUMNS} FROM stock_availables WHERE id = ANY($1) ORDER BY id");
+    Ok(tx.query(&sql, &[&ids]).await?.iter().map(lot_of).collect())
+}
+
+/// Locks the lots `ids`, in id order, in one statement, and answers them (in that order).
+/// A lot a movement names is always found: lots in the ledger are never deleted.
 pub async fn lock_lots(tx: &Transaction<'_>, ids: &[i64]) -> ApiResult<Vec<Lot>> {
-    let rows = tx
-        .query(
-            "SELECT id, branch_id, pharmacy_item_id, lot_no, expiry_date, on_hand FROM stock_availables
-              WHERE id = ANY($1) AND deleted_at IS NULL ORDER BY id FOR UPDATE",
-            &[&ids],
-        )
-        .await?;
-    Ok(rows.iter().map(lot_of).collect())
+    let sql = format!("SELECT {LOT_COLUMNS} FROM stock_availables WHERE id = ANY($1) ORDER BY id FOR UPDATE");
+    Ok(tx.query(&sql, &[&ids]).await?.iter().map(lot_of).collect())
 }
 
 /// Locks every live lot of `items` at `branch`, in id order (dispensing picks among them).
 pub async fn lock_lots_of_items(tx: &Transaction<'_>, branch: i64, items: &[i64]) -> ApiResult<Vec<Lot>> {
-    let rows = tx
-        .query(
-            "SELECT id, branch_id, pharmacy_item_id, lot_no, expiry_date, on_hand FROM stock_availables
-              WHERE branch_id = $1 AND pharmacy_item_id = ANY($2) AND deleted_at IS NULL ORDER BY id FOR UPDATE",
-            &[&branch, &items],
-        )
-        .await?;
-    Ok(rows.iter().map(lot_of).collect())
+    let sql = format!(
+        "SELECT {LOT_COLUMNS} FROM stock_availables
+          WHERE branch_id = $1 AND pharmacy_item_id = ANY($2) AND deleted_at IS NULL ORDER BY id FOR UPDATE"
+    );
+    Ok(tx.query(&sql, &[&branch, &items]).await?.iter().map(lot_of).collect())
 }
 
 fn lot_of(row: &tokio_postgres::Row) -> Lot {
@@ -58,6 +64,7 @@ fn lot_of(row: &tokio_postgres::Row) -> Lot {
         lot_no: row.get(3),
         expiry_date: row.get(4),
         on_hand: row.get(5),
+        active: row.get(6),
     }
 }
 
@@ -123,9 +130,19 @@ pub fn insufficient(shortages: Vec<Value>) -> ApiError {
 }
 
 /// Moves a locked lot's level by `quantity` (409 `insufficient_stock` when it would go
-/// below zero); `lot.on_hand` follows. The caller appends the movement in the same
-/// transaction ([`post`] does both).
-pub async fn move_level(tx: &Transaction<'_>, lot: &mut Lot, quantity: Decimal, user: i64) -> ApiResult<()> {
+/// below zero, 422 on `blame` when it would pass the largest level a lot holds);
+/// `lot.on_hand` follows. The caller appends the movement in the same transaction ([`post`]
+/// does both).
+pub async fn move_level(
+    tx: &Transaction<'_>,
+    lot: &mut Lot,
+    quantity: Decimal,
+    user: i64,
+    blame: &str,
+) -> ApiResult<()> {
+    if quantity > Decimal::ZERO {
+        LEVEL.fit(lot.on_hand + quantity).map_err(|message| ApiError::field(blame, message))?;
+    }
     let moved = tx
         .query_opt(
             "UPDATE stock_availables SET on_hand = on_hand + $2, version = version + 1, updated_at = now(), updated_by = $3
@@ -146,8 +163,9 @@ pub async fn post(
     quantity: Decimal,
     entry: &Entry<'_>,
     user: i64,
+    blame: &str,
 ) -> ApiResult<i64> {
-    move_level(tx, lot, quantity, user).await?;
+    move_level(tx, lot, quantity, user, blame).await?;
     let row = tx
         .query_one(
             "INSERT INTO stock_movements (branch_id, stock_available_id, pharmacy_item_id, kind, quantity, quantity_after,

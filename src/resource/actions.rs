@@ -64,6 +64,13 @@ pub struct Action {
     pub done: &'static str,
 }
 
+impl Action {
+    /// Whether a record in `state` may undergo this action.
+    pub fn moves_from(&self, state: Option<&str>) -> bool {
+        state.is_some_and(|s| self.moves.iter().any(|m| m.from.contains(&s)))
+    }
+}
+
 /// What a record may still undergo in some states (a signed examination, a posted charge).
 #[derive(Debug, Clone, Copy)]
 pub struct StateLock {

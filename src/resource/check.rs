@@ -326,11 +326,22 @@ fn code(name: &str, value: &Value, min: usize, max: usize, marks: &str) -> Resul
     Ok(Value::String(code))
 }
 
-/// The name's form only; whether the database knows the zone is checked with the references.
+/// Whether `zone` has the form of an IANA time zone name and is not one of the other names a
+/// tz database installation carries: the machine's own `localtime`, the `posixrules` file,
+/// the `Factory` placeholder, and the copies under `posix/` and `right/`. Whether the
+/// database knows the zone is checked with the references.
+pub fn is_iana_zone_name(zone: &str) -> bool {
+    const NOT_ZONES: [&str; 3] = ["localtime", "posixrules", "Factory"];
+    (1..=64).contains(&zone.len())
+        && zone.bytes().all(|b| b.is_ascii_alphanumeric() || b"/_+-".contains(&b))
+        && !NOT_ZONES.contains(&zone)
+        && !zone.starts_with("posix/")
+        && !zone.starts_with("right/")
+}
+
 fn time_zone(name: &str, value: &Value) -> Result<Value, String> {
     let zone = string(name, value)?.trim();
-    let ok = (1..=64).contains(&zone.len())
-        && zone.bytes().all(|b| b.is_ascii_alphanumeric() || b"/_+-".contains(&b));
+    let ok = is_iana_zone_name(zone);
     if ok {
         Ok(Value::String(zone.to_owned()))
     } else {

@@ -6,18 +6,58 @@ use std::sync::Arc;
 use salvo::prelude::*;
 use serde_json::{Map, Value};
 
-use super::Scope;
-use super::store::{Conn, Writer};
-use super::validate::validate;
+use deadpool_postgres::ClientWrapper;
+
+use super::idempotency::Idempotency;
+use crate::db::BranchConn;
 use crate::db::directory::BranchRoute;
 use crate::http::error::{ApiError, ApiResult};
 use crate::state::{AppState, AuthUser};
+
+/// Where a resource's rows live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// In each branch schema; routes need `X-Branch-Id`.
+    Branch,
+    /// In the registry database; routes are global.
+    Registry,
+}
+
+/// A connection to wherever a resource's rows live.
+pub enum Conn {
+    Branch(BranchConn),
+    Registry(deadpool_postgres::Object),
+}
+
+impl Conn {
+    pub fn client(&mut self) -> &mut ClientWrapper {
+        match self {
+            Self::Branch(c) => c,
+            Self::Registry(c) => c,
+        }
+    }
+}
+
+/// Who is writing, with the state the write may need (registry references, hashing).
+#[derive(Clone)]
+pub struct Writer {
+    pub user_id: i64,
+    pub state: Arc<AppState>,
+    /// The branch being written, on branch routes.
+    pub branch_id: Option<i64>,
+    /// The `Idempotency-Key` claim of a POST, if it sent one.
+    pub idempotency: Option<std::sync::Arc<Idempotency>>,
+    /// The active branches the writer may work in (rows that belong to a branch).
+    pub branches: Vec<i64>,
+}
 
 pub struct Context {
     pub state: Arc<AppState>,
     pub user: Arc<AuthUser>,
     /// Set behind the `X-Branch-Id` hoop.
     pub branch: Option<Arc<BranchRoute>>,
+    /// The claim of a POST's `Idempotency-Key`, made by the `Idempotent` hoop.
+    pub idempotency: Option<Arc<Idempotency>>,
 }
 
 impl Context {
@@ -27,6 +67,7 @@ impl Context {
             state: AppState::of(depot),
             user: AuthUser::current(depot)?,
             branch: depot.get_typed::<Arc<BranchRoute>>().ok().cloned(),
+            idempotency: depot.get_typed::<Arc<Idempotency>>().ok().cloned(),
         })
     }
 
@@ -63,12 +104,12 @@ impl Context {
         self.user.branch_ids.iter().copied().collect()
     }
 
-    pub fn writer(&self) -> Writer<'_> {
+    pub fn writer(&self) -> Writer {
         Writer {
             user_id: self.user.id,
-            state: &self.state,
+            state: self.state.clone(),
             branch_id: self.branch.as_ref().map(|b| b.id),
-            idempotency: None,
+            idempotency: self.idempotency.clone(),
             branches: self.accessible_branches(),
         }
     }
@@ -76,17 +117,6 @@ impl Context {
     /// The request body as a JSON object (size-limited).
     pub async fn body(&self, req: &mut Request) -> ApiResult<Map<String, Value>> {
         crate::http::json_object(req, &self.state.settings).await
-    }
-
-    /// The request body, checked against `resource`'s declaration.
-    pub async fn input(
-        &self,
-        req: &mut Request,
-        resource: &super::Resource,
-        creating: bool,
-    ) -> ApiResult<Map<String, Value>> {
-        let body = self.body(req).await?;
-        validate(resource, &body, creating).map_err(ApiError::Validation)
     }
 }
 

@@ -18,6 +18,11 @@ pub enum Style {
     Quantity,
 }
 
+/// Money: at least 0, at most 10 integer digits, 2 decimals.
+pub const MONEY: Decimal = spec("0", "9999999999.99", "0.01", Style::Money);
+/// A quantity: at least 0, at most 9 integer digits, 3 decimals.
+pub const QUANTITY: Decimal = spec("0", "999999999.999", "0.001", Style::Quantity);
+
 /// `min..=max` in multiples of `step`, all as integers of `10^-scale`.
 #[derive(Debug, Clone, Copy)]
 pub struct Decimal {
@@ -92,12 +97,10 @@ impl Decimal {
 
     /// Checks a JSON number or numeric string; answers it at the declared scale.
     pub fn check(&self, name: &str, value: &Value) -> Result<Value, String> {
-        let text = match value {
-            Value::Number(n) => n.to_string(),
-            Value::String(s) => s.trim().to_owned(),
-            _ => return Err(format!("The {name} must be a number.")),
-        };
-        let exact = parse(&text).ok_or_else(|| format!("The {name} must be a number."))?;
+        let exact = of(value).ok_or_else(|| format!("The {name} must be a number."))?;
+        if self.min >= 0 && value.as_str().is_some_and(|s| s.starts_with('-')) {
+            return Err(format!("The {name} may not be negative."));
+        }
         let (min, max, step) = (self.min_value(), self.max_value(), self.step_value());
         if exact < min || exact > max {
             return Err(match self.style {
@@ -113,6 +116,17 @@ impl Decimal {
             return Err(format!("The {name} must be a multiple of {}.", step.normalize()));
         }
         Ok(self.answer(exact))
+    }
+
+    /// A value the server computed, rounded to the declared scale (half away from zero):
+    /// answered when it lies within the bounds, else `Err` with the largest allowed value.
+    pub fn fit(&self, value: Exact) -> Result<Value, Exact> {
+        let rounded =
+            value.round_dp_with_strategy(self.scale, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
+        if rounded < self.min_value() || rounded > self.max_value() {
+            return Err(self.max_value());
+        }
+        Ok(self.answer(rounded))
     }
 
     /// The value as answered: measurements as numbers, money and quantities as strings.
@@ -131,21 +145,30 @@ impl Decimal {
     }
 }
 
-/// A plain decimal (`-2.25`, `1250`, `.5`): no exponent, no NaN or infinity.
+/// A decimal in plain digits (`-2.25`, `1250`): an optional `-`, digits, and digits after a
+/// point if there is one; no `+`, no exponent, no NaN or infinity, no spaces (the API
+/// description's pattern).
 pub fn parse(text: &str) -> Option<Exact> {
-    let plain =
-        !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || b == b'.' || b == b'-' || b == b'+');
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, "0"));
+    let plain = !whole.is_empty()
+        && !fraction.is_empty()
+        && whole.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit());
     if !plain {
         return None;
     }
     Exact::from_str_exact(text).ok()
 }
 
-/// A JSON value read as an exact decimal, when it is one.
+/// A JSON value read as an exact decimal, when it is one: a numeric string as [`parse`]
+/// reads it, or a JSON number as written (`1.5`, `2e-3`), never through a float.
 pub fn of(value: &Value) -> Option<Exact> {
     match value {
-        Value::Number(n) => parse(&n.to_string()),
-        Value::String(s) => parse(s.trim()),
+        Value::Number(n) => {
+            let text = n.to_string();
+            if text.contains(['e', 'E']) { Exact::from_scientific(&text).ok() } else { parse(&text) }
+        }
+        Value::String(s) => parse(s),
         _ => None,
     }
 }
@@ -177,7 +200,11 @@ mod tests {
         assert_eq!(SPHERE.check("sphere", &json!(-2.5)).unwrap().to_string(), "-2.50");
         assert!(SPHERE.check("sphere", &json!(1.13)).unwrap_err().contains("multiple of 0.25"));
         assert!(SPHERE.check("sphere", &json!("30.25")).unwrap_err().contains("between"));
-        assert!(SPHERE.check("sphere", &json!("1e1")).is_err(), "no exponents");
+        assert!(SPHERE.check("sphere", &json!("1e1")).is_err(), "no exponents in strings");
+        assert_eq!(SPHERE.check("sphere", &json!(2.5e0)).unwrap().to_string(), "2.50");
+        for loose in [" 1.5", "+1.5", ".5", "5.", "1,5", ""] {
+            assert!(SPHERE.check("sphere", &json!(loose)).is_err(), "{loose:?}");
+        }
         assert!(SPHERE.check("sphere", &json!("abc")).is_err());
         assert!(SPHERE.check("sphere", &json!(true)).is_err());
         assert_eq!(PUPIL.check("pupil", &json!(3)).unwrap().to_string(), "3.0");
@@ -190,6 +217,8 @@ mod tests {
         assert_eq!(PRICE.check("price", &json!("0.1")).unwrap(), json!("0.10"));
         assert!(PRICE.check("price", &json!("12.345")).unwrap_err().contains("2 decimal places"));
         assert!(PRICE.check("price", &json!(-1)).unwrap_err().contains("negative"));
+        assert!(PRICE.check("price", &json!("-0")).unwrap_err().contains("negative"));
+        assert_eq!(PRICE.check("price", &json!("1.500")).unwrap(), json!("1.50"), "zeros past the scale");
         // A value a float would round: kept to the cent.
         assert_eq!(PRICE.check("price", &json!("9999999999.99")).unwrap(), json!("9999999999.99"));
     }

@@ -8,7 +8,7 @@ use salvo::oapi::{
 
 use super::actions::{Action, Verb};
 use super::decimal::{Decimal, Style};
-use super::field::{Kind, Structure};
+use super::field::{Field, Kind, Structure};
 use super::{Resource, Scope, Shape};
 use crate::http::docs::{self, Access, Doc};
 use crate::http::list;
@@ -36,17 +36,62 @@ fn formatted(format: KnownFormat) -> SchemaFormat {
     SchemaFormat::KnownFormat(format)
 }
 
-/// The schema of a value of `kind`.
+/// Which side of the API a schema describes: what a client may send is sometimes more than
+/// what the server answers (money is answered as a string, and sent as a string or a number).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Sent,
+    Answered,
+}
+
+/// The schema of a value of `kind`, as answered.
 pub fn field_schema(kind: Kind, nullable: bool) -> RefOr<Schema> {
+    schema_of(kind, nullable, Side::Answered)
+}
+
+/// The schema of a value of `kind`, as a client may send it.
+pub fn sent_schema(kind: Kind, nullable: bool) -> RefOr<Schema> {
+    schema_of(kind, nullable, Side::Sent)
+}
+
+/// Dates the server takes: years from 1850 (`resource::check`).
+const DATE_PATTERN: &str = "^(18[5-9][0-9]|19[0-9]{2}|[2-9][0-9]{3})-[0-9]{2}-[0-9]{2}$";
+/// Instants the server takes: years from 1900, with an offset.
+const TIMESTAMP_PATTERN: &str = "^(19[0-9]{2}|[2-9][0-9]{3})-";
+/// A phone number: digits and `+ - ( ) .` and spaces, with 5 to 20 digits.
+const PHONE_PATTERN: &str = r"^[ +().-]*([0-9][ +().-]*){5,20}$";
+
+fn schema_of(kind: Kind, nullable: bool, side: Side) -> RefOr<Schema> {
+    let schema = value_schema(kind, nullable, side);
+    // A blank string clears an optional field written as a string, as an emptied form box
+    // sends it (free text says so in its own pattern).
+    let blank_clears = side == Side::Sent
+        && nullable
+        && kind.is_string()
+        && !matches!(kind, Kind::Text { .. } | Kind::LongText { .. });
+    if !blank_clears {
+        return schema;
+    }
+    let blank = Object::with_type(BasicType::String).pattern(r"^\s*$").description("Blank: no value");
+    Schema::AnyOf(salvo::oapi::schema::AnyOf::new().item(schema).item(blank)).into()
+}
+
+fn value_schema(kind: Kind, nullable: bool, side: Side) -> RefOr<Schema> {
     let text = || typed(BasicType::String, nullable);
     let number = || typed(BasicType::Integer, nullable).format(formatted(KnownFormat::Int64));
+    // Values that may not be null may not be blank either (they are required, or emptying
+    // them is refused).
     let schema = match kind {
-        Kind::Text { max } | Kind::LongText { max } => text().max_length(max),
-        Kind::Email => text().format(formatted(KnownFormat::Email)),
-        Kind::Phone => text().max_length(32),
+        Kind::Text { max } => text().max_length(max).pattern(docs::text_pattern(true, nullable)),
+        Kind::LongText { max } => text().max_length(max).pattern(docs::text_pattern(false, nullable)),
+        Kind::Email => text().format(formatted(KnownFormat::Email)).max_length(254),
+        Kind::Phone => text().max_length(32).pattern(PHONE_PATTERN),
         Kind::Integer { min, max } => number().minimum(min).maximum(max),
         Kind::Ref(_) => number().minimum(1).description("Id of an existing record"),
-        Kind::Date { .. } => text().format(formatted(KnownFormat::Date)),
+        Kind::Date { past } => text()
+            .format(formatted(KnownFormat::Date))
+            .pattern(DATE_PATTERN)
+            .description(if past { "Not in the future" } else { "YYYY-MM-DD" }),
         Kind::Bool => typed(BasicType::Boolean, nullable),
         Kind::Enum(values) => {
             let values = values.values.iter().map(|v| serde_json::Value::from(*v));
@@ -60,23 +105,27 @@ pub fn field_schema(kind: Kind, nullable: bool) -> RefOr<Schema> {
             .pattern(format!("^[A-Za-z0-9{}]+$", marks.replace('-', "\\-")))
             .description("Uppercased when stored"),
         Kind::TimeZone => text().max_length(64).description("IANA time zone, e.g. Asia/Manila"),
-        Kind::Username => text().min_length(3).max_length(50),
+        Kind::Username => text().min_length(3).max_length(50).pattern("^[A-Za-z0-9._-]+$"),
         Kind::Password => typed(BasicType::String, false)
             .min_length(8)
             .max_length(128)
+            .pattern(r"^[^\x00-\x1f\x7f-\x9f]*$")
             .format(formatted(KnownFormat::Password)),
-        Kind::IdList => return list_of(docs::integer(), nullable),
-        Kind::NameList => return list_of(docs::string(), nullable),
+        Kind::IdList => return list_of(docs::integer().minimum(1), nullable),
+        Kind::NameList => {
+            let name = docs::string().min_length(1).max_length(100).pattern(docs::text_pattern(true, false));
+            return list_of(name, nullable);
+        }
+        Kind::Decimal(spec) if side == Side::Sent => return sent_decimal(spec, nullable),
         Kind::Decimal(spec) => decimal_schema(spec, nullable),
-        Kind::Timestamp { past } => text().format(formatted(KnownFormat::DateTime)).description(if past {
-            "RFC 3339; not in the future"
-        } else {
-            "RFC 3339"
-        }),
+        Kind::Timestamp { past } => text()
+            .format(formatted(KnownFormat::DateTime))
+            .pattern(TIMESTAMP_PATTERN)
+            .description(if past { "RFC 3339; not in the future" } else { "RFC 3339" }),
         Kind::Time => text().pattern("^([01][0-9]|2[0-3]):[0-5][0-9]$").description("HH:MM"),
         Kind::Object(structure) => return nullable_ref(structure.name, nullable),
         Kind::List { item, min, max, distinct } => {
-            let list = Array::new().items(field_schema(*item, false)).min_items(min).max_items(max);
+            let list = Array::new().items(schema_of(*item, false, side)).min_items(min).max_items(max);
             let list = if distinct { list.unique_items(true) } else { list };
             return if nullable {
                 list.schema_type([BasicType::Array, BasicType::Null].into_iter().collect::<SchemaType>())
@@ -87,6 +136,41 @@ pub fn field_schema(kind: Kind, nullable: bool) -> RefOr<Schema> {
         }
     };
     schema.into()
+}
+
+/// A decimal as a client may send it: a JSON number on the declared range and step, or a
+/// numeric string (`"1250.5"`, `"-2.25"`).
+fn sent_decimal(spec: Decimal, nullable: bool) -> RefOr<Schema> {
+    let as_f64 = |d: rust_decimal::Decimal| d.to_string().parse::<f64>().unwrap_or_default();
+    let number = Object::with_type(BasicType::Number)
+        .minimum(as_f64(spec.min_value()))
+        .maximum(as_f64(spec.max_value()))
+        .multiple_of(as_f64(spec.step_value()));
+    let sign = if spec.min < 0 { "-?" } else { "" };
+    let string = match spec.style {
+        // Any number of decimals that are zeros past the scale (`"2.500"` is 2.50).
+        Style::Money | Style::Quantity => {
+            let digits = spec.max_value().trunc().to_string().len();
+            Object::with_type(BasicType::String).pattern(format!(
+                "^{sign}0*[0-9]{{1,{digits}}}(\\.[0-9]{{1,{scale}}}0*)?$",
+                scale = spec.scale
+            ))
+        }
+        Style::Measurement => {
+            Object::with_type(BasicType::String).pattern(format!("^{sign}[0-9]+(\\.[0-9]+)?$"))
+        }
+    };
+    let mut either = salvo::oapi::schema::AnyOf::new().item(number).item(string);
+    if nullable {
+        either = either.item(typed(BasicType::Null, false));
+    }
+    Schema::AnyOf(either.description(format!(
+        "Exact decimal from {} to {} in steps of {}: a number, or a string of digits",
+        spec.min_value(),
+        spec.max_value(),
+        spec.step_value().normalize()
+    )))
+    .into()
 }
 
 /// A structure's component, or null.
@@ -133,8 +217,9 @@ pub fn structure_schema(structure: &Structure) -> Object {
         schema =
             schema.property("unable_to_assess", typed(BasicType::Boolean, false).default_value(false.into()));
     }
+    // One component serves both sides: what may be sent covers what is answered.
     for f in structure.fields {
-        schema = schema.property(f.name, field_schema(f.kind, !f.required));
+        schema = schema.property(f.name, sent_schema(f.kind, !f.required));
         if f.required {
             schema = schema.required(f.name);
         }
@@ -210,19 +295,26 @@ fn output_schema(resource: &Resource) -> Object {
 }
 
 /// The body of a create or an update.
-fn input_schema(resource: &Resource) -> Object {
+/// The body of a create: required fields the server does not fill in must be sent; a
+/// defaulted field left out or null takes its default.
+fn create_schema(resource: &Resource) -> Object {
+    let filled = |f: &Field| f.caller_by_default || resource.derived.iter().any(|d| d.field == f.name);
     let mut input = Object::new();
-    for f in resource.all_fields() {
-        input = input.property(f.name, field_schema(f.kind, !f.required && !f.defaulted));
-        if f.required {
+    for f in resource.all_fields().chain(resource.write_only) {
+        input = input.property(f.name, sent_schema(f.kind, !f.required));
+        if f.required && !filled(f) {
             input = input.required(f.name);
         }
     }
-    for f in resource.write_only {
-        input = input.property(f.name, field_schema(f.kind, !f.required));
-        if f.required {
-            input = input.required(f.name);
-        }
+    input
+}
+
+/// The body of an update: only the fields sent change, so none is required; a required or
+/// defaulted field may not be emptied.
+fn change_schema(resource: &Resource) -> Object {
+    let mut input = Object::new();
+    for f in resource.all_fields().chain(resource.write_only) {
+        input = input.property(f.name, sent_schema(f.kind, !f.required && !f.defaulted));
     }
     input
 }
@@ -267,32 +359,8 @@ impl Operations<'_> {
 
     fn list(&self, item: impl Into<RefOr<Schema>>) -> Operation {
         let r = self.resource;
-        let mut op = self
-            .start(&format!("List {}", r.label.to_lowercase()))
-            .add_parameter(docs::query(
-                "page",
-                docs::integer().minimum(1).maximum(i64::MAX / list::MAX_PER_PAGE),
-                "Page number (default 1)",
-            ))
-            .add_parameter(docs::query(
-                "perPage",
-                docs::integer().minimum(1).maximum(list::MAX_PER_PAGE),
-                "Items per page (default 15)",
-            ))
-            .add_parameter(docs::query(
-                "sortField",
-                docs::string().enum_values(r.sort_fields.iter().copied()),
-                &format!("Default {}", r.default_sort),
-            ))
-            .add_parameter(docs::query(
-                "sortDirection",
-                docs::string().enum_values(["asc", "desc"]),
-                "Default asc",
-            ));
-        if let Some(search) = search_parameter(r) {
-            op = op.add_parameter(search);
-        }
-        for parameter in date_range_parameters(r).into_iter().chain(filter_parameters(r)) {
+        let mut op = self.start(&format!("List {}", r.label.to_lowercase()));
+        for parameter in list_parameters(r) {
             op = op.add_parameter(parameter);
         }
         let op = Doc::answers(op, "200", "One page", docs::paginated(item));
@@ -318,7 +386,8 @@ impl Operations<'_> {
             .add_parameter(if_match_header(
                 "ETag of the version being edited; 412 when it changed meanwhile",
             ));
-        let op = Doc::answers(Doc::with_body(op, body), "200", "Updated", docs::envelope(item));
+        // Only the fields sent change: an empty body changes nothing but the version.
+        let op = Doc::answers(Doc::with_optional_body(op, body), "200", "Updated", docs::envelope(item));
         Doc::not_found(Doc::stale(op))
     }
 
@@ -334,7 +403,7 @@ impl Operations<'_> {
         } else {
             let mut body = Object::new();
             for f in action.input {
-                body = body.property(f.name, field_schema(f.kind, !f.required));
+                body = body.property(f.name, sent_schema(f.kind, !f.required));
                 if f.required {
                     body = body.required(f.name);
                 }
@@ -366,8 +435,34 @@ impl Operations<'_> {
     }
 }
 
+/// The parameters of a resource's list: paging, sorting, its search, date range and filters.
+pub fn list_parameters(r: &Resource) -> Vec<Parameter> {
+    let mut parameters = vec![
+        docs::query(
+            "page",
+            docs::integer().minimum(1).maximum(i64::MAX / list::MAX_PER_PAGE),
+            "Page number (default 1)",
+        ),
+        docs::query(
+            "perPage",
+            docs::integer().minimum(1).maximum(list::MAX_PER_PAGE),
+            "Items per page (default 15)",
+        ),
+        docs::query(
+            "sortField",
+            docs::string().enum_values(r.sort_fields.iter().copied()),
+            &format!("Default {}", r.default_sort),
+        ),
+        docs::query("sortDirection", docs::string().enum_values(["asc", "desc"]), "Default asc"),
+    ];
+    parameters.extend(search_parameter(r));
+    parameters.extend(date_range_parameters(r));
+    parameters.extend(filter_parameters(r));
+    parameters
+}
+
 fn search_parameter(r: &Resource) -> Option<Parameter> {
-    let schema = || docs::string().max_length(list::MAX_SEARCH_LEN);
+    let schema = docs::search_term;
     if let Some(column) = r.search_words {
         Some(docs::query(
             "search",
@@ -391,28 +486,29 @@ fn date_range_parameters(r: &Resource) -> Vec<Parameter> {
         .collect()
 }
 
+/// A filter's value: one of its kind, or blank for no filter (what an emptied box sends).
+fn filter_schema(kind: Kind) -> RefOr<Schema> {
+    let empty = Object::with_type(BasicType::String).pattern(r"^\s*$");
+    Schema::AnyOf(salvo::oapi::schema::AnyOf::new().item(field_schema(kind, false)).item(empty)).into()
+}
+
 fn filter_parameters(r: &Resource) -> Vec<Parameter> {
+    let kind_of =
+        |filter: &str| r.condition(filter).map(|c| c.kind).or_else(|| r.filter_field(filter).map(|f| f.kind));
     r.filters
         .iter()
         .map(|filter| {
-            if let Some(condition) = r.condition(filter) {
-                return docs::query(
-                    &format!("filters[{filter}]"),
-                    field_schema(condition.kind, false),
-                    condition.sql,
-                );
-            }
-            let schema =
-                r.filter_field(filter).map_or_else(|| docs::string().into(), |f| field_schema(f.kind, false));
-            let also = if r.filter_aliases.contains(filter) {
-                format!("; also as {filter}=")
-            } else {
-                String::new()
+            let schema = kind_of(filter).map_or_else(|| docs::search_term().into(), filter_schema);
+            let what = match (r.condition(filter), r.filter_aliases.contains(filter)) {
+                (Some(condition), _) => condition.sql.to_owned(),
+                (None, true) => format!("Exact match; also as {filter}=; empty: no filter"),
+                (None, false) => "Exact match; empty: no filter".to_owned(),
             };
-            docs::query(&format!("filters[{filter}]"), schema, &format!("Exact match{also}"))
+            docs::query(&format!("filters[{filter}]"), schema, &what)
         })
         .chain(r.filter_aliases.iter().map(|alias| {
-            docs::query(alias, docs::string(), &format!("The same as filters[{alias}]; both, different: 422"))
+            let schema = kind_of(alias).map_or_else(|| docs::search_term().into(), filter_schema);
+            docs::query(alias, schema, &format!("The same as filters[{alias}]; both, different: 422"))
         }))
         .collect()
 }
@@ -421,26 +517,34 @@ fn filter_parameters(r: &Resource) -> Vec<Parameter> {
 pub fn document(doc: &mut Doc, resource: &'static Resource) {
     let name = schema_name(resource);
     let mut structures = Vec::new();
-    for f in resource.all_fields() {
+    for f in
+        resource.all_fields().chain(resource.write_only).chain(resource.actions.iter().flat_map(|a| a.input))
+    {
         structures_in(f.kind, &mut structures);
     }
     for structure in structures {
         doc.add_schema(structure.name, structure_schema(structure));
     }
     doc.add_schema(&name, output_schema(resource));
-    doc.add_schema(&format!("{name}Input"), input_schema(resource));
+    doc.add_schema(&format!("{name}Input"), create_schema(resource));
+    doc.add_schema(&format!("{name}Change"), change_schema(resource));
     let item = || Ref::from_schema_name(&name);
     let body = || Ref::from_schema_name(format!("{name}Input"));
+    let change = || Ref::from_schema_name(format!("{name}Change"));
     let collection = resource.collection_path();
     let member = format!("{collection}/{{id}}");
     let ops = Operations::new(resource);
     doc.add(PathItemType::Get, &collection, ops.list(item()));
     doc.add(PathItemType::Get, &member, ops.show(item()));
+    for action in resource.actions {
+        let (verb, op) = ops.action(action, item());
+        doc.add(verb, &format!("{member}/{}", action.segment), op);
+    }
     if !resource.writable {
         return;
     }
     doc.add(PathItemType::Post, &collection, ops.create(item(), body()));
-    let (update, delete) = (ops.update(item(), body()), ops.delete());
+    let (update, delete) = (ops.update(item(), change()), ops.delete());
     match resource.lock {
         Some(lock) => {
             let update = match lock.amend {
@@ -466,9 +570,5 @@ pub fn document(doc: &mut Doc, resource: &'static Resource) {
             doc.add(PathItemType::Put, &member, update);
             doc.add(PathItemType::Delete, &member, delete);
         }
-    }
-    for action in resource.actions {
-        let (verb, op) = ops.action(action, item());
-        doc.add(verb, &format!("{member}/{}", action.segment), op);
     }
 }

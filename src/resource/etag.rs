@@ -11,7 +11,9 @@ pub enum IfMatch {
 }
 
 impl IfMatch {
-    /// Parses `If-Match: "3"`, `W/"3"`, `"3", "4"` or `*`. Unparseable tags match nothing.
+    /// Parses `If-Match: "3"`, `W/"3"`, `"3", "4"` or `*`. A tag this server never gives (a
+    /// malformed one, a version no record reaches) matches nothing: the precondition fails
+    /// (412), as RFC 9110 has it, and nothing is written.
     pub fn parse(header: &str) -> Self {
         if header.trim() == "*" {
             return Self::Any;
@@ -21,7 +23,7 @@ impl IfMatch {
             .filter_map(|tag| {
                 let tag = tag.trim();
                 let tag = tag.strip_prefix("W/").unwrap_or(tag);
-                tag.trim_matches('"').parse().ok()
+                tag.strip_prefix('"')?.strip_suffix('"')?.parse().ok()
             })
             .collect();
         Self::Versions(versions)
@@ -29,7 +31,7 @@ impl IfMatch {
 
     /// The `If-Match` of a request, if any.
     pub fn of(req: &Request) -> Option<Self> {
-        req.headers().get("if-match").and_then(|v| v.to_str().ok()).map(Self::parse)
+        req.headers().get("if-match").map(|v| Self::parse(v.to_str().unwrap_or_default()))
     }
 
     pub fn allows(&self, version: i64) -> bool {
@@ -51,11 +53,14 @@ mod tests {
 
     #[test]
     fn parses_strong_weak_lists_and_star() {
-        assert!(IfMatch::parse("\"3\"").allows(3));
-        assert!(IfMatch::parse("W/\"3\"").allows(3));
-        assert!(IfMatch::parse("\"2\", \"4\"").allows(4));
-        assert!(!IfMatch::parse("\"2\"").allows(3));
-        assert!(IfMatch::parse("*").allows(9));
-        assert!(!IfMatch::parse("garbage").allows(1));
+        let parse = IfMatch::parse;
+        assert!(parse("\"3\"").allows(3));
+        assert!(parse("W/\"3\"").allows(3));
+        assert!(parse("\"2\", \"4\"").allows(4));
+        assert!(!parse("\"2\"").allows(3));
+        assert!(parse("*").allows(9));
+        for malformed in ["garbage", "", "\"\"", "3", "\"99999999999999999999\""] {
+            assert!(!parse(malformed).allows(3), "{malformed}");
+        }
     }
 }

@@ -34,9 +34,36 @@ pub struct Structure {
     pub name: &'static str,
     pub fields: &'static [Field],
     pub rules: &'static [Rule],
+    /// Values the server computes into each object (a line's total).
+    pub calculated: &'static [Calculated],
     /// The findings of one eye: `unable_to_assess` (default false) may replace them; when it
     /// is false the required fields must be there and at least one field hold a value.
     pub per_eye: bool,
+}
+
+/// A value the server computes from sent ones and writes: an amount, a line total, a stock
+/// level. It is held to its declared bounds like a sent value, so that whatever the server
+/// writes fits its column; when it does not, the request is 422 on `from`, the sent field
+/// whose value makes it too large, and nothing is written.
+#[derive(Debug, Clone, Copy)]
+pub struct Calculated {
+    pub name: &'static str,
+    pub kind: Decimal,
+    pub from: &'static str,
+}
+
+impl Calculated {
+    /// The value as answered, or the message for `from`.
+    pub fn fit(&self, value: rust_decimal::Decimal) -> Result<Value, String> {
+        self.kind.fit(value).map_err(|largest| {
+            format!(
+                "The {} computed from the {} would be {}, more than the largest allowed, {largest}.",
+                self.name.replace('_', " "),
+                self.from.replace('_', " "),
+                value.normalize()
+            )
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -102,6 +129,25 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Whether values of the kind are written as JSON strings (so that a blank string means
+    /// "no value", as an emptied form box sends it).
+    pub fn is_string(self) -> bool {
+        matches!(
+            self,
+            Self::Text { .. }
+                | Self::LongText { .. }
+                | Self::Email
+                | Self::Phone
+                | Self::Date { .. }
+                | Self::Timestamp { .. }
+                | Self::Time
+                | Self::Enum(_)
+                | Self::Code { .. }
+                | Self::TimeZone
+                | Self::Username
+        )
+    }
+
     /// The SQL type a filter value is cast to.
     pub fn sql_type(self) -> &'static str {
         match self {
@@ -217,11 +263,19 @@ pub const fn num(name: &'static str, min: &str, max: &str, step: &str) -> Field 
 }
 /// Money: at least 0, at most 10 integer digits, 2 decimals, answered as a string.
 pub const fn money(name: &'static str) -> Field {
-    Field::new(name, Kind::Decimal(decimal::spec("0", "9999999999.99", "0.01", Style::Money)))
+    Field::new(name, Kind::Decimal(decimal::MONEY))
 }
 /// A quantity: at least 0, at most 9 integer digits, 3 decimals, answered as a string.
 pub const fn qty(name: &'static str) -> Field {
-    Field::new(name, Kind::Decimal(decimal::spec("0", "999999999.999", "0.001", Style::Quantity)))
+    Field::new(name, Kind::Decimal(decimal::QUANTITY))
+}
+/// Money the server computes from `from` (an amount, a total).
+pub const fn calculated_money(name: &'static str, from: &'static str) -> Calculated {
+    Calculated { name, kind: decimal::MONEY, from }
+}
+/// A quantity the server computes from `from` (a stock level).
+pub const fn calculated_qty(name: &'static str, from: &'static str) -> Calculated {
+    Calculated { name, kind: decimal::QUANTITY, from }
 }
 /// A quantity that may be negative (a movement out of stock).
 pub const fn signed_qty(name: &'static str) -> Field {

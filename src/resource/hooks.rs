@@ -5,23 +5,28 @@
 //! The shared handlers call these at fixed points, so a resource with hooks still validates,
 //! audits, answers and invalidates caches exactly like every other.
 
-use deadpool_postgres::Transaction;
 use salvo::async_trait;
 use serde_json::{Map, Value};
 
 use super::actions::Action;
-use super::store::Writer;
+use super::context::Writer;
+use super::unit::Unit;
 use crate::http::error::ApiResult;
 use crate::notify::Topic;
 
-/// What a resource's own delete did instead of the shared soft delete.
-pub struct Deleted {
-    /// The audit action (`archive`, `deactivate`, `delete`).
-    pub action: &'static str,
-    /// The answer's message.
-    pub message: &'static str,
-    /// Cached entries the change makes stale.
-    pub topics: Vec<Topic>,
+/// What a resource's own delete does instead of the shared soft delete.
+pub enum Deleted {
+    /// A declared action with its checked input (a posted transaction is voided with its
+    /// reason): run and audited as the action, and answered with the record.
+    Act(&'static Action, Map<String, Value>),
+    /// The hook's own write (archive, deactivate, remove), audited as `action`.
+    Own {
+        action: &'static str,
+        /// The answer's message.
+        message: &'static str,
+        /// Cached entries the change makes stale.
+        topics: Vec<Topic>,
+    },
 }
 
 #[async_trait]
@@ -30,7 +35,7 @@ pub trait Hooks: Send + Sync {
     /// `id` is `None` on create.
     async fn prepare(
         &self,
-        _writer: &Writer<'_>,
+        _writer: &Writer,
         _id: Option<i64>,
         _input: &mut Map<String, Value>,
     ) -> ApiResult<()> {
@@ -42,8 +47,7 @@ pub trait Hooks: Send + Sync {
     /// entries the write makes stale.
     async fn written(
         &self,
-        _tx: &Transaction<'_>,
-        _writer: &Writer<'_>,
+        _unit: &Unit<'_>,
         _id: i64,
         _input: &Map<String, Value>,
         _before: Option<&Value>,
@@ -55,8 +59,7 @@ pub trait Hooks: Send + Sync {
     /// re-read and audited (posting a delivery writes its stock movements here).
     async fn acted(
         &self,
-        _tx: &Transaction<'_>,
-        _writer: &Writer<'_>,
+        _unit: &Unit<'_>,
         _id: i64,
         _action: &Action,
         _input: &Map<String, Value>,
@@ -67,7 +70,7 @@ pub trait Hooks: Send + Sync {
 
     /// After the write committed (mail, notices): `before` is `None` on create, `after` on
     /// delete. Cannot fail the write.
-    async fn committed(&self, _writer: &Writer<'_>, _before: Option<&Value>, _after: Option<&Value>) {}
+    async fn committed(&self, _writer: &Writer, _before: Option<&Value>, _after: Option<&Value>) {}
 
     /// In the write's transaction, after the record's rules and before the row is written:
     /// checks and fills in what needs other rows (a price, a payment method's rules). `record`
@@ -75,8 +78,7 @@ pub trait Hooks: Send + Sync {
     /// added to `input` is written.
     async fn resolve(
         &self,
-        _tx: &Transaction<'_>,
-        _writer: &Writer<'_>,
+        _unit: &Unit<'_>,
         _id: Option<i64>,
         _record: &Map<String, Value>,
         _input: &mut Map<String, Value>,
@@ -88,8 +90,7 @@ pub trait Hooks: Send + Sync {
     /// `input` holds what the request sent (body fields, then query parameters).
     async fn delete(
         &self,
-        _tx: &Transaction<'_>,
-        _writer: &Writer<'_>,
+        _unit: &Unit<'_>,
         _id: i64,
         _before: &Value,
         _input: &Map<String, Value>,

@@ -1,54 +1,136 @@
-//! `Idempotency-Key` on POST: the same user, path and key within 24 hours replays the first
-//! successful answer and writes nothing; the same key with another body is 409
-//! `idempotency_key_reused`; errors are not kept.
+//! `Idempotency-Key` on every authenticated POST: the same user, route and key within 24
+//! hours replays the first successful answer and writes nothing; the same key with another
+//! body is 409 `idempotency_key_reused`; errors are not kept.
 //!
-//! The key is claimed in the write's own transaction, before anything else: a concurrent
-//! duplicate's claim waits on the unique index until the first commits (then it replays) or
-//! rolls back (then it runs itself).
+//! Two parts, so that no handler can forget it:
+//! - the [`Idempotent`] hoop, on every authenticated route, turns the header into a claim:
+//!   it checks the key, names the route by its template and parsed parameters (so
+//!   `/patients/3/...`, `/patients/03/...` and `/patients/3/.../` are one route), and puts
+//!   the claim in the depot, where [`Context`](super::Context) finds it;
+//! - the unit of work of the write (`store::write`) claims the key in the write's own
+//!   transaction, before anything else, and keeps the answer in it. A concurrent duplicate's
+//!   claim waits on the unique index until the first commits (then it replays) or rolls back
+//!   (then it runs itself).
+//!
+//! A POST that answers 2xx without a unit keeping its answer wrote outside the mechanism: it
+//! is logged, and debug builds (the tests) answer 500 so that it cannot go unnoticed.
 
-use salvo::Request;
-use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use salvo::http::Method;
+use salvo::prelude::*;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::db::Queries;
 use crate::http::error::{ApiError, ApiResult};
+use crate::state::AppState;
 
 pub const HEADER: &str = "idempotency-key";
 
-/// A request's claim: its key, where it was sent, and what it carried.
-#[derive(Debug, Clone)]
+/// A request's claim: its key, the route it was sent to, and what it carried.
+#[derive(Debug)]
 pub struct Idempotency {
     pub key: String,
-    pub path: String,
+    /// `POST <route template> <parameter=value ...>`, the parameters parsed.
+    pub scope: String,
     fingerprint: Vec<u8>,
+    kept: AtomicBool,
 }
 
 impl Idempotency {
-    /// The request's key, if it sent one (1 to 100 visible ASCII characters, else 400).
-    pub fn of(req: &Request, body: &Map<String, Value>) -> ApiResult<Option<Self>> {
+    /// The claim of a POST that sent a key (1 to 100 visible ASCII characters, else 400).
+    pub async fn of(req: &mut Request, state: &AppState) -> ApiResult<Option<Self>> {
         let Some(raw) = req.headers().get(HEADER) else { return Ok(None) };
-        let key = raw.to_str().unwrap_or_default();
+        let key = raw.to_str().unwrap_or_default().to_owned();
         if !(1..=100).contains(&key.len()) || !key.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(ApiError::bad_request(
                 "invalid_idempotency_key",
                 "The Idempotency-Key must be 1 to 100 visible ASCII characters.",
             ));
         }
-        let fingerprint = Sha256::digest(Value::Object(body.clone()).to_string().as_bytes()).to_vec();
-        Ok(Some(Self { key: key.to_owned(), path: req.uri().path().to_owned(), fingerprint }))
+        let scope = scope_of(req);
+        // The body as the handler will read it (objects compare by content, not spacing).
+        let fingerprint = match crate::http::json_object(req, &state.settings).await {
+            Ok(body) => Sha256::digest(Value::Object(body).to_string().as_bytes()).to_vec(),
+            Err(e) => return Err(e),
+        };
+        Ok(Some(Self { key, scope, fingerprint, kept: AtomicBool::new(false) }))
+    }
+
+    /// Whether a unit of work kept the answer with the key.
+    pub fn kept(&self) -> bool {
+        self.kept.load(Ordering::Acquire)
     }
 }
 
-/// What a claim found.
-pub enum Claim {
-    /// Nobody used the key yet (or not in the last 24 hours): go on.
-    Fresh,
-    /// The first answer: `(status, body)`.
-    Replay(u16, Value),
+/// The route a request reached: its template (`api/v1/patients/{patient_id}/...`) and its
+/// path parameters in name order, ids as the integers they parse to.
+fn scope_of(req: &Request) -> String {
+    let mut params: Vec<(String, String)> = req
+        .params()
+        .iter()
+        .map(|(name, value)| {
+            let canonical = value.parse::<i64>().map_or_else(|_| value.clone(), |id| id.to_string());
+            (name.clone(), canonical)
+        })
+        .collect();
+    params.sort();
+    let params: Vec<String> = params.into_iter().map(|(n, v)| format!("{n}={v}")).collect();
+    format!("{} /{} {}", req.method(), req.matched_path(), params.join("&"))
 }
 
-/// Claims the key inside the write's transaction.
-pub async fn claim(tx: &impl Queries, user: i64, idem: &Idempotency) -> ApiResult<Claim> {
+/// Hoop on every authenticated route (see the module's comment).
+pub struct Idempotent;
+
+/// Marks a POST route that takes no Idempotency-Key (`POST /auth/logout`: once its token
+/// is revoked, a repeat is answered 401, which tells the client the same).
+pub struct Unkeyed;
+
+#[async_trait]
+impl Handler for Unkeyed {
+    async fn handle(&self, _req: &mut Request, depot: &mut Depot, _res: &mut Response, _ctrl: &mut FlowCtrl) {
+        depot.insert_typed(UnkeyedRoute);
+    }
+}
+
+struct UnkeyedRoute;
+
+#[async_trait]
+impl Handler for Idempotent {
+    async fn handle(&self, req: &mut Request, depot: &mut Depot, res: &mut Response, ctrl: &mut FlowCtrl) {
+        if req.method() != Method::POST {
+            return;
+        }
+        let state = AppState::of(depot);
+        let claim = match Idempotency::of(req, &state).await {
+            Ok(Some(claim)) => Arc::new(claim),
+            Ok(None) => return,
+            Err(e) => {
+                res.render(e);
+                ctrl.skip_rest();
+                return;
+            }
+        };
+        depot.insert_typed(claim.clone());
+        ctrl.call_next(req, depot, res).await;
+        let succeeded = res.status_code.is_some_and(|s| s.is_success());
+        if succeeded && !claim.kept() && depot.get_typed::<UnkeyedRoute>().is_err() {
+            tracing::error!(route = claim.scope, "a POST answered without keeping its Idempotency-Key");
+            if cfg!(debug_assertions) {
+                res.render(ApiError::Internal(anyhow::anyhow!(
+                    "{} answered without keeping its Idempotency-Key",
+                    claim.scope
+                )));
+            }
+        }
+    }
+}
+
+/// Claims the key inside the write's transaction: the first answer when there is one
+/// (`ApiError::Replayed`, which the handler returns as its answer), else nothing.
+pub async fn claim(tx: &impl Queries, user: i64, idem: &Idempotency) -> ApiResult<()> {
     let stmt = tx
         .prepare_cached(
             "INSERT INTO idempotency_keys (user_id, path, key, fingerprint) VALUES ($1, $2, $3, $4)
@@ -58,13 +140,13 @@ pub async fn claim(tx: &impl Queries, user: i64, idem: &Idempotency) -> ApiResul
              RETURNING true",
         )
         .await?;
-    if tx.query_opt(&stmt, &[&user, &idem.path, &idem.key, &idem.fingerprint]).await?.is_some() {
-        return Ok(Claim::Fresh);
+    if tx.query_opt(&stmt, &[&user, &idem.scope, &idem.key, &idem.fingerprint]).await?.is_some() {
+        return Ok(());
     }
     let stmt = tx
         .prepare_cached("SELECT fingerprint, status, response FROM idempotency_keys WHERE user_id = $1 AND path = $2 AND key = $3")
         .await?;
-    let row = tx.query_one(&stmt, &[&user, &idem.path, &idem.key]).await?;
+    let row = tx.query_one(&stmt, &[&user, &idem.scope, &idem.key]).await?;
     if row.get::<_, Vec<u8>>(0) != idem.fingerprint {
         return Err(ApiError::Conflict {
             code: "idempotency_key_reused",
@@ -72,8 +154,12 @@ pub async fn claim(tx: &impl Queries, user: i64, idem: &Idempotency) -> ApiResul
         });
     }
     match (row.get::<_, Option<i32>>(1), row.get::<_, Option<Value>>(2)) {
-        (Some(status), Some(body)) => Ok(Claim::Replay(status as u16, body)),
-        _ => Ok(Claim::Fresh),
+        (Some(status), Some(body)) => {
+            idem.kept.store(true, Ordering::Release);
+            Err(ApiError::Replayed { status: status as u16, body })
+        }
+        // Claimed by a transaction that committed without an answer: run again.
+        _ => Ok(()),
     }
 }
 
@@ -83,15 +169,35 @@ pub async fn keep(
     user: i64,
     idem: &Idempotency,
     status: u16,
-    message: &str,
-    data: &Value,
+    body: &Value,
 ) -> ApiResult<()> {
     let stmt = tx
         .prepare_cached(
             "UPDATE idempotency_keys SET status = $4, response = $5 WHERE user_id = $1 AND path = $2 AND key = $3",
         )
         .await?;
-    let body = json!({ "message": message, "data": data });
-    tx.execute(&stmt, &[&user, &idem.path, &idem.key, &i32::from(status), &body]).await?;
+    tx.execute(&stmt, &[&user, &idem.scope, &idem.key, &i32::from(status), body]).await?;
+    idem.kept.store(true, Ordering::Release);
     Ok(())
+}
+
+/// An answer as the client gets it: `{message, data}` (or `{message}`) with a status.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Answer {
+    pub fn created(message: &str, data: Value) -> Self {
+        Self { status: 201, body: json!({ "message": message, "data": data }) }
+    }
+
+    pub fn ok(message: &str, data: Value) -> Self {
+        Self { status: 200, body: json!({ "message": message, "data": data }) }
+    }
+
+    pub fn done(message: &str) -> Self {
+        Self { status: 200, body: json!({ "message": message }) }
+    }
 }

@@ -16,24 +16,24 @@ pub mod hooks;
 pub mod idempotency;
 pub mod numbers;
 pub mod routes;
-pub mod store;
+mod store;
+pub mod unit;
 pub mod validate;
 
 pub use actions::{Action, StateLock};
-pub use context::Context;
-pub use field::{Field, Kind, Rule, Target};
+pub use context::{Conn, Context, Scope, Writer};
+pub use field::{Calculated, Field, Kind, Rule, Target};
 pub use hooks::Hooks;
+// What a domain may call of the mechanism beyond its declarations (ARCHITECTURE.md, "What a
+// domain may call"): the unit of work for every write, and the pieces of reads for queries
+// of its own.
+pub use store::{
+    Param, Within, as_refs, audit_event, created_message, db_span, normalized_contains, select_columns,
+    state_conflict, stream, updated_message,
+};
+pub use unit::{Unit, Written};
 
 use crate::http::list::SortDirection;
-
-/// Where a resource's rows live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// In each branch schema; routes need `X-Branch-Id`.
-    Branch,
-    /// In the registry database; routes are global.
-    Registry,
-}
 
 /// A field whose value follows from another reference: a complaint's `patient_id` is the
 /// patient of its `patient_visit_id`. Left out, it is filled in; given and different, 422.
@@ -129,6 +129,8 @@ pub struct Resource {
     /// Read-only columns the resource's hooks fill in (a document number): written when a
     /// hook puts them in the input, never taken from a request.
     pub server_written: &'static [&'static str],
+    /// Values the hooks compute and write (an amount, a total): held to their bounds.
+    pub calculated: &'static [Calculated],
     /// `(name, SQL expression over the row alias t)` added to every answer.
     pub computed: &'static [(&'static str, &'static str, Shape)],
     pub sort_fields: &'static [&'static str],
@@ -211,6 +213,7 @@ impl Resource {
         keeps: &[],
         read_only: &[],
         server_written: &[],
+        calculated: &[],
         computed: &[],
         sort_fields: &["id"],
         default_sort: "id",

@@ -8,8 +8,9 @@ use super::Resource;
 use super::actions::{Action, Verb};
 use super::context::Context;
 use super::etag::{IfMatch, etag};
-use super::idempotency::Idempotency;
-use super::store::{self, Conn, Within, Writer};
+use super::idempotency::Answer;
+use super::store::{self, Conn, Within};
+use super::unit::Written;
 use super::validate::{check_fields, validate_fields};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
@@ -42,19 +43,13 @@ impl Handler for ResourceHandler {
     }
 }
 
-/// Answers a replayed Idempotency-Key with the first answer; false when there is none.
-pub fn replayed(res: &mut Response, written: &store::Written) -> bool {
-    let Some((status, body)) = &written.replay else { return false };
-    if let Some(record) = body.get("data") {
-        set_etag(res, record);
-    }
-    res.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+/// Writes an answer as kept with an Idempotency-Key.
+pub fn render(res: &mut Response, answer: &Answer) {
     crate::http::error::render_json(
         res,
-        salvo::http::StatusCode::from_u16(*status).unwrap_or_default(),
-        body,
+        salvo::http::StatusCode::from_u16(answer.status).unwrap_or_default(),
+        &answer.body,
     );
-    true
 }
 
 /// 201 with the record, its ETag and its Location.
@@ -102,6 +97,7 @@ pub fn list_rules(resource: &Resource) -> list::ListRules<'static> {
         filters: resource.filters,
         date_range: resource.date_range.is_some(),
         aliases: resource.filter_aliases,
+        extra: &[],
     }
 }
 
@@ -123,10 +119,9 @@ impl ResourceHandler {
         }
     }
 
-    /// After a write committed: this instance's stale cache entries go, then the resource's
-    /// own after-commit work runs.
-    async fn committed(&self, ctx: &Context, written: &store::Written) {
-        ctx.state.forget(&written.topics).await;
+    /// After a write committed (its stale cache entries already dropped by the unit): the
+    /// resource's own after-commit work.
+    async fn committed(&self, ctx: &Context, written: &Written) {
         self.resource.hooks.committed(&ctx.writer(), written.before.as_ref(), written.record.as_ref()).await;
     }
 
@@ -183,13 +178,9 @@ impl ResourceHandler {
         within: Within<'_>,
     ) -> ApiResult<()> {
         let body = ctx.body(req).await?;
-        let writer = Writer { idempotency: Idempotency::of(req, &body)?, ..ctx.writer() };
         let mut conn = self.connect(ctx, within).await?;
         let input = checked_input(ctx, &mut conn, self.resource, &body, None).await?;
-        let written = store::create(&mut conn, &writer, self.resource, within, input).await?;
-        if replayed(res, &written) {
-            return Ok(());
-        }
+        let written = store::create(&mut conn, ctx.writer(), self.resource, within, input).await?;
         self.committed(ctx, &written).await;
         respond_created(req, res, self.resource, written.record.unwrap_or_default());
         Ok(())
@@ -208,7 +199,7 @@ impl ResourceHandler {
         let mut conn = self.connect(ctx, within).await?;
         let input = checked_input(ctx, &mut conn, self.resource, &body, Some(id)).await?;
         let written =
-            store::update(&mut conn, &ctx.writer(), self.resource, within, id, input, if_match).await?;
+            store::update(&mut conn, ctx.writer(), self.resource, within, id, input, if_match).await?;
         self.committed(ctx, &written).await;
         respond_updated(res, self.resource, written.record.unwrap_or_default());
         Ok(())
@@ -226,17 +217,13 @@ impl ResourceHandler {
         let input = sent_with_delete(ctx, req).await?;
         let mut conn = self.connect(ctx, within).await?;
         let written =
-            store::delete(&mut conn, &ctx.writer(), self.resource, within, id, &input, if_match).await?;
+            store::delete(&mut conn, ctx.writer(), self.resource, within, id, &input, if_match).await?;
         self.committed(ctx, &written).await;
-        match (written.message, written.record) {
-            // A delete that keeps the record (a void) shows it.
-            (Some(message), Some(record)) => {
-                set_etag(res, &record);
-                web::ok(res, message, record);
-            }
-            (Some(message), None) => web::done(res, message),
-            (None, _) => web::done(res, &format!("{} deleted.", self.resource.label)),
+        // A delete that keeps the record (a void) shows it.
+        if let Some(record) = &written.record {
+            set_etag(res, record);
         }
+        render(res, &store::deleted_answer(self.resource, &written));
         Ok(())
     }
 }
@@ -316,15 +303,10 @@ impl ActionHandler {
         if !errors.is_empty() {
             return Err(ApiError::Validation(errors));
         }
-        // Idempotency-Key is for POSTs, actions included.
-        let idempotency = if action.verb == Verb::Post { Idempotency::of(req, &body)? } else { None };
-        let writer = Writer { idempotency, ..ctx.writer() };
         let handler = ResourceHandler { resource, op: Op::Update };
         let mut conn = handler.connect(&ctx, within).await?;
-        let written = store::act(&mut conn, &writer, resource, within, id, action, input, if_match).await?;
-        if replayed(res, &written) {
-            return Ok(());
-        }
+        let written =
+            store::act(&mut conn, ctx.writer(), resource, within, id, action, input, if_match).await?;
         handler.committed(&ctx, &written).await;
         let record = written.record.unwrap_or_default();
         set_etag(res, &record);
@@ -337,7 +319,7 @@ impl ActionHandler {
 /// for each declared action.
 pub fn router(resource: &'static Resource) -> Router {
     let h = |op| ResourceHandler { resource, op };
-    let mut member = Router::with_path("{id}").get(h(Op::Show));
+    let mut member = Router::with_path("{id:num}").get(h(Op::Show));
     if resource.writable {
         member = member.put(h(Op::Update)).delete(h(Op::Delete));
     }
@@ -350,7 +332,7 @@ pub fn router(resource: &'static Resource) -> Router {
             Verb::Patch => route.patch(handler),
         });
     }
-    let collection = Router::with_path(resource.path).get(h(Op::List));
+    let collection = Router::with_path(web::numeric_params(resource.path)).get(h(Op::List));
     let collection = if resource.writable { collection.post(h(Op::Create)) } else { collection };
     collection.push(member)
 }

@@ -76,18 +76,19 @@ fn presence<'a>(f: &Field, value: Option<&'a Value>, creating: bool, filled: boo
         None => Presence::Absent,
         Some(Value::Null) if f.required => Presence::Missing(required()),
         // On create a blank defaulted field is left to the database default.
-        Some(v) if f.defaulted && is_blank(v) && creating => Presence::Absent,
-        Some(v) if f.defaulted && is_blank(v) => {
+        Some(v) if f.defaulted && is_blank(f, v) && creating => Presence::Absent,
+        Some(v) if f.defaulted && is_blank(f, v) => {
             Presence::Missing(format!("The {} field may not be empty.", label(f.name)))
         }
         Some(Value::Null) => Presence::Null,
-        // An emptied form field clears the value.
-        Some(Value::String(s)) if s.trim().is_empty() && !f.required => Presence::Null,
+        // An emptied text box clears the text.
+        Some(v) if is_blank(f, v) && !f.required => Presence::Null,
         Some(v) => Presence::Value(v),
     }
 }
 
-/// Null, or a string of only white space.
-fn is_blank(value: &Value) -> bool {
-    value.is_null() || value.as_str().is_some_and(|s| s.trim().is_empty())
+/// Null, or for a kind written as a string a string of only white space (what an emptied
+/// form box sends). For numbers, booleans and lists a string is no value: it is refused.
+fn is_blank(f: &Field, value: &Value) -> bool {
+    value.is_null() || (f.kind.is_string() && value.as_str().is_some_and(|s| s.trim().is_empty()))
 }

@@ -23,13 +23,26 @@ pub struct Hasher {
 pub const MIN_LEN: usize = 8;
 pub const MAX_LEN: usize = 128;
 
-/// Length rule shared by every route that sets a password.
+/// A new password and its confirmation: the rules that need no account (strength), then the
+/// confirmation. An empty confirmation is the caller's to report as missing.
+pub fn check_new(password: &str, confirmation: &str) -> Result<(), String> {
+    check_strength(password, &[])?;
+    if !confirmation.is_empty() && password != confirmation {
+        return Err("The password confirmation does not match.".into());
+    }
+    Ok(())
+}
+
+/// Length and character rules shared by every route that sets a password.
 pub fn check_length(password: &str) -> Result<(), String> {
     let len = password.chars().count();
     if len < MIN_LEN {
         Err(format!("The password must be at least {MIN_LEN} characters."))
     } else if len > MAX_LEN {
         Err(format!("The password may not be greater than {MAX_LEN} characters."))
+    } else if password.chars().any(char::is_control) {
+        // Nobody types them, and a NUL cannot be stored in PostgreSQL text.
+        Err("The password may not contain control characters.".into())
     } else {
         Ok(())
     }

@@ -29,6 +29,9 @@ pub struct AppState {
     pub mailer: Mailer,
     /// Events heard from any instance (queue changes), for live displays.
     pub events: tokio::sync::broadcast::Sender<Event>,
+    /// Cached entries made stale, heard from any instance: what a long-lived answer (a
+    /// display's stream) holds on a token's or a user's behalf is checked again on these.
+    pub invalidations: tokio::sync::broadcast::Sender<Topic>,
     background: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -52,6 +55,7 @@ impl AppState {
             mailer: Mailer::from_settings(&settings)?,
             auth: AuthCache::default(),
             events: tokio::sync::broadcast::channel(1024).0,
+            invalidations: tokio::sync::broadcast::channel(256).0,
             registry,
             directory,
             settings,
@@ -134,6 +138,14 @@ impl Invalidate for AppState {
     }
 
     async fn invalidate(&self, topic: Topic) {
+        self.drop_cached(topic).await;
+        // After the caches: a stream that checks again on hearing this reads afresh.
+        let _ = self.invalidations.send(topic);
+    }
+}
+
+impl AppState {
+    async fn drop_cached(&self, topic: Topic) {
         match topic {
             Topic::Token(id) => self.auth.forget_token(id).await,
             Topic::User(id) => self.auth.forget_user(id).await,

@@ -29,6 +29,8 @@ pub struct AuthUser {
     pub branch_ids: BTreeSet<i64>,
     /// The token this request came with (logout revokes it).
     pub token_id: i64,
+    /// When that token stops working, if it ever does.
+    pub token_expires_at: Option<OffsetDateTime>,
 }
 
 impl AuthUser {
@@ -134,7 +136,7 @@ pub async fn authenticate(state: &AppState, token: &str) -> ApiResult<Option<Aut
             }))
         })
         .await
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("token lookup: {e}")))?;
+        .map_err(ApiError::from)?;
     let Some(record) = record else { return Ok(None) };
     if !tokens::constant_time_eq(&record.secret_hash, &tokens::hash_secret(secret)) {
         return Ok(None);
@@ -154,6 +156,7 @@ pub async fn authenticate(state: &AppState, token: &str) -> ApiResult<Option<Aut
         permissions: user.permissions.clone(),
         branch_ids: user.branch_ids.clone(),
         token_id,
+        token_expires_at: record.expires_at,
     }))
 }
 
@@ -191,7 +194,7 @@ async fn load_user(state: &AppState, user_id: i64) -> ApiResult<Option<Arc<UserR
             }))
         })
         .await
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("user lookup: {e}")))
+        .map_err(ApiError::from)
 }
 
 /// Deletes a user's tokens (all, or all but `keep`); returns the topics to commit with (see

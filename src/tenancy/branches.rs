@@ -133,7 +133,7 @@ pub async fn create(directory: &Directory, new: NewBranch, grant_to: &[i64]) -> 
             .query_one("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1)", &[&timezone])
             .await?
             .get(0);
-        if !known {
+        if !known || !crate::resource::check::is_iana_zone_name(&timezone) {
             return Err(ApiError::field(
                 "timezone",
                 "The timezone must be an IANA time zone such as Asia/Manila.",

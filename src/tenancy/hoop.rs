@@ -1,6 +1,6 @@
 //! The branch-context hoop: `X-Branch-Id` -> a [`BranchRoute`] in the depot.
 //!
-//! SPEC.md, Authentication rule 5: missing (or not an integer) -> 400; unknown, archived or
+//! Missing (or not an integer) -> 400; unknown, archived or
 //! not granted to the caller -> 403. Unknown and not-granted answer alike so the header
 //! cannot be used to discover which branches exist.
 

@@ -1,5 +1,6 @@
-//! SPEC.md "Authentication" and "Authentication routes", DESIGN.md "Security" and the
-//! authentication rate limits, one rule per test, over HTTP against a real server.
+//! Authentication: login, logout, tokens, profiles, password reset and change, the
+//! security rules and the authentication rate limits, one rule per test, over HTTP against a
+//! real server.
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
@@ -27,7 +28,7 @@ const USER_PASSWORD: &str = "user-password-1";
 // Helpers
 // ---------------------------------------------------------------------------------------
 
-/// The 429 of DESIGN.md: message, `Retry-After` and the `X-RateLimit-*` headers.
+/// A 429: message, `Retry-After` and the `X-RateLimit-*` headers.
 #[track_caller]
 fn assert_rate_limited(r: &Reply, limit: u32) {
     assert_error(r, 429, "rate_limited");

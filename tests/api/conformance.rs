@@ -13,16 +13,16 @@ use serde_json::{Value, json};
 use crate::support::{TestApp, id_of, reply};
 
 /// Rows the samples refer to.
-struct World {
-    item: i64,
-    lot: i64,
-    supplier: i64,
-    branch: i64,
-    patient: i64,
-    visit: i64,
-    medicine: i64,
-    procedure: i64,
-    doctor: i64,
+pub struct World {
+    pub item: i64,
+    pub lot: i64,
+    pub supplier: i64,
+    pub branch: i64,
+    pub patient: i64,
+    pub visit: i64,
+    pub medicine: i64,
+    pub procedure: i64,
+    pub doctor: i64,
 }
 
 /// What becomes of a record after DELETE.
@@ -35,15 +35,15 @@ enum AfterDelete {
     Immutable(&'static str),
 }
 
-struct Sample {
+pub struct Sample {
     /// A valid body for create.
-    body: Value,
+    pub body: Value,
     /// A change for PUT.
     change: Value,
     after_delete: AfterDelete,
 }
 
-fn sample(path: &str, w: &World) -> Option<Sample> {
+pub fn sample(path: &str, w: &World) -> Option<Sample> {
     let eye = |findings: Value| json!({ "patient_visit_id": w.visit, "right_eye": findings });
     let exam = |findings: Value| Sample {
         body: eye(findings),
@@ -192,13 +192,13 @@ fn sample(path: &str, w: &World) -> Option<Sample> {
 }
 
 /// The concrete collection path of a resource in this world.
-fn collection(r: &Resource, w: &World) -> String {
+pub fn collection(r: &Resource, w: &World) -> String {
     let path =
         r.path.replace("{patient_id}", &w.patient.to_string()).replace("{branch_id}", &w.branch.to_string());
     format!("/api/v1/{path}")
 }
 
-async fn world(app: &TestApp) -> World {
+pub async fn world(app: &TestApp) -> World {
     let branch = app.main_branch().await;
     let patient = id_of(&app.create_patient(branch, "Ana", "Cruz").await);
     let visit = id_of(
@@ -267,7 +267,7 @@ async fn audit_actions(app: &TestApp, r: &Resource, branch: i64, id: i64) -> Vec
         .collect()
 }
 
-fn branch_of(r: &Resource, w: &World) -> Option<i64> {
+pub fn branch_of(r: &Resource, w: &World) -> Option<i64> {
     (r.scope == Scope::Branch).then_some(w.branch)
 }
 

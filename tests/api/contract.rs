@@ -1,4 +1,4 @@
-//! The interface contract of SPEC.md and DESIGN.md, one rule per test, checked over HTTP
+//! The interface contract (envelopes, errors, lists, limits, documentation), one rule per test, checked over HTTP
 //! against a real server and a fresh database.
 
 use std::collections::BTreeSet;
@@ -1307,28 +1307,43 @@ async fn health_is_public_and_reports_the_registry_up() {
 #[tokio::test]
 async fn health_is_503_json_when_the_registry_is_unreachable() {
     let app = TestApp::spawn().await;
-    let server = std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| app.db.url.clone());
-    let maintenance_url = crate::support::database_url(&server, "postgres");
-    let admin = clinic_server::db::connect(&maintenance_url).await.expect("maintenance connection");
-    let name = &app.db.name;
-    admin.batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS false")).await.unwrap();
-    admin
-        .execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-            &[name],
-        )
-        .await
-        .unwrap();
+    app.database_reachable(false).await;
     let started = std::time::Instant::now();
     let r = reply(app.http.get(app.url("/api/v1/public/health"))).await;
     let took = started.elapsed();
     // Let the harness drop the database whatever happened above.
-    admin.batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true")).await.unwrap();
+    app.database_reachable(true).await;
     assert_eq!(r.status, 503, "{}", r.text);
     assert!(r.header("content-type").unwrap_or_default().starts_with("application/json"));
     assert!(r.body["message"].as_str().is_some_and(|m| !m.is_empty()), "{}", r.body);
     assert!(r.body["code"].as_str().is_some_and(|c| !c.is_empty()), "{}", r.body);
     assert!(took < std::time::Duration::from_secs(10), "health took {took:?}");
+}
+
+/// With PostgreSQL out of reach (connections cut and refused), reads and writes are answered
+/// 503 with Retry-After, never 500; once it is back, they work again.
+#[tokio::test]
+async fn an_unreachable_database_is_a_503_with_retry_after() {
+    let app = TestApp::spawn().await;
+    let branch = app.main_branch().await;
+    assert_eq!(app.get("/api/v1/patients", Some(branch)).await.status, 200);
+    app.database_reachable(false).await;
+    let read = app.get("/api/v1/patients", Some(branch)).await;
+    let write = app
+        .post(
+            "/api/v1/patients",
+            Some(branch),
+            json!({ "first_name": "Ana", "last_name": "Cruz", "sex": "female" }),
+        )
+        .await;
+    app.database_reachable(true).await;
+    for r in [&read, &write] {
+        assert_error(r, 503, "database_unavailable");
+        assert!(r.header("retry-after").is_some_and(|s| s.parse::<u32>().is_ok()), "{:?}", r.headers);
+    }
+    let again = app.get("/api/v1/patients", Some(branch)).await;
+    assert_eq!(again.status, 200, "{}", again.text);
+    assert_eq!(again.body["meta"]["total"], 0, "the refused write wrote nothing");
 }
 
 // ---------------------------------------------------------------------------------------

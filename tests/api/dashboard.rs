@@ -1,4 +1,4 @@
-//! The dashboards (RESOURCES.md section 10): every figure against data the test made, in a
+//! The dashboards: every figure against data the test made, in a
 //! branch eight hours east of UTC so that local and UTC dates differ, plus the parameter
 //! checks and permissions. Over HTTP against a real server and a fresh database.
 

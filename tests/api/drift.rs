@@ -2,7 +2,7 @@
 //! its kind implies, and every answer's SELECT (computed expressions included) runs.
 
 use clinic_server::app::resources;
-use clinic_server::resource::store::select_columns;
+use clinic_server::resource::select_columns;
 use clinic_server::resource::{Kind, Resource, Scope, Shape};
 
 use crate::support::TestApp;

@@ -1,4 +1,4 @@
-//! Master data, lookups and enumerations (RESOURCES.md sections 3, 4 and 6): money and codes,
+//! Master data, lookups and enumerations: money and codes,
 //! status toggles, references that must name live and active rows, surgery schedules with
 //! their moves and conflicts (concurrent bookings included), and branch time zones. Global
 //! routes, over HTTP against a real server and a fresh database.
@@ -26,7 +26,7 @@ const PO_STATUSES: &str = "/api/v1/purchase-order-statuses";
 const SYSTEM_AUDIT: &str = "/api/v1/system-audit-logs";
 const BRANCHES: &str = "/api/v1/branches";
 
-/// Every enumeration of RESOURCES.md section 3, values in order.
+/// Every enumeration `/enums` lists, values in order.
 const ENUMS: &[(&str, &[&str])] = &[
     ("sex", &["male", "female", "other", "unknown"]),
     ("civil_status", &["single", "married", "widowed", "separated", "divorced"]),
@@ -1159,6 +1159,16 @@ async fn branches_have_a_known_time_zone() {
     let r =
         app.post(BRANCHES, None, json!({ "code": "EAST", "name": "East", "timezone": "not a zone!" })).await;
     assert_invalid(&r, &["timezone"]);
+    // Names a tz installation carries that are not time zones.
+    for not_a_zone in ["localtime", "posixrules", "Factory", "posix/Asia/Manila", "right/UTC"] {
+        let r =
+            app.post(BRANCHES, None, json!({ "code": "EAST", "name": "East", "timezone": not_a_zone })).await;
+        assert_invalid(&r, &["timezone"]);
+    }
+    // Legacy names IANA keeps as links are zones.
+    let japan =
+        app.created(BRANCHES, None, json!({ "code": "JP", "name": "Japan", "timezone": "Japan" })).await;
+    assert_eq!(japan["timezone"], "Japan");
     let east = app.created(BRANCHES, None, json!({ "code": "EAST", "name": "East" })).await;
     assert_eq!(east["timezone"], "UTC");
     let west = app

@@ -1,4 +1,4 @@
-//! The service queue (RESOURCES.md section 9): numbering per service and local day under
+//! The service queue: numbering per service and local day under
 //! concurrency, every move allowed and refused, transfers racing calls, the waiting room's
 //! view, visits with their ticket, the live display and the end-of-day closer. Over HTTP
 //! against a real server and a fresh database.
@@ -92,6 +92,23 @@ async fn fifty_concurrent_tickets_are_numbered_one_to_fifty_and_the_next_day_sta
 }
 
 /// The tickets' state machine: from each state, each move.
+/// A ticket's visit must be its patient's; the 422 names the visit, as the contract does.
+#[tokio::test]
+async fn a_ticket_for_another_patients_visit_is_422_on_the_visit() {
+    let clinic = Clinic::open().await;
+    let (app, branch) = (&clinic.app, clinic.branch);
+    let reception = service(app, branch, "R").await;
+    let other = id_of(&app.create_patient(branch, "Ben", "Reyes").await);
+    let r = app
+        .post(
+            &format!("/api/v1/queue/branch-services/{reception}/queue"),
+            Some(branch),
+            json!({ "patient_id": other, "patient_visit_id": clinic.visit }),
+        )
+        .await;
+    assert_invalid(&r, &["patient_visit_id"]);
+}
+
 #[tokio::test]
 async fn every_move_is_allowed_only_from_its_states() {
     let app = TestApp::spawn().await;
@@ -448,4 +465,170 @@ async fn the_queue_is_its_branch_and_its_permissions_only() {
         403,
         "forbidden",
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// A display's stream lives only as long as what opened it
+// ---------------------------------------------------------------------------------------
+
+/// A display opened by a front-desk user of the branch.
+struct Screen {
+    stream: reqwest::Response,
+    buffer: String,
+}
+
+impl Screen {
+    async fn open(app: &TestApp, token: &str, branch: i64, service: i64) -> Self {
+        let res = app
+            .http
+            .get(app.url(&format!("/api/v1/queue/branch-services/{service}/events")))
+            .bearer_auth(token)
+            .header("x-branch-id", branch)
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let mut screen = Self { stream: res, buffer: String::new() };
+        screen.next("snapshot").await;
+        screen
+    }
+
+    /// The next event of any name: `(name, data)`, or `None` when the stream closed.
+    async fn any(&mut self) -> Option<(String, Value)> {
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let name = block.lines().find_map(|l| l.strip_prefix("event:")).map(|n| n.trim().to_owned());
+                let data: String =
+                    block.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
+                if let Some(name) = name {
+                    return Some((name, serde_json::from_str(&data).unwrap_or(Value::Null)));
+                }
+            }
+            let chunk = self.stream.chunk().await.expect("the stream reads")?;
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    async fn next(&mut self, name: &str) -> Value {
+        let (got, data) = self.any().await.expect("the stream is open");
+        assert_eq!(got, name, "{data}");
+        data
+    }
+
+    /// The stream says `end` and closes within a second.
+    async fn ends(&mut self) {
+        let ended = tokio::time::timeout(Duration::from_secs(1), async {
+            let (name, data) = self.any().await.expect("an end event before the close");
+            assert_eq!(name, "end", "{data}");
+            assert!(data["reason"].is_string(), "{data}");
+            assert!(data.get("patient_id").is_none());
+            assert!(self.any().await.is_none(), "the stream closes after end");
+        })
+        .await;
+        assert!(ended.is_ok(), "the stream did not end within a second");
+    }
+
+    /// Nothing arrives for a moment: the stream goes on.
+    async fn goes_on(&mut self) {
+        let quiet = tokio::time::timeout(Duration::from_millis(300), self.any()).await;
+        assert!(quiet.is_err(), "the stream sent {:?}", quiet.ok());
+    }
+}
+
+/// A front-desk user with a token, and a service of MAIN.
+async fn front_desk(app: &TestApp) -> (i64, i64, String, i64) {
+    let branch = app.main_branch().await;
+    let service = service(app, branch, "R").await;
+    let (user, token) = app.create_user("frontdesk", &["receptionist"], &[branch]).await;
+    (branch, service, token, user)
+}
+
+#[tokio::test]
+async fn a_display_ends_when_its_token_logs_out() {
+    let app = TestApp::spawn().await;
+    let (branch, service, token, _) = front_desk(&app).await;
+    let mut screen = Screen::open(&app, &token, branch, service).await;
+    // Another user's logout is none of its business.
+    let (_, other) = app.create_user("other", &["receptionist"], &[branch]).await;
+    let r = app.call_as(&other, Method::POST, "/api/v1/auth/logout", None, json!({})).await;
+    assert_status(&r, 200);
+    screen.goes_on().await;
+    let r = app.call_as(&token, Method::POST, "/api/v1/auth/logout", None, json!({})).await;
+    assert_status(&r, 200);
+    screen.ends().await;
+}
+
+#[tokio::test]
+async fn a_display_ends_when_its_user_is_deactivated_or_deleted() {
+    let app = TestApp::spawn().await;
+    let (branch, service, token, user) = front_desk(&app).await;
+    let mut screen = Screen::open(&app, &token, branch, service).await;
+    assert_status(&app.put(&format!("/api/v1/users/{user}"), None, json!({ "active": false })).await, 200);
+    screen.ends().await;
+
+    let (second, token) = app.create_user("second", &["receptionist"], &[branch]).await;
+    let mut screen = Screen::open(&app, &token, branch, service).await;
+    assert_status(&app.delete(&format!("/api/v1/users/{second}"), None).await, 200);
+    screen.ends().await;
+}
+
+#[tokio::test]
+async fn a_display_ends_when_its_user_loses_the_branch_or_the_permission() {
+    let app = TestApp::spawn().await;
+    let (branch, service, token, user) = front_desk(&app).await;
+    let north = app.create_branch("NORTH").await;
+    let mut screen = Screen::open(&app, &token, branch, service).await;
+    let r = app.put(&format!("/api/v1/users/{user}"), None, json!({ "branch_ids": [north] })).await;
+    assert_status(&r, 200);
+    screen.ends().await;
+
+    let (second, token) = app.create_user("second", &["receptionist"], &[branch]).await;
+    let mut screen = Screen::open(&app, &token, branch, service).await;
+    let client = app.state.registry.get().await.unwrap();
+    let pharmacist: i64 =
+        client.query_one("SELECT id FROM roles WHERE name = 'pharmacist'", &[]).await.unwrap().get(0);
+    let r = app.put(&format!("/api/v1/users/{second}"), None, json!({ "role_ids": [pharmacist] })).await;
+    assert_status(&r, 200);
+    screen.ends().await;
+}
+
+#[tokio::test]
+async fn a_display_ends_when_its_token_expires() {
+    let app = TestApp::spawn_with(|s| s.token_expiry = Some(Duration::from_secs(2))).await;
+    let (branch, service, token, _) = front_desk(&app).await;
+    let mut screen = Screen::open(&app, &token, branch, service).await;
+    let ended = tokio::time::timeout(Duration::from_secs(4), async {
+        let (name, data) = screen.any().await.expect("an end event");
+        assert_eq!(name, "end", "{data}");
+        assert_eq!(data["reason"], "token_expired");
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream outlived its token");
+}
+
+/// A display that falls behind gets the whole queue again, as it is now.
+#[tokio::test]
+async fn a_display_that_falls_behind_gets_a_fresh_snapshot() {
+    let app = TestApp::spawn().await;
+    let (branch, service, token, _) = front_desk(&app).await;
+    let id = id_of(&ticket(&app, branch, service, json!({})).await);
+    let mut screen = Screen::open(&app, &token, branch, service).await;
+    in_branch(
+        &app,
+        branch,
+        &format!("UPDATE queue_tickets SET status = 'called', called_at = now() WHERE id = {id}"),
+    )
+    .await;
+    // More events than the channel holds, sent before the display's task can run (the
+    // server shares this test's single-threaded runtime).
+    for n in 0..2000 {
+        let noise = clinic_server::state::Event { topic: format!("queue:0:{n}"), data: Value::Null };
+        let _ = app.state.events.send(noise);
+    }
+    let fresh =
+        tokio::time::timeout(Duration::from_secs(2), screen.next("snapshot")).await.expect("a snapshot");
+    assert_eq!(fresh["now_serving"][0]["id"], id, "{fresh}");
+    assert_eq!(fresh["now_serving"][0]["status"], "called");
 }

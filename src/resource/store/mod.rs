@@ -6,43 +6,31 @@
 //! the audit record in one transaction.
 //!
 //! - `select`: what a list, an export or a single read selects;
-//! - `write`: create, change, soft delete, each audited;
+//! - `checks`: what a write is held to before it touches a row;
+//! - `insert`, `change`, `delete`: the writes of the unit of work (`resource::unit`), each
+//!   audited (`audit`);
 //! - `references`: derived fields and references to other rows, checked on write.
 
+mod audit;
+mod change;
+mod checks;
+mod delete;
+mod insert;
 mod references;
 mod select;
-mod write;
 
-use deadpool_postgres::ClientWrapper;
 use tokio_postgres::types::ToSql;
 
-pub use references::{reference_errors, registry_row_exists};
-pub use select::{
-    Selection, contains_pattern, fetch, list, normalized_contains, parent_exists, reload, select_columns,
-    stream,
-};
-pub use write::{
-    Writer, Written, act, audit_change, audit_event, change, change_with_hooks, create, delete, insert,
-    insert_with_hooks, lock_for_change, state_conflict, update,
-};
+pub use audit::audit_event;
+pub use change::{act, update, updated_message};
+pub use checks::state_conflict;
+pub use delete::{delete, deleted_answer};
+pub use insert::{create, created_message};
+pub use references::reference_errors;
+pub use select::{fetch, list, normalized_contains, parent_exists, select_columns, stream};
 
 use super::Resource;
-use crate::db::BranchConn;
-
-/// A connection to wherever a resource's rows live.
-pub enum Conn {
-    Branch(BranchConn),
-    Registry(deadpool_postgres::Object),
-}
-
-impl Conn {
-    pub fn client(&mut self) -> &mut ClientWrapper {
-        match self {
-            Self::Branch(c) => c,
-            Self::Registry(c) => c,
-        }
-    }
-}
+pub use super::context::{Conn, Writer};
 
 /// What rows a request may reach besides the resource's own rules.
 #[derive(Debug, Clone, Copy, Default)]

@@ -6,7 +6,6 @@ use crate::db::Queries;
 use serde_json::{Map, Value};
 
 use super::{Conn, Writer};
-use crate::db::RegistryPool;
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::resource::field::{Kind, Target};
 use crate::resource::{Resource, Scope};
@@ -52,7 +51,7 @@ pub(super) async fn check_guards(
 /// does not exist), for a 422 that names every bad field at once.
 pub async fn reference_errors(
     conn: &mut Conn,
-    writer: &Writer<'_>,
+    writer: &Writer,
     resource: &Resource,
     mut valid: Map<String, Value>,
     already: &FieldErrors,
@@ -71,7 +70,7 @@ pub async fn reference_errors(
 /// Fills and checks derived fields and references; `current` is the row being updated.
 pub(super) async fn check_references(
     client: &impl Queries,
-    writer: &Writer<'_>,
+    writer: &Writer,
     resource: &Resource,
     input: &mut Map<String, Value>,
     current: Option<&Value>,
@@ -147,7 +146,7 @@ pub(super) async fn check_references(
 /// Whether `id` names a row `target` accepts now.
 async fn reference_ok(
     client: &impl Queries,
-    writer: &Writer<'_>,
+    writer: &Writer,
     resource: &Resource,
     target: Target,
     id: i64,
@@ -178,7 +177,7 @@ async fn reference_ok(
 }
 
 /// Whether a live row `id` of `table` exists in the schema of `branch`.
-async fn row_in_branch(writer: &Writer<'_>, branch: i64, table: &str, id: i64) -> ApiResult<bool> {
+async fn row_in_branch(writer: &Writer, branch: i64, table: &str, id: i64) -> ApiResult<bool> {
     let directory = &writer.state.directory;
     let Ok(route) = directory.route(branch).await? else { return Ok(false) };
     let conn = directory.connect(&route).await?;
@@ -214,11 +213,6 @@ fn referable(table: &str) -> String {
     if conditions.is_empty() { "true".into() } else { conditions.join(" AND ") }
 }
 
-/// Whether a registry row exists. Master-data tables that do not exist yet accept no ids.
-pub async fn registry_row_exists(registry: &RegistryPool, table: &str, id: i64) -> ApiResult<bool> {
-    registry_row_in(&registry.get().await?, table, id).await
-}
-
 async fn registry_row_in(client: &impl Queries, table: &str, id: i64) -> ApiResult<bool> {
     let present: bool =
         client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&format!("public.{table}")]).await?.get(0);
@@ -230,7 +224,7 @@ async fn registry_row_in(client: &impl Queries, table: &str, id: i64) -> ApiResu
 }
 
 /// Whether `user` is active and may work in the branch being written.
-async fn staff_of_branch(writer: &Writer<'_>, user: i64) -> ApiResult<bool> {
+async fn staff_of_branch(writer: &Writer, user: i64) -> ApiResult<bool> {
     let Some(branch) = writer.branch_id else { return Ok(false) };
     let client = writer.state.registry.get().await?;
     let sql = "SELECT EXISTS (SELECT 1 FROM users u JOIN branch_users bu ON bu.user_id = u.id

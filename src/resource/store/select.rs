@@ -191,9 +191,10 @@ fn filter_value(kind: Kind, name: &str, raw: &str) -> Result<Option<Param>, Stri
             Ok(v) if (min..=max).contains(&v) => Box::new(v),
             _ => return Err(format!("The filter must be an integer from {min} to {max}.")),
         },
-        Kind::Ref(_) => {
-            Box::new(raw.parse::<i64>().map_err(|_| "The filter must be an integer.".to_owned())?)
-        }
+        Kind::Ref(_) => match raw.parse::<i64>() {
+            Ok(id) if id >= 1 => Box::new(id),
+            _ => return Err("The filter must be an id (an integer of at least 1).".into()),
+        },
         Kind::Date { .. } => {
             Box::new(parse_date(raw).ok_or_else(|| "The filter must be a date (YYYY-MM-DD).".to_owned())?)
         }
@@ -211,6 +212,9 @@ fn filter_value(kind: Kind, name: &str, raw: &str) -> Result<Option<Param>, Stri
                 ));
             }
             Box::new(v)
+        }
+        Kind::Text { max } | Kind::LongText { max } if raw.chars().count() > max => {
+            return Err(format!("The filter may not be longer than {max} characters."));
         }
         _ => Box::new(raw.to_owned()),
     }))
@@ -321,7 +325,7 @@ pub async fn fetch(
     async {
         let row = select_one(&*client, resource, within, id, false).await?.ok_or(ApiError::NotFound)?;
         if resource.audit_reads {
-            super::write::audit(&*client, reader, "view", resource, id, None, None).await?;
+            super::audit::audit(&*client, Some(reader), "view", resource, id, None, None).await?;
         }
         Ok(row)
     }

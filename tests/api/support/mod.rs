@@ -348,6 +348,26 @@ impl TestApp {
         (id, self.login(username, password).await)
     }
 
+    /// Makes this test's database refuse connections (and cuts the open ones), or lets it
+    /// take them again: PostgreSQL out of reach, as far as this server can tell.
+    pub async fn database_reachable(&self, reachable: bool) {
+        let server = std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| self.db.url.clone());
+        let admin = clinic_server::db::connect(&database_url(&server, "postgres"))
+            .await
+            .expect("maintenance connection");
+        let name = &self.db.name;
+        admin.batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS {reachable}")).await.unwrap();
+        if !reachable {
+            admin
+                .execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+                    &[name],
+                )
+                .await
+                .unwrap();
+        }
+    }
+
     /// The id of the bootstrap admin.
     pub async fn admin_id(&self) -> i64 {
         let client = self.state.registry.get().await.unwrap();

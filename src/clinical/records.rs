@@ -1,0 +1,204 @@
+//! The declarations of patients, their visits and the records of a visit.
+
+use crate::enums::{CIVIL_STATUS, EYE, PATIENT_STATUS, SEVERITY, SEX, VISIT_STATUS, VISIT_TYPE};
+use crate::http::list::SortDirection;
+use crate::permissions::{PATIENTS_READ, PATIENTS_WRITE};
+use crate::resource::field::{
+    Field, Kind, branch_ref, date, integer, long_text, one_of, past_date, registry_ref, text,
+};
+use crate::resource::{PATIENT_OF_VISIT, Resource, Scope, Shape, Unique};
+
+pub static PATIENTS: Resource = Resource {
+    path: "patients",
+    table: "patients",
+    label: "Patient",
+    scope: Scope::Branch,
+    fields: &[
+        text("first_name", 100).required(),
+        text("middle_name", 100),
+        text("last_name", 100).required(),
+        text("suffix", 20),
+        past_date("birth_date").required(),
+        one_of("sex", &SEX).required(),
+        one_of("civil_status", &CIVIL_STATUS),
+        one_of("status", &PATIENT_STATUS).defaulted(),
+        Field::new("phone", Kind::Phone),
+        Field::new("email", Kind::Email),
+        text("address_line", 200),
+        text("city", 100),
+        text("province", 100),
+        text("postal_code", 20),
+        text("country", 100),
+        text("occupation", 100),
+        text("emergency_contact_name", 200),
+        text("emergency_contact_relation", 50),
+        Field::new("emergency_contact_phone", Kind::Phone),
+        registry_ref("insurance_id", "insurances"),
+        text("insurance_member_no", 50),
+        long_text("notes"),
+    ],
+    read_only: &[("pin", Shape::Text)],
+    computed: &[("age", "extract(year FROM age(current_date, t.birth_date))::int", Shape::Integer)],
+    sort_fields: &["last_name", "first_name", "pin", "birth_date", "created_at"],
+    default_sort: "last_name",
+    default_direction: SortDirection::Asc,
+    search_words: Some("search_text"),
+    filters: &["sex", "civil_status", "status"],
+    derived: &[],
+    read_permission: PATIENTS_READ,
+    write_permission: PATIENTS_WRITE,
+    audit_reads: true,
+    counted: true,
+    ..Resource::DEFAULTS
+};
+
+pub static PATIENT_VISITS: Resource = Resource {
+    path: "patient-visits",
+    table: "patient_visits",
+    label: "Patient visit",
+    scope: Scope::Branch,
+    fields: &[
+        branch_ref("patient_id", "patients").required(),
+        date("visit_date").required(),
+        one_of("visit_type", &VISIT_TYPE),
+        registry_ref("doctor_id", "doctors"),
+        text("reason", 500),
+        one_of("status", &VISIT_STATUS).defaulted(),
+        long_text("notes"),
+    ],
+    sort_fields: &["visit_date", "created_at", "status"],
+    default_sort: "visit_date",
+    default_direction: SortDirection::Desc,
+    search: &["reason"],
+    filters: &["patient_id", "status", "visit_type", "visit_date"],
+    // Records of a visit name its patient too: the visit keeps its patient once it has any.
+    keeps: &["patient_id"],
+    derived: &[],
+    read_permission: PATIENTS_READ,
+    write_permission: PATIENTS_WRITE,
+    ..Resource::DEFAULTS
+};
+
+pub static COMPLAINTS: Resource = Resource {
+    path: "complaints",
+    table: "complaints",
+    label: "Complaint",
+    scope: Scope::Branch,
+    fields: &[
+        branch_ref("patient_id", "patients").required(),
+        branch_ref("patient_visit_id", "patient_visits").required(),
+        text("complaint", 500).required(),
+        one_of("eye", &EYE),
+        text("onset", 100),
+        text("duration", 100),
+        one_of("severity", &SEVERITY),
+        long_text("notes"),
+    ],
+    sort_fields: &["created_at", "complaint", "severity"],
+    default_sort: "created_at",
+    default_direction: SortDirection::Desc,
+    search: &["complaint", "notes"],
+    filters: &["patient_id", "patient_visit_id", "eye", "severity"],
+    derived: &[PATIENT_OF_VISIT],
+    read_permission: PATIENTS_READ,
+    write_permission: PATIENTS_WRITE,
+    ..Resource::DEFAULTS
+};
+
+pub static PATIENT_VISIT_PLANS: Resource = Resource {
+    path: "patient-visit-plans",
+    table: "patient_visit_plans",
+    label: "Visit plan",
+    scope: Scope::Branch,
+    fields: &[
+        branch_ref("patient_id", "patients").required(),
+        branch_ref("patient_visit_id", "patient_visits").required(),
+        long_text("plan").required(),
+        date("follow_up_date"),
+        long_text("instructions"),
+    ],
+    sort_fields: &["created_at", "follow_up_date"],
+    default_sort: "created_at",
+    default_direction: SortDirection::Desc,
+    search: &["plan", "instructions"],
+    filters: &["patient_id", "patient_visit_id", "follow_up_date"],
+    derived: &[PATIENT_OF_VISIT],
+    read_permission: PATIENTS_READ,
+    write_permission: PATIENTS_WRITE,
+    ..Resource::DEFAULTS
+};
+
+pub static PRESCRIBED_MEDICINES: Resource = Resource {
+    path: "patient-visit-prescribed-medicines",
+    table: "patient_visit_prescribed_medicines",
+    label: "Prescribed medicine",
+    scope: Scope::Branch,
+    fields: &[
+        branch_ref("patient_id", "patients").required(),
+        branch_ref("patient_visit_id", "patient_visits").required(),
+        registry_ref("medicine_id", "medicines").required(),
+        one_of("eye", &EYE),
+        text("dosage", 100),
+        text("frequency", 100),
+        text("route", 100),
+        text("duration", 100),
+        integer("quantity", 1, 100_000),
+        long_text("instructions"),
+    ],
+    sort_fields: &["created_at"],
+    default_sort: "created_at",
+    default_direction: SortDirection::Desc,
+    search: &["dosage", "instructions"],
+    filters: &["patient_id", "patient_visit_id", "medicine_id", "eye"],
+    derived: &[PATIENT_OF_VISIT],
+    read_permission: PATIENTS_READ,
+    write_permission: PATIENTS_WRITE,
+    ..Resource::DEFAULTS
+};
+
+pub static MEDICAL_CERTIFICATES: Resource = Resource {
+    path: "medical-certificates",
+    table: "medical_certificates",
+    label: "Medical certificate",
+    scope: Scope::Branch,
+    fields: &[
+        branch_ref("patient_id", "patients").required(),
+        branch_ref("patient_visit_id", "patient_visits").required(),
+        registry_ref("doctor_id", "doctors"),
+        // Generated (MC-<branch>-000001) when not given.
+        text("certificate_number", 50).defaulted(),
+        date("issued_on").defaulted(),
+        long_text("diagnosis"),
+        long_text("recommendation"),
+        integer("rest_days", 0, 365),
+        date("valid_until"),
+    ],
+    sort_fields: &["issued_on", "created_at", "certificate_number"],
+    default_sort: "issued_on",
+    default_direction: SortDirection::Desc,
+    search: &["certificate_number", "diagnosis"],
+    filters: &["patient_id", "patient_visit_id", "doctor_id"],
+    date_range: Some("issued_on"),
+    derived: &[PATIENT_OF_VISIT],
+    read_permission: PATIENTS_READ,
+    write_permission: PATIENTS_WRITE,
+    unique: &[Unique {
+        index: "medical_certificates_number_key",
+        field: "certificate_number",
+        message: "The certificate number has already been used in this branch.",
+    }],
+    ..Resource::DEFAULTS
+};
+
+/// The branch's audit trail: who created, changed, deleted or opened what, and when.
+pub static AUDIT_LOGS: Resource = Resource::audit_trail("audit-logs", Scope::Branch);
+
+pub static RESOURCES: &[&Resource] = &[
+    &PATIENTS,
+    &PATIENT_VISITS,
+    &PATIENT_VISIT_PLANS,
+    &PRESCRIBED_MEDICINES,
+    &COMPLAINTS,
+    &MEDICAL_CERTIFICATES,
+    &AUDIT_LOGS,
+];

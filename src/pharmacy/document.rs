@@ -1,0 +1,89 @@
+//! What the pharmacy's declarations and hooks share: where its rows live and who may touch
+//! them, the lines of its documents and their totals, and a branch's local date.
+
+use deadpool_postgres::Transaction;
+use rust_decimal::{Decimal, RoundingStrategy};
+use serde_json::{Map, Value};
+
+use crate::http::error::{ApiResult, FieldErrors};
+use crate::permissions::{PHARMACY_READ, PHARMACY_WRITE};
+use crate::resource::{Resource, Scope};
+
+/// Pharmacy rows live in the registry, belong to a branch, and are read and written with
+/// the pharmacy permissions.
+pub(super) const PHARMACY: Resource = Resource {
+    scope: Scope::Registry,
+    branch_bound: true,
+    read_permission: PHARMACY_READ,
+    write_permission: PHARMACY_WRITE,
+    ..Resource::DEFAULTS
+};
+
+/// The record's field, when it holds something.
+pub(super) fn given<'a>(record: &'a Map<String, Value>, field: &str) -> Option<&'a Value> {
+    record.get(field).filter(|v| !v.is_null() && v.as_str() != Some(""))
+}
+
+pub(super) fn problem(errors: &mut FieldErrors, field: &str, message: impl Into<String>) {
+    errors.entry(field.into()).or_default().push(message.into());
+}
+
+/// Money at two places, half away from zero.
+pub(super) fn cents(amount: Decimal) -> Decimal {
+    amount.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero)
+}
+
+/// A branch's code, time zone and local date today.
+pub(super) async fn branch_today(
+    tx: &Transaction<'_>,
+    branch: i64,
+) -> ApiResult<(String, String, time::Date)> {
+    let row = tx
+        .query_one(
+            "SELECT code, timezone, (now() AT TIME ZONE timezone)::date FROM branches WHERE id = $1",
+            &[&branch],
+        )
+        .await?;
+    Ok((row.get(0), row.get(1), row.get(2)))
+}
+
+/// The lines a request sent, as objects.
+pub(super) fn lines_of(input: &Map<String, Value>) -> Option<&Vec<Value>> {
+    input.get("lines").and_then(Value::as_array)
+}
+
+/// Replaces a document's lines: `insert` takes `$1` the document and `$2` the lines as
+/// jsonb, each with the `line_total` [`with_totals`] computed.
+pub(super) async fn replace_lines(
+    tx: &Transaction<'_>,
+    lines_table: &str,
+    parent: &str,
+    id: i64,
+    insert: &str,
+    lines: &[Value],
+) -> ApiResult<()> {
+    tx.execute(&format!("DELETE FROM {lines_table} WHERE {parent} = $1"), &[&id]).await?;
+    tx.execute(insert, &[&id, &Value::Array(lines.to_vec())]).await?;
+    Ok(())
+}
+
+/// Computes each line's `line_total` with `line_total` (to the cent) and the document's
+/// `total`, their sum, into `input`; the mechanism then holds both to their declared bounds.
+pub(super) fn with_totals(
+    input: &mut Map<String, Value>,
+    line_total: impl Fn(&Map<String, Value>) -> Decimal,
+) {
+    let Some(lines) = input.get_mut("lines").and_then(Value::as_array_mut) else { return };
+    let mut total = Decimal::ZERO;
+    for line in lines.iter_mut().filter_map(Value::as_object_mut) {
+        let amount = cents(line_total(line));
+        total += amount;
+        line.insert("line_total".into(), Value::String(format!("{amount:.2}")));
+    }
+    input.insert("total".into(), Value::String(format!("{total:.2}")));
+}
+
+/// A line's decimal field (validated before, so present when required).
+pub(super) fn decimal_of(line: &Map<String, Value>, field: &str) -> Decimal {
+    line.get(field).and_then(crate::resource::decimal::of).unwrap_or_default()
+}

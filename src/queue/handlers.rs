@@ -1,0 +1,207 @@
+//! The queue's own routes: issuing a ticket, checking a patient in, transferring a ticket
+//! and the waiting room's view.
+
+use salvo::prelude::*;
+use serde_json::{Map, Value, json};
+
+use crate::clinical::PATIENT_VISITS;
+use crate::enums::{QUEUE_PRIORITY, QUEUE_STATUS, VISIT_TYPE};
+use crate::http::error::{ApiError, ApiResult, FieldErrors};
+use crate::http::{self as web, list};
+use crate::permissions::{PATIENTS_WRITE, QUEUE_READ, QUEUE_WRITE};
+use crate::resource::etag::IfMatch;
+use crate::resource::field::{branch_ref, integer, one_of, registry_ref, text};
+use crate::resource::idempotency::Answer;
+use crate::resource::routes::{render, set_etag};
+use crate::resource::validate::check_fields;
+use crate::resource::{Context, Scope, Unit, Within, state_conflict};
+
+use super::issuing::{Holder, holder_of, issue, problem};
+use super::tickets::{
+    QUEUE_TICKETS, TRANSFER, path_service, queue_view, service_of, ticket_changed, today_of,
+};
+
+/// `POST /queue/branch-services/{id}/queue {patient_id, patient_visit_id, priority}`.
+#[handler]
+pub async fn create_ticket(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let ctx = Context::of(depot)?;
+    ctx.require(QUEUE_WRITE)?;
+    let body = ctx.body(req).await?;
+    let service = path_service(&ctx, req).await?;
+    if !service.active {
+        return Err(ApiError::field("branch_service_id", "The service is not taking tickets."));
+    }
+    let route = ctx.branch()?.clone();
+    let mut conn = ctx.conn(Scope::Branch).await?;
+    let unit = Unit::begin(conn.client(), ctx.writer()).await?;
+    let holder = holder_of(&unit, &body).await?;
+    let today = today_of(&*unit, &route).await?;
+    let ticket = issue(&unit, &service, &holder, today).await?;
+    let answer = Answer::created("Queue ticket created.", ticket.clone());
+    unit.commit(&answer).await?;
+    ticket_changed(&ctx.state, route.id, &ticket).await;
+    set_etag(res, &ticket);
+    render(res, &answer);
+    Ok(())
+}
+
+/// `POST /queue/visits {patient_id, branch_service_id, visit_type, priority, reason,
+/// doctor_id}`: a visit dated today, checked in, and its ticket, in one transaction.
+#[handler]
+pub async fn create_visit(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let ctx = Context::of(depot)?;
+    ctx.require(QUEUE_WRITE)?;
+    ctx.require(PATIENTS_WRITE)?;
+    let body = ctx.body(req).await?;
+    let fields = [
+        branch_ref("patient_id", "patients").required(),
+        integer("branch_service_id", 1, i64::MAX).required(),
+        one_of("visit_type", &VISIT_TYPE),
+        one_of("priority", &QUEUE_PRIORITY),
+        text("reason", 500),
+        registry_ref("doctor_id", "doctors"),
+    ];
+    let (input, mut errors) = check_fields(fields.iter(), &body, true, |_| false);
+    let route = ctx.branch()?.clone();
+    let service = match input.get("branch_service_id").and_then(Value::as_i64) {
+        Some(id) => service_of(&ctx.state, route.id, id).await?,
+        None => None,
+    };
+    if input.contains_key("branch_service_id") && !service.as_ref().is_some_and(|s| s.active) {
+        problem(
+            &mut errors,
+            "branch_service_id",
+            "The selected branch service id is invalid or not taking tickets.",
+        );
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let service = service.ok_or(ApiError::NotFound)?;
+    let mut conn = ctx.conn(Scope::Branch).await?;
+    let unit = Unit::begin(conn.client(), ctx.writer()).await?;
+    let today = today_of(&*unit, &route).await?;
+    let mut visit: Map<String, Value> = ["patient_id", "visit_type", "reason", "doctor_id"]
+        .iter()
+        .filter_map(|k| input.get(*k).map(|v| (k.to_string(), v.clone())))
+        .collect();
+    visit.insert("visit_date".into(), Value::String(today.to_string()));
+    visit.insert("status".into(), Value::String("checked_in".into()));
+    let visit = unit.insert(&PATIENT_VISITS, Within::default(), visit).await?;
+    let holder = Holder {
+        patient: input.get("patient_id").and_then(Value::as_i64),
+        visit: visit.get("id").and_then(Value::as_i64),
+        priority: input.get("priority").and_then(Value::as_str).unwrap_or("normal").to_owned(),
+        from: None,
+    };
+    let ticket = issue(&unit, &service, &holder, today).await?;
+    let answer = Answer::created("Visit checked in and queued.", json!({ "visit": visit, "ticket": ticket }));
+    unit.commit(&answer).await?;
+    ticket_changed(&ctx.state, route.id, &ticket).await;
+    render(res, &answer);
+    Ok(())
+}
+
+/// `POST /queue/queue-tickets/{id}/transfer {branch_service_id, priority}`: closes the
+/// ticket and opens a waiting one in another active service of the branch, linked both ways.
+#[handler]
+pub async fn transfer(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let ctx = Context::of(depot)?;
+    ctx.require(QUEUE_WRITE)?;
+    let id = web::path_id(req, "id")?;
+    let if_match = IfMatch::of(req);
+    let body = ctx.body(req).await?;
+    let fields = [integer("branch_service_id", 1, i64::MAX).required(), one_of("priority", &QUEUE_PRIORITY)];
+    let (input, errors) = check_fields(fields.iter(), &body, true, |_| false);
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let route = ctx.branch()?.clone();
+    let target = input.get("branch_service_id").and_then(Value::as_i64).unwrap_or_default();
+    let service = service_of(&ctx.state, route.id, target).await?.filter(|s| s.active);
+    let mut conn = ctx.conn(Scope::Branch).await?;
+    let unit = Unit::begin(conn.client(), ctx.writer()).await?;
+    let before = unit.lock(&QUEUE_TICKETS, Within::default(), id, if_match).await?;
+    let state = before.get("status").and_then(Value::as_str);
+    if !TRANSFER.moves_from(state) {
+        return Err(state_conflict(&QUEUE_TICKETS, "invalid_transition", state));
+    }
+    let service = match service {
+        Some(s) if Some(s.id) != before.get("branch_service_id").and_then(Value::as_i64) => s,
+        _ => {
+            return Err(ApiError::field(
+                "branch_service_id",
+                "The ticket moves to another active service of this branch.",
+            ));
+        }
+    };
+    let holder = Holder {
+        patient: before.get("patient_id").and_then(Value::as_i64),
+        visit: before.get("patient_visit_id").and_then(Value::as_i64),
+        priority: input
+            .get("priority")
+            .or_else(|| before.get("priority"))
+            .and_then(Value::as_str)
+            .unwrap_or("normal")
+            .to_owned(),
+        from: Some(id),
+    };
+    let today = today_of(&*unit, &route).await?;
+    let new_ticket = issue(&unit, &service, &holder, today).await?;
+    let link = Map::from_iter([("transferred_to_id".to_owned(), new_ticket["id"].clone())]);
+    let ticket = unit.act(&QUEUE_TICKETS, Within::default(), id, &TRANSFER, link, None).await?;
+    let answer = Answer::ok("Ticket transferred.", json!({ "ticket": ticket, "new_ticket": new_ticket }));
+    unit.commit(&answer).await?;
+    ticket_changed(&ctx.state, route.id, &ticket).await;
+    ticket_changed(&ctx.state, route.id, &new_ticket).await;
+    set_etag(res, &ticket);
+    render(res, &answer);
+    Ok(())
+}
+
+/// `GET /queue/branch-services/{id}/queue?date=&status=`.
+#[handler]
+pub async fn show_queue(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
+    let ctx = Context::of(depot)?;
+    ctx.require(QUEUE_READ)?;
+    let service = path_service(&ctx, req).await?;
+    let pairs = list::query_pairs(req);
+    list::only(&pairs, &["date", "status"])?;
+    let get = |name: &str| pairs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.trim().to_owned());
+    let mut errors = FieldErrors::new();
+    let day = match get("date") {
+        Some(raw) => match list::parse_date(&raw) {
+            Some(day) => Some(day),
+            None => {
+                problem(&mut errors, "date", "The date must be a date (YYYY-MM-DD).");
+                None
+            }
+        },
+        None => None,
+    };
+    let statuses: Option<Vec<String>> = get("status")
+        .filter(|s| !s.is_empty())
+        .map(|s| s.split(',').map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect());
+    if let Some(list) = &statuses
+        && let Some(bad) = list.iter().find(|s| !QUEUE_STATUS.values.contains(&s.as_str()))
+    {
+        problem(
+            &mut errors,
+            "status",
+            &format!("Unknown status {bad}. Allowed: {}.", QUEUE_STATUS.values.join(", ")),
+        );
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let route = ctx.branch()?.clone();
+    let mut conn = ctx.conn(Scope::Branch).await?;
+    let client = conn.client();
+    let day = match day {
+        Some(day) => day,
+        None => today_of(&*client, &route).await?,
+    };
+    let view = queue_view(&*client, &service, day, statuses.as_deref()).await?;
+    web::ok(res, "Queue retrieved.", view);
+    Ok(())
+}

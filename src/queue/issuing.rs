@@ -1,0 +1,99 @@
+//! Issuing a ticket: who it is for, and the next number of its service today.
+
+use deadpool_postgres::Transaction;
+use serde_json::{Map, Value, json};
+use time::Date;
+
+use crate::enums::QUEUE_PRIORITY;
+use crate::http::error::{ApiError, ApiResult, FieldErrors};
+use crate::resource::field::{branch_ref, one_of};
+use crate::resource::validate::check_fields;
+use crate::resource::{Unit, Within};
+
+use super::tickets::{QUEUE_TICKETS, Service};
+
+/// Who a new ticket is for.
+#[derive(Default)]
+pub(super) struct Holder {
+    pub(super) patient: Option<i64>,
+    pub(super) visit: Option<i64>,
+    pub(super) priority: String,
+    pub(super) from: Option<i64>,
+}
+
+/// Issues the next ticket of `service` today; answers it as stored.
+pub(super) async fn issue(
+    unit: &Unit<'_>,
+    service: &Service,
+    holder: &Holder,
+    today: Date,
+) -> ApiResult<Value> {
+    let n: i32 = unit
+        .query_one(
+            "INSERT INTO queue_counters (branch_service_id, queue_date, last) VALUES ($1, $2, 1)
+             ON CONFLICT (branch_service_id, queue_date) DO UPDATE SET last = queue_counters.last + 1
+             RETURNING last",
+            &[&service.id, &today],
+        )
+        .await?
+        .get(0);
+    let ticket = json!({
+        "number": format!("{}-{n:03}", service.code),
+        "position": n,
+        "branch_service_id": service.id,
+        "patient_id": holder.patient,
+        "patient_visit_id": holder.visit,
+        "priority": holder.priority,
+        "queue_date": today.to_string(),
+        "transferred_from_id": holder.from,
+    });
+    let Value::Object(ticket) = ticket else { unreachable!("a JSON object") };
+    unit.insert(&QUEUE_TICKETS, Within::default(), ticket).await
+}
+
+/// Checks who a ticket is for: a live patient, a live visit of that patient (the patient
+/// taken from the visit when not given), a known priority.
+pub(super) async fn holder_of(tx: &Transaction<'_>, body: &Map<String, Value>) -> ApiResult<Holder> {
+    let fields = [
+        branch_ref("patient_id", "patients"),
+        branch_ref("patient_visit_id", "patient_visits"),
+        one_of("priority", &QUEUE_PRIORITY),
+    ];
+    let (input, mut errors) = check_fields(fields.iter(), body, false, |_| false);
+    let mut holder = Holder {
+        patient: input.get("patient_id").and_then(Value::as_i64),
+        visit: input.get("patient_visit_id").and_then(Value::as_i64),
+        priority: input.get("priority").and_then(Value::as_str).unwrap_or("normal").to_owned(),
+        from: None,
+    };
+    if let Some(patient) = holder.patient {
+        let live =
+            tx.query_opt("SELECT 1 FROM patients WHERE id = $1 AND deleted_at IS NULL", &[&patient]).await?;
+        if live.is_none() {
+            problem(&mut errors, "patient_id", "The selected patient id is invalid.");
+        }
+    }
+    if let Some(visit) = holder.visit {
+        let owner: Option<i64> = tx
+            .query_opt(
+                "SELECT patient_id FROM patient_visits WHERE id = $1 AND deleted_at IS NULL",
+                &[&visit],
+            )
+            .await?
+            .map(|r| r.get(0));
+        match (owner, holder.patient) {
+            (None, _) => {
+                problem(&mut errors, "patient_visit_id", "The selected patient visit id is invalid.")
+            }
+            (Some(owner), Some(patient)) if owner != patient => {
+                problem(&mut errors, "patient_visit_id", "The visit is not this patient's.")
+            }
+            (Some(owner), _) => holder.patient = Some(owner),
+        }
+    }
+    if errors.is_empty() { Ok(holder) } else { Err(ApiError::Validation(errors)) }
+}
+
+pub(super) fn problem(errors: &mut FieldErrors, field: &str, message: &str) {
+    errors.entry(field.into()).or_default().push(message.into());
+}

@@ -1,0 +1,104 @@
+//! Creating a record: checked, resolved by its hooks, inserted and audited in one unit.
+
+use serde_json::{Map, Value};
+use tracing::Instrument;
+
+use super::audit::audit;
+use super::checks::{
+    apply_rules, check_branch_access, check_calculated, check_overlaps, columns_of, guarded, unique_violation,
+};
+use super::references::check_references;
+use super::select::reload;
+use super::{Within, db_span};
+use crate::http::error::ApiResult;
+use crate::resource::Resource;
+use crate::resource::context::{Conn, Writer};
+use crate::resource::idempotency::Answer;
+use crate::resource::unit::{Unit, Written};
+
+pub fn created_message(resource: &Resource) -> String {
+    format!("{} created.", resource.label)
+}
+
+/// `POST /<resource>`: one unit that creates the record.
+pub async fn create(
+    conn: &mut Conn,
+    writer: Writer,
+    resource: &Resource,
+    within: Within<'_>,
+    input: Map<String, Value>,
+) -> ApiResult<Written> {
+    let client = conn.client();
+    async {
+        let unit = Unit::begin(client, writer).await?;
+        let record = unit.insert(resource, within, input).await?;
+        unit.commit(&Answer::created(&created_message(resource), record.clone())).await?;
+        Ok(Written { before: None, record: Some(record), message: None })
+    }
+    .instrument(db_span(resource, "INSERT"))
+    .await
+}
+
+impl Unit<'_> {
+    /// Creates a record of `resource`: the caller filled in where it says so, references and
+    /// rules checked, the resource's hooks run, inserted, audited; answers it as stored.
+    pub async fn insert(
+        &self,
+        resource: &Resource,
+        within: Within<'_>,
+        mut input: Map<String, Value>,
+    ) -> ApiResult<Value> {
+        let user = self.writer().user_id;
+        let unset: Vec<&str> = resource
+            .all_fields()
+            .filter(|f| f.caller_by_default && !input.contains_key(f.name))
+            .map(|f| f.name)
+            .collect();
+        for name in unset {
+            input.insert(name.into(), Value::from(user));
+        }
+        check_branch_access(resource, within, &input)?;
+        if let Some((column, parent)) = within.parent {
+            input.insert(column.into(), Value::from(parent));
+        }
+        check_references(&**self, self.writer(), resource, &mut input, None).await?;
+        apply_rules(resource, input.clone(), &mut input)?;
+        resource.hooks.resolve(self, None, &input.clone(), &mut input).await?;
+        check_calculated(resource, &input)?;
+        check_overlaps(self, resource, 0, &input).await?;
+        let id = guarded(self, resource, 0, &input, insert_row(self, resource, within, &input)).await?;
+        let topics = resource.hooks.written(self, id, &input, None).await?;
+        self.stale(topics);
+        let after = reload(&**self, resource, id).await?;
+        audit(&**self, Some(user), "create", resource, id, None, Some(&after)).await?;
+        Ok(after)
+    }
+}
+
+async fn insert_row(
+    unit: &Unit<'_>,
+    resource: &Resource,
+    within: Within<'_>,
+    input: &Map<String, Value>,
+) -> ApiResult<i64> {
+    let mut input = input.clone();
+    let mut columns = columns_of(resource, &input);
+    if let Some((column, id)) = within.parent {
+        input.insert(column.into(), Value::from(id));
+        columns.push(column);
+    }
+    let list = columns.iter().map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ");
+    let sql = format!(
+        "INSERT INTO {table} ({cols}{sep}created_by, updated_by)
+         SELECT {list}{sep}$2, $2 FROM jsonb_populate_record(NULL::{table}, $1) r RETURNING id",
+        table = resource.table,
+        cols = columns.join(", "),
+        sep = if columns.is_empty() { "" } else { ", " },
+    );
+    let stmt = unit.prepare_cached(&sql).await?;
+    let row = unit
+        .query_one(&stmt, &[&Value::Object(input), &unit.writer().user_id])
+        .await
+        .map_err(|e| unique_violation(resource, e))?;
+    Ok(row.get(0))
+}

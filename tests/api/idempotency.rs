@@ -1,0 +1,227 @@
+//! `Idempotency-Key` on every POST of the route table: a replay returns the first answer and
+//! writes nothing, whoever wrote the route's handler. The route list is read off the server's
+//! own route tree, so a new POST route without a case here fails the test.
+
+use clinic_server::app::{resources, served_routes};
+use clinic_server::resource::Scope;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::conformance::{World, collection, sample, world};
+use crate::support::{Reply, TestApp, id_of, reply};
+
+/// POST routes that take no key, and why.
+const UNKEYED: &[(&str, &str)] = &[
+    ("/api/v1/auth/login", "public: no caller to key on, and its answer holds a token never stored"),
+    ("/api/v1/auth/reset-code", "public: no caller to key on; answers the same whatever happens"),
+    ("/api/v1/auth/verify-code", "public: no caller to key on; writes nothing but a try count"),
+    ("/api/v1/auth/reset-password", "public: no caller to key on; a used code cannot be used again"),
+    ("/api/v1/auth/logout", "its token is revoked: a repeat is 401, which says the same"),
+];
+
+/// Every audit row in the registry and in the branch: a replay must add none.
+async fn audit_rows(app: &TestApp, branch: i64) -> i64 {
+    let client = app.state.registry.get().await.unwrap();
+    let registry: i64 = client.query_one("SELECT count(*) FROM audit_log", &[]).await.unwrap().get(0);
+    let in_branch: i64 = client
+        .query_one(&format!("SELECT count(*) FROM branch_{branch}.audit_log"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    registry + in_branch
+}
+
+async fn post(app: &TestApp, path: &str, branch: Option<i64>, key: &str, body: &Value) -> Reply {
+    reply(app.request(Method::POST, path, branch).header("idempotency-key", key).json(body)).await
+}
+
+/// Creates a record of the resource at `collection` from its conformance sample.
+async fn fresh(app: &TestApp, w: &World, resource_path: &str) -> i64 {
+    let r = resources().into_iter().find(|r| r.path == resource_path).unwrap();
+    let body = sample(resource_path, w).unwrap().body;
+    let branch = (r.scope == Scope::Branch).then_some(w.branch);
+    id_of(&app.created(&collection(r, w), branch, body).await)
+}
+
+/// A branch service of the world's branch (queue routes need one).
+async fn service(app: &TestApp, w: &World, code: &str) -> i64 {
+    let body = json!({ "name": format!("Service {code}"), "code": code });
+    id_of(&app.created(&format!("/api/v1/branches/{}/services", w.branch), None, body).await)
+}
+
+/// A concrete request for a POST route: its path, branch and body.
+struct Case {
+    path: String,
+    branch: Option<i64>,
+    body: Value,
+}
+
+async fn case_for(app: &TestApp, w: &World, template: &str) -> Option<Case> {
+    let branch = Some(w.branch);
+    // Creates of declared resources.
+    for r in resources() {
+        if format!("/api/v1/{}", r.path) == template {
+            let body = sample(r.path, w)?.body;
+            let branch = (r.scope == Scope::Branch).then_some(w.branch);
+            return Some(Case { path: collection(r, w), branch, body });
+        }
+    }
+    // Declared actions: a fresh record in the state the action moves from.
+    if let Some(rest) = template.strip_prefix("/api/v1/")
+        && let Some((resource_path, segment)) = rest.rsplit_once("/{id}/")
+        && let Some(r) = resources().into_iter().find(|r| r.path == resource_path)
+        && r.actions.iter().any(|a| a.segment == segment)
+    {
+        let id = fresh(app, w, resource_path).await;
+        let branch = (r.scope == Scope::Branch).then_some(w.branch);
+        let member = format!("{}/{id}", collection(r, w));
+        let body = match (resource_path, segment) {
+            ("purchase-orders", "close") => {
+                assert_eq!(app.post(&format!("{member}/order"), None, json!({})).await.status, 200);
+                let delivery = json!({ "branch_id": w.branch, "supplier_id": w.supplier, "purchase_order_id": id,
+                    "lines": [{ "pharmacy_item_id": w.item, "lot_no": "PO-CLOSE", "expiry_date": "2030-05-31",
+                                "quantity": 10 }] });
+                let delivery = id_of(&app.created("/api/v1/deliveries", None, delivery).await);
+                let posted = app.post(&format!("/api/v1/deliveries/{delivery}/post"), None, json!({})).await;
+                assert_eq!(posted.status, 200, "{}", posted.text);
+                json!({})
+            }
+            ("purchase-orders", "cancel") => json!({ "reason": "not needed" }),
+            ("transactions", "void") => {
+                let done = app.post(&format!("{member}/complete"), None, json!({})).await;
+                assert_eq!(done.status, 200, "{}", done.text);
+                json!({ "void_reason": "returned" })
+            }
+            _ => json!({}),
+        };
+        return Some(Case { path: format!("{member}/{segment}"), branch, body });
+    }
+    let case = |path: String, body: Value| Some(Case { path, branch, body });
+    match template {
+        "/api/v1/queue/visits" => {
+            let svc = service(app, w, "QV").await;
+            case("/api/v1/queue/visits".into(), json!({ "patient_id": w.patient, "branch_service_id": svc }))
+        }
+        "/api/v1/queue/branch-services/{id}/queue" => {
+            let svc = service(app, w, "QT").await;
+            case(format!("/api/v1/queue/branch-services/{svc}/queue"), json!({ "patient_id": w.patient }))
+        }
+        "/api/v1/queue/queue-tickets/{id}/transfer" => {
+            let (from, to) = (service(app, w, "TA").await, service(app, w, "TB").await);
+            let ticket =
+                app.post(&format!("/api/v1/queue/branch-services/{from}/queue"), branch, json!({})).await;
+            assert_eq!(ticket.status, 201, "{}", ticket.text);
+            let path = format!("/api/v1/queue/queue-tickets/{}/transfer", id_of(&ticket));
+            case(path, json!({ "branch_service_id": to }))
+        }
+        "/api/v1/branches/{branch_id}/services/{id}/staff" => {
+            let svc = service(app, w, "ST").await;
+            let path = format!("/api/v1/branches/{}/services/{svc}/staff", w.branch);
+            Some(Case { path, branch: None, body: json!({ "user_id": app.admin_id().await }) })
+        }
+        "/api/v1/auth/switch-branch" => {
+            Some(Case { path: template.into(), branch: None, body: json!({ "branch_id": w.branch }) })
+        }
+        "/api/v1/profile/change-password" => Some(Case {
+            path: template.into(),
+            branch: None,
+            body: json!({ "current_password": crate::support::ADMIN_PASSWORD, "password": "quiet-meadow-lantern-5",
+                          "password_confirmation": "quiet-meadow-lantern-5" }),
+        }),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn every_post_route_replays_its_first_answer_and_writes_nothing_more() {
+    let app = TestApp::spawn_with(|s| s.rate_limit_api = 100_000).await;
+    let w = world(&app).await;
+    // Dispensing needs stock in the world's lot.
+    let stock = json!({ "branch_id": w.branch, "stock_available_id": w.lot, "kind": "adjustment",
+                        "quantity": 1000, "reason": "opening stock" });
+    app.created("/api/v1/stock-movements", None, stock).await;
+    let posts: Vec<String> =
+        served_routes().into_iter().filter(|(method, _)| method == "POST").map(|(_, path)| path).collect();
+    assert!(posts.len() > 40, "only {} POST routes found", posts.len());
+    let mut missing = Vec::new();
+    for (n, template) in posts.iter().enumerate() {
+        if UNKEYED.iter().any(|(path, _)| path == template) {
+            continue;
+        }
+        let Some(case) = case_for(&app, &w, template).await else {
+            missing.push(template.clone());
+            continue;
+        };
+        let key = format!("walk-{n}");
+        let first = post(&app, &case.path, case.branch, &key, &case.body).await;
+        assert!(
+            (200..300).contains(&first.status),
+            "{template}: first answer {}: {}",
+            first.status,
+            first.text
+        );
+        assert_eq!(first.header("idempotent-replayed"), None, "{template}");
+        let written = audit_rows(&app, w.branch).await;
+        let again = post(&app, &case.path, case.branch, &key, &case.body).await;
+        assert_eq!(again.status, first.status, "{template}: replay: {}", again.text);
+        assert_eq!(again.body, first.body, "{template}: the replay differs from the first answer");
+        assert_eq!(again.header("idempotent-replayed"), Some("true"), "{template}");
+        assert_eq!(audit_rows(&app, w.branch).await, written, "{template}: the replay wrote something");
+    }
+    assert!(missing.is_empty(), "POST routes without a case in this test: {missing:#?}");
+}
+
+/// The stored answer is keyed by the route and its parsed parameters, not the raw path.
+#[tokio::test]
+async fn one_key_on_spellings_of_one_path_makes_one_row() {
+    let app = TestApp::spawn().await;
+    let branch = app.main_branch().await;
+    let patient = id_of(&app.create_patient(branch, "Ana", "Cruz").await);
+    let body = json!({ "kind": "charge", "unit_price": "25.00", "description": "Consult" });
+    let spellings = [
+        format!("/api/v1/patients/{patient}/billing-transactions"),
+        format!("/api/v1/patients/0{patient}/billing-transactions"),
+        format!("/api/v1/patients/{patient}/billing-transactions/"),
+    ];
+    let mut answers = Vec::new();
+    for path in &spellings {
+        let r = post(&app, path, Some(branch), "same-key", &body).await;
+        assert_eq!(r.status, 201, "{path}: {}", r.text);
+        answers.push(r);
+    }
+    assert_eq!(answers[1].body, answers[0].body);
+    assert_eq!(answers[2].body, answers[0].body);
+    assert_eq!(answers[1].header("idempotent-replayed"), Some("true"));
+    let list = app.get(&format!("/api/v1/patients/{patient}/billing-transactions"), Some(branch)).await;
+    assert_eq!(list.body["meta"]["total"], 1, "{}", list.text);
+}
+
+/// The queue's POSTs replay too, transfers included (a retried transfer is not a 409).
+#[tokio::test]
+async fn queue_posts_replay_under_one_key() {
+    let app = TestApp::spawn().await;
+    let w = world(&app).await;
+    let branch = Some(w.branch);
+    let (from, to) = (service(&app, &w, "QA").await, service(&app, &w, "QB").await);
+    let issue = format!("/api/v1/queue/branch-services/{from}/queue");
+    let first = post(&app, &issue, branch, "ticket-1", &json!({})).await;
+    let again = post(&app, &issue, branch, "ticket-1", &json!({})).await;
+    assert_eq!((first.status, again.status), (201, 201));
+    assert_eq!(id_of(&first), id_of(&again));
+    let queue = app.get(&issue, branch).await;
+    assert_eq!(queue.body["data"]["counts"]["total"], 1, "{}", queue.text);
+
+    let transfer = format!("/api/v1/queue/queue-tickets/{}/transfer", id_of(&first));
+    let moved = post(&app, &transfer, branch, "move-1", &json!({ "branch_service_id": to })).await;
+    let retried = post(&app, &transfer, branch, "move-1", &json!({ "branch_service_id": to })).await;
+    assert_eq!((moved.status, retried.status), (200, 200), "{}", retried.text);
+    assert_eq!(retried.body, moved.body);
+
+    let visit = json!({ "patient_id": w.patient, "branch_service_id": to });
+    let checked_in = post(&app, "/api/v1/queue/visits", branch, "visit-1", &visit).await;
+    let repeated = post(&app, "/api/v1/queue/visits", branch, "visit-1", &visit).await;
+    assert_eq!((checked_in.status, repeated.status), (201, 201));
+    assert_eq!(repeated.body, checked_in.body);
+    let visits = app.get(&format!("/api/v1/patient-visits?filters[patient_id]={}", w.patient), branch).await;
+    assert_eq!(visits.body["meta"]["total"], 2, "the world's visit and one check-in: {}", visits.text);
+}
