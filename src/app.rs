@@ -14,7 +14,8 @@ use salvo::server::ServerHandle;
 
 use crate::config::Settings;
 use crate::db::directory::Directory;
-use crate::http::docs::Doc;
+use crate::http::docs::{Access, Doc};
+use crate::http::endpoints::Endpoints;
 use crate::http::guard::guard_routes;
 use crate::http::{catcher, trace};
 use crate::resource::idempotency::Idempotent;
@@ -26,25 +27,30 @@ use crate::{
     pharmacy, queue,
 };
 
-/// Every declared resource, for documentation and checks.
-pub fn resources() -> Vec<&'static Resource> {
-    served_generically().chain(admin::RESOURCES.iter().copied()).collect()
+/// A domain: the resources it declares, served by the shared handlers and described from
+/// their declarations, and the routes it serves by hand, each registered with its description.
+struct Domain {
+    resources: &'static [&'static Resource],
+    endpoints: fn() -> Vec<Endpoints>,
 }
 
-/// Resources whose five operations are all the shared handlers (admin composes its own
-/// routes from the shared parts).
-fn served_generically() -> impl Iterator<Item = &'static Resource> {
-    [
-        clinical::RESOURCES,
-        exams::RESOURCES,
-        billing::RESOURCES,
-        queue::RESOURCES,
-        master::RESOURCES,
-        pharmacy::RESOURCES,
-    ]
-    .into_iter()
-    .flatten()
-    .copied()
+/// Every domain. A domain's own routes are tried before the declared resources' routes.
+static DOMAINS: &[Domain] = &[
+    Domain { resources: &[], endpoints: health::endpoints },
+    Domain { resources: &[], endpoints: auth::routes::endpoints },
+    Domain { resources: admin::RESOURCES, endpoints: admin::endpoints },
+    Domain { resources: master::RESOURCES, endpoints: master::endpoints },
+    Domain { resources: clinical::RESOURCES, endpoints: clinical::endpoints },
+    Domain { resources: exams::RESOURCES, endpoints: exams::endpoints },
+    Domain { resources: billing::RESOURCES, endpoints: billing::endpoints },
+    Domain { resources: queue::RESOURCES, endpoints: queue::endpoints },
+    Domain { resources: pharmacy::RESOURCES, endpoints: Vec::new },
+    Domain { resources: &[], endpoints: dashboard::endpoints },
+];
+
+/// Every declared resource, for documentation and checks.
+pub fn resources() -> Vec<&'static Resource> {
+    DOMAINS.iter().flat_map(|d| d.resources.iter().copied()).collect()
 }
 
 /// Connects, migrates the registry and every branch, bootstraps an empty registry, and
@@ -83,36 +89,37 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
     Ok(state)
 }
 
-/// Every route of the API, with its hoops.
+/// Every route of the API, with its hoops: public routes as they are; the others behind the
+/// caller's token and the idempotency of their POSTs, and branch routes behind `X-Branch-Id`.
 fn api_router() -> Router {
-    let mut branch_scoped = Router::new()
-        .hoop(crate::tenancy::hoop::require_branch)
-        .push(clinical::extra_routes())
-        .push(exams::extra_routes())
-        .push(billing::extra_routes())
-        .push(queue::extra_routes())
-        .push(dashboard::router());
-    let mut global = Router::new();
-    for r in served_generically() {
-        match r.scope {
-            Scope::Branch => branch_scoped = branch_scoped.push(resource::routes::router(r)),
-            Scope::Registry => global = global.push(resource::routes::router(r)),
+    let in_branch = |router| Router::new().hoop(crate::tenancy::hoop::require_branch).push(router);
+    let (mut public, mut metered, mut unmetered) = (Router::new(), Router::new(), Router::new());
+    for domain in DOMAINS {
+        for endpoints in (domain.endpoints)() {
+            let (access, is_metered) = (endpoints.access(), endpoints.is_metered());
+            let router = endpoints.into_router();
+            match access {
+                Access::Public => public = public.push(router),
+                Access::User if is_metered => metered = metered.push(router),
+                Access::User => unmetered = unmetered.push(router),
+                Access::Branch if is_metered => metered = metered.push(in_branch(router)),
+                Access::Branch => unmetered = unmetered.push(in_branch(router)),
+            }
         }
     }
-    let authenticated = Router::new()
-        .hoop(auth::Authenticate { metered: true })
-        .hoop(Idempotent)
-        .push(auth::routes::authenticated())
-        .push(admin::router())
-        .push(master::router())
-        .push(global)
-        .push(branch_scoped);
+    let mut declared_in_branch = Router::new();
+    for r in resources() {
+        match r.scope {
+            Scope::Branch => declared_in_branch = declared_in_branch.push(resource::routes::router(r)),
+            Scope::Registry => metered = metered.push(resource::routes::router(r)),
+        }
+    }
+    metered = metered.push(in_branch(declared_in_branch));
     let mut api = Router::with_path("api/v1")
-        .push(Router::with_path("public/health").get(health::health))
-        .push(auth::routes::public())
-        // Counted by its own per-user limit instead of the general one.
-        .push(auth::routes::change_password().hoop(Idempotent))
-        .push(authenticated);
+        .push(public)
+        // Routes with a per-user limit of their own.
+        .push(unmetered.hoop(auth::Authenticate { metered: false }).hoop(Idempotent))
+        .push(metered.hoop(auth::Authenticate { metered: true }).hoop(Idempotent));
     guard_routes(&mut api);
     api
 }
@@ -157,18 +164,15 @@ pub fn served_routes() -> Vec<(String, String)> {
 /// The OpenAPI document of everything `api_router` serves.
 pub fn openapi() -> salvo::oapi::OpenApi {
     let mut doc = Doc::default();
-    health::document(&mut doc);
-    auth::routes::document(&mut doc);
     for r in resources() {
         resource::docs::document(&mut doc, r);
     }
-    admin::document(&mut doc);
-    clinical::document(&mut doc);
-    exams::document(&mut doc);
-    billing::document(&mut doc);
-    queue::document(&mut doc);
-    dashboard::document(&mut doc);
-    master::document(&mut doc);
+    // After the resources: a domain's endpoints may amend what the declarations describe.
+    for domain in DOMAINS {
+        for endpoints in (domain.endpoints)() {
+            endpoints.describe(&mut doc);
+        }
+    }
     doc.finish()
 }
 

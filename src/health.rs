@@ -8,6 +8,7 @@ use salvo::prelude::*;
 use serde_json::json;
 
 use crate::http::docs::{self, Access, Doc};
+use crate::http::endpoints::Endpoints;
 use crate::state::AppState;
 
 #[handler]
@@ -52,8 +53,10 @@ pub async fn health(depot: &mut Depot, res: &mut Response) {
     }
 }
 
-pub fn document(doc: &mut Doc) {
-    let op = Doc::operation(Access::Public, "public", "Health of the service and its registry database");
+/// `GET /public/health`.
+pub fn endpoints() -> Vec<Endpoints> {
+    let mut public = Endpoints::new(Access::Public);
+    let op = public.operation("public", "Health of the service and its registry database");
     let body = docs::envelope(
         salvo::oapi::Object::new()
             .property("status", docs::string().enum_values(["ok", "degraded", "down"]))
@@ -66,5 +69,6 @@ pub fn document(doc: &mut Doc) {
         "Registry unreachable",
         body,
     );
-    doc.add(PathItemType::Get, "/api/v1/public/health", op);
+    public.add(PathItemType::Get, "public/health", health, op);
+    vec![public]
 }

@@ -180,6 +180,29 @@ fn only_the_mechanism_reaches_into_its_store() {
     );
 }
 
+/// A route and its description are registered in one call (`http::endpoints`), or come
+/// from a declaration: outside the route table, the HTTP layer and the mechanism's own router
+/// and describer, nothing builds a router or starts an operation by itself.
+#[test]
+fn routes_are_registered_with_their_description() {
+    let (src, files) = source_files();
+    let allowed = ["app.rs", "http/", "resource/routes.rs", "resource/docs.rs", "tidy.rs"];
+    let mut found = Vec::new();
+    for file in &files {
+        let name = shown(&src, file);
+        if allowed.iter().any(|a| name.starts_with(a)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("source is readable");
+        for needle in ["Router::with_path", "Router::new(", "Doc::operation(", "doc.add("] {
+            if text.contains(needle) {
+                found.push(format!("{name}: {needle}"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "register routes with http::endpoints::Endpoints:\n{}", found.join("\n"));
+}
+
 /// A comment that sends the reader to a document must send them to one the repository has.
 #[test]
 fn comments_name_only_documents_in_the_repository() {

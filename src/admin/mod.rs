@@ -10,9 +10,9 @@ pub mod services;
 pub mod users;
 
 use salvo::oapi::PathItemType;
-use salvo::prelude::*;
 
 use crate::http::docs::{self, Access, Doc};
+use crate::http::endpoints::Endpoints;
 use crate::permissions::ADMIN_ACCESS;
 use crate::resource::context::Require;
 use crate::resource::{Resource, Scope};
@@ -24,39 +24,20 @@ pub static SYSTEM_AUDIT_LOGS: Resource = Resource::audit_trail("system-audit-log
 pub static RESOURCES: &[&Resource] =
     &[&roles::ROLES, &branches::BRANCHES, &services::BRANCH_SERVICES, &users::USERS, &SYSTEM_AUDIT_LOGS];
 
-pub fn router() -> Router {
-    let generic = |r| crate::resource::routes::router(r);
-    Router::new()
-        .hoop(Require(ADMIN_ACCESS))
-        .push(Router::with_path("permissions").get(roles::catalogue))
-        .push(generic(&roles::ROLES))
-        .push(
-            generic(&services::BRANCH_SERVICES).push(
-                Router::with_path("{id:num}/staff")
-                    .post(services::assign)
-                    .push(Router::with_path("{user:num}").delete(services::unassign)),
-            ),
-        )
-        // Creating a branch provisions its schema: a handler of its own.
-        .push(Router::with_path("branches").post(branches::create))
-        .push(generic(&branches::BRANCHES))
-        .push(generic(&users::USERS))
-        .push(generic(&SYSTEM_AUDIT_LOGS))
-}
-
-/// The routes that are not plain resource operations, and what the own write handlers answer
-/// beyond the shared ones (call after the resources are documented).
-pub fn document(doc: &mut Doc) {
+/// The permission catalogue and a service's staff, for administrators; and the answers the
+/// own write handlers of the declared resources give beyond the shared ones.
+pub fn endpoints() -> Vec<Endpoints> {
+    let mut admin = Endpoints::new(Access::User).hoop(Require(ADMIN_ACCESS));
     let last = "last_administrator: no active user would hold admin.access";
-    doc.amend(PathItemType::Delete, "/api/v1/roles/{id}", |op| {
+    admin.amend(PathItemType::Delete, "/api/v1/roles/{id}", move |op| {
         Doc::conflict(op, &format!("role_in_use: the role is still held by users; {last}"))
     });
-    doc.amend(PathItemType::Put, "/api/v1/roles/{id}", |op| Doc::conflict(op, last));
-    doc.amend(PathItemType::Put, "/api/v1/users/{id}", |op| Doc::conflict(op, last));
-    doc.amend(PathItemType::Delete, "/api/v1/users/{id}", |op| {
+    admin.amend(PathItemType::Put, "/api/v1/roles/{id}", move |op| Doc::conflict(op, last));
+    admin.amend(PathItemType::Put, "/api/v1/users/{id}", move |op| Doc::conflict(op, last));
+    admin.amend(PathItemType::Delete, "/api/v1/users/{id}", move |op| {
         Doc::conflict(op, &format!("cannot_deactivate_self: an admin cannot deactivate themself; {last}"))
     });
-    let op = Doc::operation(Access::User, "roles", "The permission catalogue");
+    let op = admin.operation("roles", "The permission catalogue");
     let permission =
         salvo::oapi::Object::new().property("name", docs::string()).property("description", docs::string());
     let op = Doc::answers(
@@ -65,9 +46,10 @@ pub fn document(doc: &mut Doc) {
         "Every permission",
         docs::envelope(salvo::oapi::Array::new().items(permission)),
     );
-    doc.add(PathItemType::Get, "/api/v1/permissions", op);
-    let staff = "/api/v1/branches/{branch_id}/services/{id}/staff";
-    let op = Doc::operation(Access::User, "branches", "Assign a user to serve at a branch service")
+    admin.add(PathItemType::Get, "permissions", roles::catalogue, op);
+    let staff = "branches/{branch_id:num}/services/{id:num}/staff";
+    let op = admin
+        .operation("branches", "Assign a user to serve at a branch service")
         .add_parameter(docs::path_param("branch_id"))
         .add_parameter(docs::path_id());
     let op = Doc::with_body(
@@ -76,18 +58,17 @@ pub fn document(doc: &mut Doc) {
     );
     let service =
         salvo::oapi::Ref::from_schema_name(crate::resource::docs::schema_name(&services::BRANCH_SERVICES));
-    doc.add(
-        PathItemType::Post,
-        staff,
-        Doc::not_found(Doc::answers(op, "200", "The service and its staff", docs::envelope(service))),
-    );
-    let op = Doc::operation(Access::User, "branches", "Remove a user from a branch service")
+    let op = Doc::not_found(Doc::answers(op, "200", "The service and its staff", docs::envelope(service)));
+    admin.add(PathItemType::Post, staff, services::assign, op);
+    let op = admin
+        .operation("branches", "Remove a user from a branch service")
         .add_parameter(docs::path_param("branch_id"))
         .add_parameter(docs::path_id())
         .add_parameter(docs::path_param("user"));
-    doc.add(
-        PathItemType::Delete,
-        &format!("{staff}/{{user}}"),
-        Doc::not_found(Doc::answers(op, "200", "Removed", docs::envelope(docs::string()))),
-    );
+    let op = Doc::not_found(Doc::answers(op, "200", "Removed", docs::envelope(docs::string())));
+    admin.add(PathItemType::Delete, &format!("{staff}/{{user:num}}"), services::unassign, op);
+    // Creating a branch provisions its schema: a handler of its own, described with the
+    // declared branches.
+    admin.serve_declared(PathItemType::Post, "branches", branches::create);
+    vec![admin]
 }

@@ -5,9 +5,11 @@ use salvo::prelude::*;
 use serde_json::{Map, Value, json};
 
 use super::body::{new_password, required_string};
+use super::reset;
 use crate::admin::users::USERS;
 use crate::db::Queries;
 use crate::http::docs::{self, Access, Doc};
+use crate::http::endpoints::Endpoints;
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::{self as web};
 use crate::notify;
@@ -18,28 +20,6 @@ use crate::resource::{Context, Unit, Within, audit_event};
 use crate::security::password::check_strength;
 use crate::state::AppState;
 use crate::state::session::{issue_token, revoke_tokens};
-
-pub fn public() -> Router {
-    Router::with_path("auth")
-        .push(Router::with_path("login").post(login))
-        .push(Router::with_path("reset-code").post(super::reset::reset_code))
-        .push(Router::with_path("verify-code").post(super::reset::verify_code))
-        .push(Router::with_path("reset-password").post(super::reset::reset_password))
-}
-
-pub fn authenticated() -> Router {
-    Router::with_path("auth")
-        .push(Router::with_path("logout").hoop(Unkeyed).post(logout))
-        .push(Router::with_path("profile").get(profile).put(update_profile))
-        .push(Router::with_path("switch-branch").post(switch_branch))
-        .push(Router::with_path("branches").get(my_branches))
-}
-
-pub fn change_password() -> Router {
-    Router::with_path("profile/change-password")
-        .hoop(super::Authenticate { metered: false })
-        .post(change_password_handler)
-}
 
 /// The active branches a user may work in, as branch summaries.
 async fn branch_summaries(client: &impl Queries, user_id: i64) -> ApiResult<Vec<Value>> {
@@ -266,11 +246,16 @@ async fn change_password_handler(req: &mut Request, depot: &mut Depot, res: &mut
     Ok(())
 }
 
-/// Describes every `/auth/*` route and change-password.
-pub fn document(doc: &mut Doc) {
-    document_login(doc);
-    document_password_reset(doc);
-    document_session(doc);
+/// Every `/auth/*` route and change-password: login and the password reset for anyone, the
+/// session's own routes for its user, and the password change under a limit of its own.
+pub fn endpoints() -> Vec<Endpoints> {
+    let mut public = Endpoints::new(Access::Public);
+    let mut signed_in = Endpoints::new(Access::User);
+    let mut password = Endpoints::new(Access::User).unmetered();
+    login_endpoints(&mut public, &mut signed_in);
+    reset_endpoints(&mut public);
+    session_endpoints(&mut signed_in, &mut password);
+    vec![public, signed_in, password]
 }
 
 fn message() -> Object {
@@ -317,10 +302,9 @@ fn profile_view() -> Object {
         )
 }
 
-fn document_login(doc: &mut Doc) {
+fn login_endpoints(public: &mut Endpoints, signed_in: &mut Endpoints) {
     let user = profile_view();
-    let op =
-        Doc::operation(Access::Public, "auth", "Log in with username and password; returns a bearer token");
+    let op = public.operation("auth", "Log in with username and password; returns a bearer token");
     let credentials = Object::new()
         .property("username", docs::string().min_length(1).max_length(128))
         .property("password", docs::string().min_length(1).max_length(1024))
@@ -334,67 +318,58 @@ fn document_login(doc: &mut Doc) {
     let op = Doc::answers(op, "200", "Logged in", docs::envelope(answer));
     let op = Doc::answers(op, "401", "Invalid credentials", message());
     let op = Doc::answers(op, "429", "Too many attempts from this address", message());
-    doc.add(PathItemType::Post, "/api/v1/auth/login", op);
-    let op = Doc::operation(Access::User, "auth", "Revoke the token of this request");
-    doc.add(PathItemType::Post, "/api/v1/auth/logout", Doc::answers(op, "200", "Logged out", message()));
+    public.add(PathItemType::Post, "auth/login", login, op);
+    let op = signed_in.operation("auth", "Revoke the token of this request");
+    // Not kept for replay: once the token is revoked, a repeat answers 401, which says the same.
+    let op = Doc::answers(op, "200", "Logged out", message());
+    signed_in.add_behind(PathItemType::Post, "auth/logout", Some(Unkeyed), logout, op);
 }
 
-fn document_password_reset(doc: &mut Doc) {
-    let steps = [
-        ("reset-code", "Send a 6-digit reset code to an e-mail address", &["email"][..]),
-        ("verify-code", "Check a reset code", &["email", "code"][..]),
-        (
-            "reset-password",
-            "Set a new password with a reset code (ends every session)",
-            &["email", "code", "password", "password_confirmation"][..],
-        ),
-    ];
-    for (path, summary, fields) in steps {
-        let op = Doc::with_body(Doc::operation(Access::Public, "auth", summary), strings(fields));
+fn reset_endpoints(public: &mut Endpoints) {
+    let step = |public: &Endpoints, summary: &str, fields: &[&str]| {
+        let op = Doc::with_body(public.operation("auth", summary), strings(fields));
         let op = Doc::answers(op, "200", "Done", message());
-        let op = Doc::answers(op, "429", "Too many attempts from this address", message());
-        doc.add(PathItemType::Post, &format!("/api/v1/auth/{path}"), op);
-    }
+        Doc::answers(op, "429", "Too many attempts from this address", message())
+    };
+    let op = step(public, "Send a 6-digit reset code to an e-mail address", &["email"]);
+    public.add(PathItemType::Post, "auth/reset-code", reset::reset_code, op);
+    let op = step(public, "Check a reset code", &["email", "code"]);
+    public.add(PathItemType::Post, "auth/verify-code", reset::verify_code, op);
+    let op = step(
+        public,
+        "Set a new password with a reset code (ends every session)",
+        &["email", "code", "password", "password_confirmation"],
+    );
+    public.add(PathItemType::Post, "auth/reset-password", reset::reset_password, op);
 }
 
-fn document_session(doc: &mut Doc) {
-    let op = Doc::operation(Access::User, "auth", "The current user");
-    doc.add(
-        PathItemType::Get,
-        "/api/v1/auth/profile",
-        Doc::answers(op, "200", "Profile", docs::envelope(profile_view())),
-    );
+fn session_endpoints(signed_in: &mut Endpoints, password: &mut Endpoints) {
+    let op = signed_in.operation("auth", "The current user");
+    let op = Doc::answers(op, "200", "Profile", docs::envelope(profile_view()));
+    signed_in.add(PathItemType::Get, "auth/profile", profile, op);
+    let op =
+        Doc::with_body(signed_in.operation("auth", "Change name and e-mail"), strings(&["name", "email"]));
+    let op = Doc::answers(op, "200", "Updated", docs::envelope(profile_view()));
+    signed_in.add(PathItemType::Put, "auth/profile", update_profile, op);
     let op = Doc::with_body(
-        Doc::operation(Access::User, "auth", "Change name and e-mail"),
-        strings(&["name", "email"]),
-    );
-    doc.add(
-        PathItemType::Put,
-        "/api/v1/auth/profile",
-        Doc::answers(op, "200", "Updated", docs::envelope(profile_view())),
-    );
-    let op = Doc::with_body(
-        Doc::operation(Access::User, "auth", "Make a branch the active one"),
+        signed_in.operation("auth", "Make a branch the active one"),
         Object::new().property("branch_id", docs::integer().minimum(1)).required("branch_id"),
     );
     let switched = Object::new().property("branch", branch_summary()).property("user", profile_view());
     let op = Doc::answers(op, "200", "Switched", docs::envelope(switched));
-    doc.add(PathItemType::Post, "/api/v1/auth/switch-branch", op);
-    let op = Doc::operation(Access::User, "auth", "Branches the user may work in");
+    signed_in.add(PathItemType::Post, "auth/switch-branch", switch_branch, op);
+    let op = signed_in.operation("auth", "Branches the user may work in");
     let op = Doc::answers(
         op,
         "200",
         "Branches",
         docs::envelope(salvo::oapi::Array::new().items(branch_summary())),
     );
-    doc.add(PathItemType::Get, "/api/v1/auth/branches", op);
+    signed_in.add(PathItemType::Get, "auth/branches", my_branches, op);
     let op = Doc::with_body(
-        Doc::operation(Access::User, "auth", "Change the password (ends the user's other sessions)"),
+        password.operation("auth", "Change the password (ends the user's other sessions)"),
         strings(&["current_password", "password", "password_confirmation"]),
     );
-    doc.add(
-        PathItemType::Post,
-        "/api/v1/profile/change-password",
-        Doc::answers(op, "200", "Changed", message()),
-    );
+    let op = Doc::answers(op, "200", "Changed", message());
+    password.add(PathItemType::Post, "profile/change-password", change_password_handler, op);
 }

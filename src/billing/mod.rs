@@ -496,23 +496,23 @@ pub async fn summary(req: &mut Request, depot: &mut Depot, res: &mut Response) -
     Ok(())
 }
 
+use crate::http::endpoints::Endpoints;
+
 pub static RESOURCES: &[&Resource] = &[&BILLING_TRANSACTIONS];
 
-/// Routes beyond the transactions' CRUD.
-pub fn extra_routes() -> Router {
-    Router::with_path("patients/{id:num}/billing-summary").get(summary)
-}
-
-pub fn document(doc: &mut crate::http::docs::Doc) {
+/// A patient's totals, beyond the transactions' CRUD.
+pub fn endpoints() -> Vec<Endpoints> {
     use crate::http::docs::{self, Access, Doc};
     use salvo::oapi::{Object, PathItemType};
+    let mut branch = Endpoints::new(Access::Branch);
     let money = || docs::string().pattern("^-?[0-9]+\\.[0-9]{2}$");
     let data = ["charges", "discounts", "payments", "refunds", "covered", "balance"]
         .into_iter()
         .fold(Object::new(), |o, n| o.property(n, money()).required(n));
-    let op =
-        Doc::operation(Access::Branch, "patients", "A patient's totals over posted billing transactions")
-            .add_parameter(docs::path_id());
+    let op = branch
+        .operation("patients", "A patient's totals over posted billing transactions")
+        .add_parameter(docs::path_id());
     let op = Doc::not_found(Doc::answers(op, "200", "Money as fixed-scale strings", docs::envelope(data)));
-    doc.add(PathItemType::Get, "/api/v1/patients/{id}/billing-summary", op);
+    branch.add(PathItemType::Get, "patients/{id:num}/billing-summary", summary, op);
+    vec![branch]
 }

@@ -5,28 +5,17 @@ pub mod patients;
 mod records;
 pub mod summary;
 
+use salvo::oapi::{Object, PathItemType};
+
+use crate::http::docs::{self, Access, Doc};
+use crate::http::endpoints::Endpoints;
+use crate::http::guard::Produces;
 pub use records::{PATIENT_VISITS, PATIENTS, RESOURCES};
 
-/// Routes that must be matched before the generic `/patients/{id}`.
-pub fn extra_routes() -> salvo::Router {
-    use crate::http::guard::Produces;
-    salvo::Router::new()
-        .push(
-            salvo::Router::with_path("patients")
-                .push(salvo::Router::with_path("search").get(patients::lookup))
-                .push(
-                    salvo::Router::with_path("export")
-                        .hoop(Produces(&["text/csv", "application/x-ndjson", "application/json"]))
-                        .get(patients::export),
-                ),
-        )
-        .push(salvo::Router::with_path("patient-visits/{id:num}/summary").get(summary::summary))
-}
-
-/// OpenAPI entries of [`extra_routes`].
-pub fn document(doc: &mut crate::http::docs::Doc) {
-    use crate::http::docs::{self, Access, Doc};
-    use salvo::oapi::{Object, PathItemType};
+/// The visit summary, the patient lookup and the export (matched before the generic
+/// `/patients/{id}`).
+pub fn endpoints() -> Vec<Endpoints> {
+    let mut branch = Endpoints::new(Access::Branch);
     let records = Object::new().additional_properties(salvo::oapi::Array::new().items(Object::new()));
     let summary = Object::new()
         .property("visit", salvo::oapi::Ref::from_schema_name("PatientVisit"))
@@ -42,12 +31,13 @@ pub fn document(doc: &mut crate::http::docs::Doc) {
             "records",
             records.description("One key per kind of record (`complaints`, `visual_acuities`, ...); examinations only with clinical.read"),
         );
-    let op =
-        Doc::operation(Access::Branch, "patient-visits", "A visit with every record of it, grouped by kind")
-            .add_parameter(docs::path_id());
+    let op = branch
+        .operation("patient-visits", "A visit with every record of it, grouped by kind")
+        .add_parameter(docs::path_id());
     let op = Doc::not_found(Doc::answers(op, "200", "The visit and its records", docs::envelope(summary)));
-    doc.add(PathItemType::Get, "/api/v1/patient-visits/{id}/summary", op);
-    let op = Doc::operation(Access::Branch, "patients", "Type-ahead lookup by name words, PIN or phone")
+    branch.add(PathItemType::Get, "patient-visits/{id:num}/summary", summary::summary, op);
+    let op = branch
+        .operation("patients", "Type-ahead lookup by name words, PIN or phone")
         .add_parameter(
             docs::query(
                 "search",
@@ -65,14 +55,14 @@ pub fn document(doc: &mut crate::http::docs::Doc) {
         docs::envelope(salvo::oapi::Array::new().items(salvo::oapi::Ref::from_schema_name("Patient")));
     let op = Doc::answers(op, "200", "Best matches first", found);
     let op = Doc::invalid(op, "search missing or limit out of range");
-    doc.add(PathItemType::Get, "/api/v1/patients/search", op);
-    let mut op =
-        Doc::operation(Access::Branch, "patients", "Export patients as CSV (or JSON lines), streamed")
-            .add_parameter(docs::query(
-                "format",
-                docs::string().enum_values(["csv", "json", "jsonl", "ndjson"]),
-                "Default csv; JSON lines also when Accept is application/json",
-            ));
+    branch.add(PathItemType::Get, "patients/search", patients::lookup, op);
+    let mut op = branch
+        .operation("patients", "Export patients as CSV (or JSON lines), streamed")
+        .add_parameter(docs::query(
+            "format",
+            docs::string().enum_values(["csv", "json", "jsonl", "ndjson"]),
+            "Default csv; JSON lines also when Accept is application/json",
+        ));
     // The list's parameters select the rows; every selected row is sent, whatever the page.
     for parameter in crate::resource::docs::list_parameters(&PATIENTS) {
         op = op.add_parameter(parameter);
@@ -83,9 +73,12 @@ pub fn document(doc: &mut crate::http::docs::Doc) {
             .add_content("text/csv", salvo::oapi::Content::new(docs::string()))
             .add_content("application/x-ndjson", salvo::oapi::Content::new(Object::new())),
     );
-    doc.add(
+    branch.add_behind(
         PathItemType::Get,
-        "/api/v1/patients/export",
+        "patients/export",
+        Some(Produces(&["text/csv", "application/x-ndjson", "application/json"])),
+        patients::export,
         Doc::invalid(op, "A parameter is out of range or unknown"),
     );
+    vec![branch]
 }

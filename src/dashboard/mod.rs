@@ -10,6 +10,7 @@ use time::{Date, OffsetDateTime};
 
 use crate::db::Queries;
 use crate::enums::{CIVIL_STATUS, PATIENT_STATUS, QUEUE_STATUS, SEX, VISIT_STATUS};
+use crate::http::endpoints::Endpoints;
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::{self as web, list};
 use crate::permissions::DASHBOARD_READ;
@@ -507,50 +508,54 @@ pub async fn patient_demographics(req: &mut Request, depot: &mut Depot, res: &mu
     Ok(())
 }
 
-pub fn router() -> Router {
-    Router::with_path("dashboard")
-        .push(Router::with_path("stats").get(stats))
-        .push(Router::with_path("calendar").get(calendar))
-        .push(Router::with_path("patient-flow").get(patient_flow))
-        .push(Router::with_path("upcoming-surgeries").get(upcoming_surgeries))
-        .push(Router::with_path("patient-demographics").get(patient_demographics))
-}
-
-pub fn document(doc: &mut crate::http::docs::Doc) {
+/// The five dashboards, each a read over one range or day of the branch.
+pub fn endpoints() -> Vec<Endpoints> {
     use crate::http::docs::{self, Access, Doc};
     use salvo::oapi::{Object, PathItemType};
-    let range = |op: salvo::oapi::Operation| {
-        op.add_parameter(docs::query("start_date", docs::date(), "Local date; default today")).add_parameter(
-            docs::query("end_date", docs::date(), "Local date, inclusive; default today; at most 366 days"),
-        )
-    };
-    let routes: [(&str, &str, bool); 5] = [
-        ("stats", "Counts and money over a range of local dates", true),
-        ("calendar", "Each day of a range: visits and surgeries", true),
-        ("patient-flow", "One local day of the queue (parameter date)", false),
-        (
-            "upcoming-surgeries",
-            "Scheduled and confirmed surgeries of the next days (parameter days, 1 to 90)",
-            false,
-        ),
-        ("patient-demographics", "Live patients (registered in the range when one is given)", true),
-    ];
-    for (path, summary, ranged) in routes {
-        let op = Doc::operation(Access::Branch, "dashboard", summary);
-        let op = if ranged { range(op) } else { op };
-        let op = match path {
-            "patient-flow" => {
-                op.add_parameter(docs::query("date", docs::date(), "Local date; default today"))
-            }
-            "upcoming-surgeries" => {
+    /// How a dashboard chooses its days.
+    enum Days {
+        Range,
+        Date,
+        Ahead,
+    }
+    fn add(branch: &mut Endpoints, path: &str, handler: impl Handler, summary: &str, days: Days) {
+        let op = branch.operation("dashboard", summary);
+        let op = match days {
+            Days::Range => op
+                .add_parameter(docs::query("start_date", docs::date(), "Local date; default today"))
+                .add_parameter(docs::query(
+                    "end_date",
+                    docs::date(),
+                    "Local date, inclusive; default today; at most 366 days",
+                )),
+            Days::Date => op.add_parameter(docs::query("date", docs::date(), "Local date; default today")),
+            Days::Ahead => {
                 op.add_parameter(docs::query("days", docs::integer().minimum(1).maximum(90), "Default 7"))
             }
-            _ => op,
         };
         let op = Doc::invalid(
             Doc::answers(op, "200", summary, docs::envelope(Object::new())),
             "A bad date, range or days",
         );
-        doc.add(PathItemType::Get, &format!("/api/v1/dashboard/{path}"), op);
+        branch.add(PathItemType::Get, &format!("dashboard/{path}"), handler, op);
     }
+    let mut branch = Endpoints::new(Access::Branch);
+    add(&mut branch, "stats", stats, "Counts and money over a range of local dates", Days::Range);
+    add(&mut branch, "calendar", calendar, "Each day of a range: visits and surgeries", Days::Range);
+    add(&mut branch, "patient-flow", patient_flow, "One local day of the queue (parameter date)", Days::Date);
+    add(
+        &mut branch,
+        "upcoming-surgeries",
+        upcoming_surgeries,
+        "Scheduled and confirmed surgeries of the next days (parameter days, 1 to 90)",
+        Days::Ahead,
+    );
+    add(
+        &mut branch,
+        "patient-demographics",
+        patient_demographics,
+        "Live patients (registered in the range when one is given)",
+        Days::Range,
+    );
+    vec![branch]
 }

@@ -9,19 +9,23 @@ mod declaration;
 pub mod measurements;
 pub mod types;
 
+use salvo::oapi::{Array, Object, PathItemType};
+
+use crate::http::docs::{self, Access, Doc};
+use crate::http::endpoints::Endpoints;
 pub use types::RESOURCES;
 
-/// OpenAPI entries of [`extra_routes`].
-pub fn document(doc: &mut crate::http::docs::Doc) {
-    use crate::http::docs::{self, Access, Doc};
-    use salvo::oapi::{Array, Object, PathItemType};
+/// A patient's measurements over time, beyond the examinations' CRUD.
+pub fn endpoints() -> Vec<Endpoints> {
+    let mut branch = Endpoints::new(Access::Branch);
     let point = Object::new()
         .property("at", docs::timestamp())
         .property("value", salvo::oapi::Object::with_type(salvo::oapi::BasicType::Number))
         .property("eye", docs::string().enum_values(["right", "left"]))
         .property("record_id", docs::integer())
         .property("exam", docs::string().enum_values(crate::enums::EXAM_KIND.values.iter().copied()));
-    let op = Doc::operation(Access::Branch, "patients", "One measurement of a patient over time, for plots")
+    let op = branch
+        .operation("patients", "One measurement of a patient over time, for plots")
         .add_parameter(docs::path_id())
         .add_parameter(
             docs::query(
@@ -40,10 +44,6 @@ pub fn document(doc: &mut crate::http::docs::Doc) {
         .add_parameter(docs::query("end_date", docs::date(), "Examined on or before"));
     let op = Doc::answers(op, "200", "By time, then record", docs::envelope(Array::new().items(point)));
     let op = Doc::not_found(Doc::invalid(op, "kind missing or unknown; a bad eye or date"));
-    doc.add(PathItemType::Get, "/api/v1/patients/{id}/measurements", op);
-}
-
-/// Routes beyond the examinations' CRUD.
-pub fn extra_routes() -> salvo::Router {
-    salvo::Router::with_path("patients/{id:num}/measurements").get(measurements::measurements)
+    branch.add(PathItemType::Get, "patients/{id:num}/measurements", measurements::measurements, op);
+    vec![branch]
 }

@@ -4,6 +4,7 @@
 pub mod catcher;
 pub mod cors;
 pub mod docs;
+pub mod endpoints;
 pub mod error;
 pub mod guard;
 pub mod list;

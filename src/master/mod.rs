@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::enums::ALL;
 use crate::http::docs::{self, Access, Doc};
+use crate::http::endpoints::Endpoints;
 use crate::http::{self as web};
 use crate::resource::Resource;
 
@@ -35,20 +36,16 @@ pub async fn enums(res: &mut Response) {
     web::ok(res, "Enumerations retrieved.", all);
 }
 
-pub fn router() -> Router {
-    Router::with_path("enums").get(enums)
-}
-
-pub fn document(doc: &mut Doc) {
+/// `GET /enums`.
+pub fn endpoints() -> Vec<Endpoints> {
+    let mut signed_in = Endpoints::new(Access::User);
     let mut values = Object::new();
     for e in ALL {
         values =
             values.property(e.name, Array::new().items(docs::string().enum_values(e.values.iter().copied())));
     }
-    let op = Doc::operation(Access::User, "lookups", "Every enumeration and its values, in order");
-    doc.add(
-        PathItemType::Get,
-        "/api/v1/enums",
-        Doc::answers(op, "200", "Enumerations", docs::envelope(values)),
-    );
+    let op = signed_in.operation("lookups", "Every enumeration and its values, in order");
+    let op = Doc::answers(op, "200", "Enumerations", docs::envelope(values));
+    signed_in.add(PathItemType::Get, "enums", enums, op);
+    vec![signed_in]
 }

@@ -16,9 +16,12 @@ mod handlers;
 mod issuing;
 mod tickets;
 
-use salvo::prelude::*;
+use salvo::oapi::{Array, Object, PathItemType, Ref};
 
 use crate::enums::{QUEUE_PRIORITY, QUEUE_STATUS, VISIT_TYPE};
+use crate::http::docs::{self, Access, Doc};
+use crate::http::endpoints::Endpoints;
+use crate::http::guard::Produces;
 use crate::resource::Resource;
 pub use day_closer::{close_past_days, spawn_day_closer};
 use handlers::{create_ticket, create_visit, show_queue, transfer};
@@ -27,25 +30,8 @@ pub use tickets::QUEUE_TICKETS;
 pub static RESOURCES: &[&Resource] = &[&QUEUE_TICKETS];
 
 /// The queue's routes beyond the tickets' reads and moves.
-pub fn extra_routes() -> Router {
-    Router::with_path("queue")
-        .push(Router::with_path("visits").post(create_visit))
-        .push(Router::with_path("queue-tickets/{id:num}/transfer").post(transfer))
-        .push(
-            Router::with_path("branch-services/{id:num}")
-                .push(Router::with_path("queue").get(show_queue).post(create_ticket))
-                .push(
-                    Router::with_path("events")
-                        .hoop(crate::http::guard::Produces(&["text/event-stream"]))
-                        .get(events::follow),
-                ),
-        )
-}
-
-/// OpenAPI entries of [`extra_routes`].
-pub fn document(doc: &mut crate::http::docs::Doc) {
-    use crate::http::docs::{self, Access, Doc};
-    use salvo::oapi::{Array, Object, PathItemType, Ref};
+pub fn endpoints() -> Vec<Endpoints> {
+    let mut branch = Endpoints::new(Access::Branch);
     let ticket = || Ref::from_schema_name("QueueTicket");
     let tickets = || Array::new().items(ticket());
     let counts = QUEUE_STATUS
@@ -65,8 +51,9 @@ pub fn document(doc: &mut crate::http::docs::Doc) {
         .property("waiting", tickets())
         .property("done", tickets())
         .property("counts", counts);
-    let path = "/api/v1/queue/branch-services/{id}/queue";
-    let op = Doc::operation(Access::Branch, "queue", "A service's queue for a day")
+    let path = "queue/branch-services/{id:num}/queue";
+    let op = branch
+        .operation("queue", "A service's queue for a day")
         .add_parameter(docs::path_id())
         .add_parameter(docs::query("date", docs::date(), "Default: the branch's today"))
         .add_parameter(docs::query(
@@ -75,27 +62,19 @@ pub fn document(doc: &mut crate::http::docs::Doc) {
                 .pattern(format!("^\\s*({0})?\\s*(,\\s*({0})?\\s*)*$", QUEUE_STATUS.values.join("|"))),
             "Comma-separated statuses the lists keep (counts stay whole)",
         ));
-    doc.add(
-        PathItemType::Get,
-        path,
-        Doc::not_found(Doc::invalid(
-            Doc::answers(op, "200", "The queue", docs::envelope(view)),
-            "A bad date or status",
-        )),
-    );
+    let op = Doc::not_found(Doc::invalid(
+        Doc::answers(op, "200", "The queue", docs::envelope(view)),
+        "A bad date or status",
+    ));
+    branch.add(PathItemType::Get, path, show_queue, op);
     let holder = Object::new()
         .property("patient_id", docs::integer().minimum(1))
         .property("patient_visit_id", docs::integer().minimum(1))
         .property("priority", docs::string().enum_values(QUEUE_PRIORITY.values.iter().copied()));
-    let op = Doc::with_body(
-        Doc::operation(Access::Branch, "queue", "Issue a ticket").add_parameter(docs::path_id()),
-        holder,
-    );
-    doc.add(
-        PathItemType::Post,
-        path,
-        Doc::not_found(Doc::answers(op, "201", "The ticket", docs::envelope(ticket()))),
-    );
+    let op =
+        Doc::with_body(branch.operation("queue", "Issue a ticket").add_parameter(docs::path_id()), holder);
+    let op = Doc::not_found(Doc::answers(op, "201", "The ticket", docs::envelope(ticket())));
+    branch.add(PathItemType::Post, path, create_ticket, op);
     let visit = Object::new()
         .property("patient_id", docs::integer().minimum(1))
         .property("branch_service_id", docs::integer().minimum(1))
@@ -108,20 +87,18 @@ pub fn document(doc: &mut crate::http::docs::Doc) {
     let answer =
         Object::new().property("visit", Ref::from_schema_name("PatientVisit")).property("ticket", ticket());
     let op = Doc::with_body(
-        Doc::operation(Access::Branch, "queue", "Check a patient in: a visit dated today and its ticket"),
+        branch.operation("queue", "Check a patient in: a visit dated today and its ticket"),
         visit,
     );
-    doc.add(
-        PathItemType::Post,
-        "/api/v1/queue/visits",
-        Doc::answers(op, "201", "Visit and ticket", docs::envelope(answer)),
-    );
+    let op = Doc::answers(op, "201", "Visit and ticket", docs::envelope(answer));
+    branch.add(PathItemType::Post, "queue/visits", create_visit, op);
     let body = Object::new()
         .property("branch_service_id", docs::integer().minimum(1))
         .property("priority", docs::string().enum_values(QUEUE_PRIORITY.values.iter().copied()))
         .required("branch_service_id");
     let op = Doc::with_body(
-        Doc::operation(Access::Branch, "queue", "Move a ticket to another service of the branch")
+        branch
+            .operation("queue", "Move a ticket to another service of the branch")
             .add_parameter(docs::path_id()),
         body,
     );
@@ -130,13 +107,10 @@ pub fn document(doc: &mut crate::http::docs::Doc) {
         Doc::stale(Doc::not_found(Doc::answers(op, "200", "Both tickets", docs::envelope(answer)))),
         "invalid_transition",
     );
-    doc.add(PathItemType::Post, "/api/v1/queue/queue-tickets/{id}/transfer", op);
-    let op = Doc::operation(
-        Access::Branch,
-        "queue",
-        "Server-Sent Events: a snapshot, then every change of the service's tickets",
-    )
-    .add_parameter(docs::path_id())
+    branch.add(PathItemType::Post, "queue/queue-tickets/{id:num}/transfer", transfer, op);
+    let op = branch
+        .operation("queue", "Server-Sent Events: a snapshot, then every change of the service's tickets")
+        .add_parameter(docs::path_id())
     .add_response(
         "200",
         salvo::oapi::Response::new(
@@ -154,5 +128,12 @@ pub fn document(doc: &mut crate::http::docs::Doc) {
             ),
         ),
     );
-    doc.add(PathItemType::Get, "/api/v1/queue/branch-services/{id}/events", Doc::not_found(op));
+    branch.add_behind(
+        PathItemType::Get,
+        "queue/branch-services/{id:num}/events",
+        Some(Produces(&["text/event-stream"])),
+        events::follow,
+        Doc::not_found(op),
+    );
+    vec![branch]
 }

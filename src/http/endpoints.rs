@@ -1,0 +1,163 @@
+//! Hand-written routes, each registered in one call together with its OpenAPI operation, so a
+//! route cannot be served undescribed and the description cannot name a route nobody serves.
+//! (Declared resources describe themselves from their declarations.)
+
+use salvo::Handler;
+use salvo::Router;
+use salvo::oapi::{Operation, PathItemType};
+
+use super::docs::{Access, Doc};
+
+type Amendment = Box<dyn FnOnce(Operation) -> Operation + Send>;
+
+/// A group of hand-written routes that one kind of caller reaches: public, any signed-in user,
+/// or a user working in a branch (`X-Branch-Id`). The group's access picks the hoops the app
+/// puts in front of it and the security its operations are described with.
+pub struct Endpoints {
+    access: Access,
+    metered: bool,
+    router: Router,
+    operations: Vec<(PathItemType, String, Operation)>,
+    amendments: Vec<(PathItemType, String, Amendment)>,
+}
+
+impl Endpoints {
+    pub fn new(access: Access) -> Self {
+        Self { access, metered: true, router: Router::new(), operations: Vec::new(), amendments: Vec::new() }
+    }
+
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// Left out of the general per-user request limit (a route with a limit of its own).
+    pub fn unmetered(mut self) -> Self {
+        self.metered = false;
+        self
+    }
+
+    pub fn is_metered(&self) -> bool {
+        self.metered
+    }
+
+    /// Runs `hoop` before every route of the group.
+    pub fn hoop(mut self, hoop: impl Handler) -> Self {
+        self.router = self.router.hoop(hoop);
+        self
+    }
+
+    /// Starts the description of one of this group's routes.
+    pub fn operation(&self, tag: &str, summary: &str) -> Operation {
+        Doc::operation(self.access, tag, summary)
+    }
+
+    /// Serves `handler` at `method` and `path` (below `/api/v1`, in the router's syntax:
+    /// `patients/{id:num}`) and describes it with `operation`.
+    pub fn add(&mut self, method: PathItemType, path: &str, handler: impl Handler, operation: Operation) {
+        self.add_behind(method, path, None::<Passing>, handler, operation);
+    }
+
+    /// [`add`](Self::add), with `hoop` run before this one route.
+    pub fn add_behind(
+        &mut self,
+        method: PathItemType,
+        path: &str,
+        hoop: Option<impl Handler>,
+        handler: impl Handler,
+        operation: Operation,
+    ) {
+        let mut route = Router::with_path(path);
+        if let Some(hoop) = hoop {
+            route = route.hoop(hoop);
+        }
+        let route = match method {
+            PathItemType::Get => route.get(handler),
+            PathItemType::Post => route.post(handler),
+            PathItemType::Put => route.put(handler),
+            PathItemType::Delete => route.delete(handler),
+            PathItemType::Patch => route.patch(handler),
+            other => panic!("no route for {other:?}"),
+        };
+        self.router = std::mem::take(&mut self.router).push(route);
+        self.operations.push((method, documented_path(path), operation));
+    }
+
+    /// Serves `handler` in place of the shared one for an operation of a declared resource,
+    /// which its declaration describes (creating a branch also provisions its schema).
+    pub fn serve_declared(&mut self, method: PathItemType, path: &str, handler: impl Handler) {
+        let operations = std::mem::take(&mut self.operations);
+        self.add(method, path, handler, Operation::new());
+        self.operations = operations;
+    }
+
+    /// Changes the description of a declared resource's operation that a hand-written part of
+    /// the group changes (a conflict the shared handler does not give).
+    pub fn amend(
+        &mut self,
+        method: PathItemType,
+        path: &str,
+        amend: impl FnOnce(Operation) -> Operation + Send + 'static,
+    ) {
+        self.amendments.push((method, path.to_owned(), Box::new(amend)));
+    }
+
+    pub fn into_router(self) -> Router {
+        self.router
+    }
+
+    /// Adds the group's operations to `doc`; call after the declared resources are described,
+    /// which the amendments change.
+    pub fn describe(self, doc: &mut Doc) {
+        for (method, path, operation) in self.operations {
+            doc.add(method, &path, operation);
+        }
+        for (method, path, amend) in self.amendments {
+            doc.amend(method, &path, amend);
+        }
+    }
+}
+
+/// No hoop: the type [`Endpoints::add`] passes for "none".
+struct Passing;
+
+#[salvo::async_trait]
+impl Handler for Passing {
+    async fn handle(
+        &self,
+        _: &mut salvo::Request,
+        _: &mut salvo::Depot,
+        _: &mut salvo::Response,
+        _: &mut salvo::FlowCtrl,
+    ) {
+    }
+}
+
+/// A router path as the document writes it: `/api/v1/patients/{id}` for `patients/{id:num}`.
+pub fn documented_path(path: &str) -> String {
+    let bare: String = path
+        .trim_matches('/')
+        .split_inclusive('}')
+        .map(|part| match (part.find('{'), part.find(':')) {
+            (Some(open), Some(colon)) if colon > open && part.ends_with('}') => {
+                format!("{}}}", &part[..colon])
+            }
+            _ => part.to_owned(),
+        })
+        .collect();
+    format!("/api/v1/{bare}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::documented_path;
+
+    #[test]
+    fn paths_are_written_without_their_patterns() {
+        assert_eq!(documented_path("patients/{id:num}/summary"), "/api/v1/patients/{id}/summary");
+        assert_eq!(
+            documented_path("branches/{branch_id:num}/services/{id:num}/staff/{user:num}"),
+            "/api/v1/branches/{branch_id}/services/{id}/staff/{user}"
+        );
+        assert_eq!(documented_path("enums"), "/api/v1/enums");
+    }
+}
