@@ -2,6 +2,7 @@
 //! and the waiting room's view.
 
 use salvo::prelude::*;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::clinical::PATIENT_VISITS;
@@ -14,11 +15,11 @@ use crate::resource::field::{branch_ref, integer, one_of, registry_ref, text};
 use crate::resource::idempotency::Answer;
 use crate::resource::routes::{render, set_etag};
 use crate::resource::validate::check_fields;
-use crate::resource::{Context, Scope, Unit, Within, state_conflict};
+use crate::resource::{Context, Scope, Unit, Within, state_conflict, typed};
 
 use super::issuing::{Holder, holder_of, issue, problem};
 use super::tickets::{
-    QUEUE_TICKETS, TRANSFER, path_service, queue_view, service_of, ticket_changed, today_of,
+    QUEUE_TICKETS, TRANSFER, Ticket, path_service, queue_view, service_of, ticket_changed, today_of,
 };
 
 /// `POST /queue/branch-services/{id}/queue {patient_id, patient_visit_id, priority}`.
@@ -63,7 +64,8 @@ pub async fn create_visit(req: &mut Request, depot: &mut Depot, res: &mut Respon
     ];
     let (input, mut errors) = check_fields(fields.iter(), &body, true, |_| false);
     let route = ctx.branch()?.clone();
-    let service = match input.get("branch_service_id").and_then(Value::as_i64) {
+    let asked: CheckIn = typed(&input)?;
+    let service = match asked.branch_service_id {
         Some(id) => service_of(&ctx.state, route.id, id).await?,
         None => None,
     };
@@ -88,10 +90,11 @@ pub async fn create_visit(req: &mut Request, depot: &mut Depot, res: &mut Respon
     visit.insert("visit_date".into(), Value::String(today.to_string()));
     visit.insert("status".into(), Value::String("checked_in".into()));
     let visit = unit.insert(&PATIENT_VISITS, Within::default(), visit).await?;
+    let created: Created = typed(&visit)?;
     let holder = Holder {
-        patient: input.get("patient_id").and_then(Value::as_i64),
-        visit: visit.get("id").and_then(Value::as_i64),
-        priority: input.get("priority").and_then(Value::as_str).unwrap_or("normal").to_owned(),
+        patient: asked.patient_id,
+        visit: Some(created.id),
+        priority: asked.priority.unwrap_or_else(|| "normal".into()),
         from: None,
     };
     let ticket = issue(&unit, &service, &holder, today).await?;
@@ -100,6 +103,27 @@ pub async fn create_visit(req: &mut Request, depot: &mut Depot, res: &mut Respon
     ticket_changed(&ctx.state, route.id, &ticket).await;
     render(res, &answer);
     Ok(())
+}
+
+/// What a check-in asks for (the fields that passed their checks).
+#[derive(Deserialize)]
+struct CheckIn {
+    patient_id: Option<i64>,
+    branch_service_id: Option<i64>,
+    priority: Option<String>,
+}
+
+/// A row just written.
+#[derive(Deserialize)]
+struct Created {
+    id: i64,
+}
+
+/// What a transfer asks for.
+#[derive(Deserialize)]
+struct TransferRequest {
+    branch_service_id: i64,
+    priority: Option<String>,
 }
 
 /// `POST /queue/queue-tickets/{id}/transfer {branch_service_id, priority}`: closes the
@@ -116,18 +140,17 @@ pub async fn transfer(req: &mut Request, depot: &mut Depot, res: &mut Response) 
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
+    let request: TransferRequest = typed(&input)?;
     let route = ctx.branch()?.clone();
-    let target = input.get("branch_service_id").and_then(Value::as_i64).unwrap_or_default();
-    let service = service_of(&ctx.state, route.id, target).await?.filter(|s| s.active);
+    let service = service_of(&ctx.state, route.id, request.branch_service_id).await?.filter(|s| s.active);
     let mut conn = ctx.conn(Scope::Branch).await?;
     let unit = Unit::begin(conn.client(), ctx.writer()).await?;
-    let before = unit.lock(&QUEUE_TICKETS, Within::default(), id, if_match).await?;
-    let state = before.get("status").and_then(Value::as_str);
-    if !TRANSFER.moves_from(state) {
-        return Err(state_conflict(&QUEUE_TICKETS, "invalid_transition", state));
+    let before: Ticket = typed(&unit.lock(&QUEUE_TICKETS, Within::default(), id, if_match).await?)?;
+    if !TRANSFER.moves_from(Some(&before.status)) {
+        return Err(state_conflict(&QUEUE_TICKETS, "invalid_transition", Some(&before.status)));
     }
     let service = match service {
-        Some(s) if Some(s.id) != before.get("branch_service_id").and_then(Value::as_i64) => s,
+        Some(s) if s.id != before.branch_service_id => s,
         _ => {
             return Err(ApiError::field(
                 "branch_service_id",
@@ -136,14 +159,9 @@ pub async fn transfer(req: &mut Request, depot: &mut Depot, res: &mut Response) 
         }
     };
     let holder = Holder {
-        patient: before.get("patient_id").and_then(Value::as_i64),
-        visit: before.get("patient_visit_id").and_then(Value::as_i64),
-        priority: input
-            .get("priority")
-            .or_else(|| before.get("priority"))
-            .and_then(Value::as_str)
-            .unwrap_or("normal")
-            .to_owned(),
+        patient: before.patient_id,
+        visit: before.patient_visit_id,
+        priority: request.priority.unwrap_or(before.priority),
         from: Some(id),
     };
     let today = today_of(&*unit, &route).await?;

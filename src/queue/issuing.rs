@@ -1,6 +1,7 @@
 //! Issuing a ticket: who it is for, and the next number of its service today.
 
 use deadpool_postgres::Transaction;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use time::Date;
 
@@ -8,7 +9,7 @@ use crate::enums::QUEUE_PRIORITY;
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::resource::field::{branch_ref, one_of};
 use crate::resource::validate::check_fields;
-use crate::resource::{Unit, Within};
+use crate::resource::{Unit, Within, typed};
 
 use super::tickets::{QUEUE_TICKETS, Service};
 
@@ -51,6 +52,14 @@ pub(super) async fn issue(
     unit.insert(&QUEUE_TICKETS, Within::default(), ticket).await
 }
 
+/// Who a ticket is asked for (the fields that passed their checks).
+#[derive(Deserialize)]
+struct HolderRequest {
+    patient_id: Option<i64>,
+    patient_visit_id: Option<i64>,
+    priority: Option<String>,
+}
+
 /// Checks who a ticket is for: a live patient, a live visit of that patient (the patient
 /// taken from the visit when not given), a known priority.
 pub(super) async fn holder_of(tx: &Transaction<'_>, body: &Map<String, Value>) -> ApiResult<Holder> {
@@ -60,10 +69,11 @@ pub(super) async fn holder_of(tx: &Transaction<'_>, body: &Map<String, Value>) -
         one_of("priority", &QUEUE_PRIORITY),
     ];
     let (input, mut errors) = check_fields(fields.iter(), body, false, |_| false);
+    let asked: HolderRequest = typed(&input)?;
     let mut holder = Holder {
-        patient: input.get("patient_id").and_then(Value::as_i64),
-        visit: input.get("patient_visit_id").and_then(Value::as_i64),
-        priority: input.get("priority").and_then(Value::as_str).unwrap_or("normal").to_owned(),
+        patient: asked.patient_id,
+        visit: asked.patient_visit_id,
+        priority: asked.priority.unwrap_or_else(|| "normal".into()),
         from: None,
     };
     if let Some(patient) = holder.patient {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use salvo::async_trait;
 use salvo::prelude::*;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use time::Date;
 
@@ -258,6 +259,16 @@ pub async fn queue_view(
         "done": strip(done),
         "counts": counts_json,
     }))
+}
+
+/// What a move reads of a ticket.
+#[derive(Deserialize)]
+pub(super) struct Ticket {
+    pub status: String,
+    pub branch_service_id: i64,
+    pub patient_id: Option<i64>,
+    pub patient_visit_id: Option<i64>,
+    pub priority: String,
 }
 
 /// The topic of a service's changes.

@@ -16,6 +16,7 @@ pub mod hooks;
 pub mod idempotency;
 pub mod numbers;
 pub mod routes;
+pub mod row;
 mod store;
 pub mod unit;
 pub mod validate;
@@ -27,6 +28,7 @@ pub use hooks::Hooks;
 // What a domain may call of the mechanism beyond its declarations (ARCHITECTURE.md, "What a
 // domain may call"): the unit of work for every write, and the pieces of reads for queries
 // of its own.
+pub use row::typed;
 pub use store::{
     Param, Within, as_refs, audit_event, created_message, db_span, normalized_contains, select_columns,
     state_conflict, stream, updated_message,
