@@ -23,7 +23,7 @@ use crate::resource::actions::{Action, Move, Stamp, StateLock, Verb};
 use crate::resource::decimal;
 use crate::resource::field::{branch_ref, calculated_money, date, money, one_of, qty, registry_ref, text};
 use crate::resource::hooks::{Deleted, Hooks};
-use crate::resource::{Context, Parent, Resource, Scope, Shape, numbers};
+use crate::resource::{Context, Numbering, Parent, Resource, Scope, Shape, typed};
 use crate::resource::{Unit, Writer, state_conflict};
 
 /// `open -> posted`.
@@ -83,7 +83,14 @@ pub static BILLING_TRANSACTIONS: Resource = Resource {
         ("voided_at", Shape::Timestamp),
         ("void_reason", Shape::Text),
     ],
-    server_written: &["number"],
+    numbering: Some(Numbering {
+        field: "number",
+        series: "BT",
+        format: "{branch}-{series}-{year}-{n}",
+        digits: 6,
+        yearly: true,
+        typed: false,
+    }),
     calculated: &[calculated_money("amount", "quantity"), calculated_money("covered_amount", "insurance_id")],
     search: &["number"],
     sort_fields: &["transaction_date", "number", "amount", "created_at"],
@@ -136,6 +143,25 @@ fn problem(errors: &mut FieldErrors, field: &str, message: impl Into<String>) {
 }
 
 pub struct BillingHooks;
+
+/// The fields of a transaction the hooks compute with (`kind` and the patient are always
+/// there: the declaration requires the one, the path gives the other).
+#[derive(serde::Deserialize)]
+struct Billed {
+    kind: String,
+    patient_id: i64,
+    #[serde(default)]
+    patient_visit_id: Option<i64>,
+    #[serde(default)]
+    transaction_date: Option<String>,
+}
+
+/// What a void needs of the stored transaction.
+#[derive(serde::Deserialize)]
+struct Stored {
+    status: String,
+    patient_id: i64,
+}
 
 /// A registry row's values, one query on the registry.
 async fn registry_row(writer: &Writer, sql: &str, id: i64) -> ApiResult<Option<tokio_postgres::Row>> {
@@ -348,21 +374,21 @@ impl Hooks for BillingHooks {
     async fn resolve(
         &self,
         unit: &Unit<'_>,
-        id: Option<i64>,
+        _: Option<i64>,
         record: &Map<String, Value>,
         input: &mut Map<String, Value>,
     ) -> ApiResult<()> {
         let tx = &**unit;
         let writer = unit.writer();
         let mut errors = FieldErrors::new();
-        let kind = record.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
-        check_kind(&kind, record, &mut errors);
-        if kind == "charge" {
+        let billed: Billed = typed(record)?;
+        check_kind(&billed.kind, record, &mut errors);
+        if billed.kind == "charge" {
             self.price_charge(writer, record, input, &mut errors).await?;
         }
         self.check_reference(writer, record, &mut errors).await?;
-        let patient = record.get("patient_id").and_then(Value::as_i64).unwrap_or_default();
-        if let Some(visit) = given(record, "patient_visit_id").and_then(Value::as_i64) {
+        let patient = billed.patient_id;
+        if let Some(visit) = billed.patient_visit_id {
             let owner: Option<i64> = tx
                 .query_opt("SELECT patient_id FROM patient_visits WHERE id = $1", &[&visit])
                 .await?
@@ -371,17 +397,8 @@ impl Hooks for BillingHooks {
                 problem(&mut errors, "patient_visit_id", "The visit is not this patient's.");
             }
         }
-        let route = match writer.branch_id {
-            Some(branch) => writer.state.directory.route(branch).await?.ok(),
-            None => None,
-        };
-        let timezone = route.as_ref().map_or("UTC", |r| r.timezone.as_str());
-        let today: time::Date =
-            tx.query_one("SELECT (now() AT TIME ZONE $1)::date", &[&timezone]).await?.get(0);
-        match given(record, "transaction_date")
-            .and_then(Value::as_str)
-            .and_then(crate::http::list::parse_date)
-        {
+        let today = writer.branch_route().await?.today(tx).await?;
+        match billed.transaction_date.as_deref().and_then(crate::http::list::parse_date) {
             Some(date) if date > today => {
                 problem(&mut errors, "transaction_date", "The transaction date may not be in the future.")
             }
@@ -392,11 +409,6 @@ impl Hooks for BillingHooks {
         }
         if !errors.is_empty() {
             return Err(ApiError::Validation(errors));
-        }
-        if id.is_none() {
-            let code = route.as_ref().map_or("BR", |r| r.code.as_str());
-            let (year, n) = numbers::next(tx, None, "BT", timezone).await?;
-            input.insert("number".into(), Value::String(format!("{code}-BT-{year}-{n:06}")));
         }
         Ok(())
     }
@@ -439,17 +451,17 @@ impl Hooks for BillingHooks {
         input: &Map<String, Value>,
     ) -> ApiResult<Option<Deleted>> {
         let tx = &**unit;
-        match before.get("status").and_then(Value::as_str) {
-            Some("open") => return Ok(None),
-            Some("posted") => {}
-            other => return Err(state_conflict(&BILLING_TRANSACTIONS, "invalid_transition", other)),
+        let stored: Stored = typed(before)?;
+        match stored.status.as_str() {
+            "open" => return Ok(None),
+            "posted" => {}
+            other => return Err(state_conflict(&BILLING_TRANSACTIONS, "invalid_transition", Some(other))),
         }
-        let reason = given(input, "void_reason").and_then(Value::as_str).map(str::trim).unwrap_or_default();
+        let reason = given(input, "void_reason").and_then(Value::as_str).map_or("", str::trim);
         if reason.is_empty() || reason.chars().count() > 500 {
             return Err(ApiError::field("void_reason", "A void reason of 1 to 500 characters is required."));
         }
-        let patient = before.get("patient_id").and_then(Value::as_i64).unwrap_or_default();
-        if let Some(message) = imbalance(posted_sums(tx, patient, id).await?) {
+        if let Some(message) = imbalance(posted_sums(tx, stored.patient_id, id).await?) {
             return Err(ApiError::conflict_with(
                 "balance_conflict",
                 format!("Voiding this transaction would break the balance: {message}"),

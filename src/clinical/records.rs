@@ -6,7 +6,7 @@ use crate::permissions::{PATIENTS_READ, PATIENTS_WRITE};
 use crate::resource::field::{
     Field, Kind, branch_ref, date, integer, long_text, one_of, past_date, registry_ref, text,
 };
-use crate::resource::{PATIENT_OF_VISIT, Resource, Scope, Shape, Unique};
+use crate::resource::{Numbering, PATIENT_OF_VISIT, Resource, Scope, Shape, Unique};
 
 pub static PATIENTS: Resource = Resource {
     path: "patients",
@@ -165,7 +165,7 @@ pub static MEDICAL_CERTIFICATES: Resource = Resource {
         branch_ref("patient_id", "patients").required(),
         branch_ref("patient_visit_id", "patient_visits").required(),
         registry_ref("doctor_id", "doctors"),
-        // Generated (MC-<branch>-000001) when not given.
+        // Numbered by the server (MC-<branch>-000001) when not given.
         text("certificate_number", 50).defaulted(),
         date("issued_on").defaulted(),
         long_text("diagnosis"),
@@ -182,6 +182,15 @@ pub static MEDICAL_CERTIFICATES: Resource = Resource {
     derived: &[PATIENT_OF_VISIT],
     read_permission: PATIENTS_READ,
     write_permission: PATIENTS_WRITE,
+    // A clinic may type the number of a certificate from its paper pad; made numbers skip it.
+    numbering: Some(Numbering {
+        field: "certificate_number",
+        series: "MC",
+        format: "{series}-{branch}-{n}",
+        digits: 6,
+        yearly: false,
+        typed: true,
+    }),
     unique: &[Unique {
         index: "medical_certificates_number_key",
         field: "certificate_number",

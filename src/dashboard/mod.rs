@@ -100,10 +100,9 @@ impl Params {
 async fn open(depot: &Depot) -> ApiResult<(Context, Clock)> {
     let ctx = Context::of(depot)?;
     ctx.require(DASHBOARD_READ)?;
-    let timezone = ctx.branch()?.timezone.clone();
-    let client = ctx.registry().await?;
-    let row = client.query_one("SELECT now(), (now() AT TIME ZONE $1)::date", &[&timezone]).await?;
-    Ok((ctx, Clock { now: row.get(0), today: row.get(1), timezone }))
+    let route = ctx.branch()?.clone();
+    let (now, today) = route.clock(&*ctx.registry().await?).await?;
+    Ok((ctx, Clock { now, today, timezone: route.timezone.clone() }))
 }
 
 /// [`open`], and the request's range of local dates, checked.

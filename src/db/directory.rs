@@ -28,6 +28,21 @@ pub struct BranchRoute {
     pub migration_failed: bool,
 }
 
+impl BranchRoute {
+    /// The branch's local date now, by the database's clock: the one way the server knows a
+    /// branch's "today" (queue days, document dates, dashboards, yearly numbers).
+    pub async fn today(&self, client: &impl super::Queries) -> ApiResult<time::Date> {
+        Ok(self.clock(client).await?.1)
+    }
+
+    /// The database's "now" (the transaction's start) and the branch's local date then.
+    pub async fn clock(&self, client: &impl super::Queries) -> ApiResult<(time::OffsetDateTime, time::Date)> {
+        let stmt = client.prepare_cached("SELECT now(), (now() AT TIME ZONE $1)::date").await?;
+        let row = client.query_one(&stmt, &[&self.timezone]).await?;
+        Ok((row.get(0), row.get(1)))
+    }
+}
+
 impl std::fmt::Debug for BranchRoute {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BranchRoute").field("id", &self.id).field("schema", &self.schema).finish()

@@ -11,7 +11,8 @@ use salvo::async_trait;
 use serde_json::{Map, Value};
 
 use super::document::{
-    PHARMACY, branch_today, decimal_of, given, lines_of, problem, replace_lines, with_totals,
+    Header, ItemLine, PHARMACY, branch_today, decimal_of, given, lines_of, problem, replace_lines,
+    with_totals,
 };
 use super::ledger::{self, Entry};
 use crate::enums::DELIVERY_STATUS;
@@ -26,7 +27,7 @@ use crate::resource::field::{
     registry_ref, text,
 };
 use crate::resource::hooks::Hooks;
-use crate::resource::{Resource, Shape, Within};
+use crate::resource::{Resource, Shape, Within, typed};
 
 use super::orders::{PURCHASE_ORDERS, RECEIVE_ALL, RECEIVE_PART, check_items};
 
@@ -151,6 +152,11 @@ async fn receivable_order(
 
 pub struct DeliveryHooks;
 
+/// A delivery always names its supplier (required by the declaration).
+fn supplier_of(header: &Header) -> ApiResult<i64> {
+    header.supplier_id.ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a delivery without its supplier")))
+}
+
 #[async_trait]
 impl Hooks for DeliveryHooks {
     /// Lines against the order (its items, its costs by default), expiry where the item
@@ -164,9 +170,9 @@ impl Hooks for DeliveryHooks {
     ) -> ApiResult<()> {
         let tx = &**unit;
         let mut errors = FieldErrors::new();
-        let branch = record.get("branch_id").and_then(Value::as_i64).unwrap_or_default();
-        let supplier = record.get("supplier_id").and_then(Value::as_i64).unwrap_or_default();
-        let order = match given(record, "purchase_order_id").and_then(Value::as_i64) {
+        let header: Header = typed(record)?;
+        let (branch, supplier) = (header.branch_id, supplier_of(&header)?);
+        let order = match header.purchase_order_id {
             Some(order) => match receivable_order(tx, order, branch, supplier, false).await? {
                 Some(lines) => Some(lines),
                 None => {
@@ -178,11 +184,11 @@ impl Hooks for DeliveryHooks {
         };
         let Some(lines) = lines_of(input).cloned() else { return Ok(()) };
         let items = check_items(tx, &lines, &mut errors).await?;
-        let (_, _, today) = branch_today(tx, branch).await?;
+        let today = branch_today(unit.writer(), tx, branch).await?;
         let mut resolved = Vec::with_capacity(lines.len());
         for (i, line) in lines.into_iter().enumerate() {
-            let mut line = line.as_object().cloned().unwrap_or_default();
-            let item = line.get("pharmacy_item_id").and_then(Value::as_i64).unwrap_or_default();
+            let item = typed::<ItemLine>(&line)?.pharmacy_item_id;
+            let Value::Object(mut line) = line else { continue };
             let on_order = order.as_ref().map(|o| o.get(&item).copied());
             match (on_order, given(&line, "unit_cost").is_some()) {
                 (Some(None), _) => problem(
@@ -215,7 +221,7 @@ impl Hooks for DeliveryHooks {
             return Err(ApiError::Validation(errors));
         }
         input.insert("lines".into(), Value::Array(resolved));
-        with_totals(input, |line| decimal_of(line, "quantity") * decimal_of(line, "unit_cost"));
+        with_totals(input, |line| Ok(decimal_of(line, "quantity")? * decimal_of(line, "unit_cost")?))?;
         Ok(())
     }
 
@@ -258,12 +264,12 @@ impl Hooks for DeliveryHooks {
 /// movements, the order's received quantities and status.
 async fn receive(unit: &Unit<'_>, id: i64, delivery: &Value) -> ApiResult<()> {
     let (tx, writer) = (&**unit, unit.writer());
-    let branch = delivery.get("branch_id").and_then(Value::as_i64).unwrap_or_default();
-    let supplier = delivery.get("supplier_id").and_then(Value::as_i64).unwrap_or_default();
+    let header: Header = typed(delivery)?;
+    let (branch, supplier) = (header.branch_id, supplier_of(&header)?);
     let mut errors = FieldErrors::new();
     // The order first (its row, then its lines), then the lots in id order: every poster
     // takes locks in this one order.
-    let order_id = delivery.get("purchase_order_id").and_then(Value::as_i64);
+    let order_id = header.purchase_order_id;
     let order = match order_id {
         Some(order) => match receivable_order(tx, order, branch, supplier, true).await? {
             Some(lines) => Some(lines),

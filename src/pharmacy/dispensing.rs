@@ -11,8 +11,10 @@ use rust_decimal::Decimal;
 use salvo::async_trait;
 use serde_json::{Map, Value, json};
 
+use serde::Deserialize;
+
 use super::document::{
-    PHARMACY, branch_today, cents, decimal_of, given, lines_of, problem, replace_lines, with_totals,
+    PHARMACY, branch_today, cents, decimal_of, lines_of, problem, replace_lines, with_totals,
 };
 use super::ledger::{self, Entry, Lot};
 use crate::enums::PHARMACY_TRANSACTION_STATUS;
@@ -22,12 +24,12 @@ use crate::notify::Topic;
 use crate::resource::Unit;
 use crate::resource::Writer;
 use crate::resource::actions::{Action, Move, Stamp, StateLock, Verb};
-use crate::resource::decimal;
 use crate::resource::field::{
     Field, Kind, Structure, Target, calculated_money, date, list, long_text, money, qty, registry_ref, text,
 };
 use crate::resource::hooks::Hooks;
-use crate::resource::{Resource, Shape, numbers};
+use crate::resource::row::{exact, exact_or_none};
+use crate::resource::{Numbering, Resource, Shape, typed};
 
 static LINE: Structure = Structure {
     name: "PharmacyTransactionLine",
@@ -73,7 +75,15 @@ pub static TRANSACTIONS: Resource = Resource {
         ("void_reason", Shape::Text),
     ],
     computed: &[("lines", LINES, Shape::Json)],
-    server_written: &["number", "total"],
+    server_written: &["total"],
+    numbering: Some(Numbering {
+        field: "number",
+        series: "TX",
+        format: "{series}-{branch}-{year}-{n}",
+        digits: 6,
+        yearly: true,
+        typed: false,
+    }),
     calculated: &[calculated_money("total", "lines")],
     filter_only: &[Field::new("status", Kind::Enum(&PHARMACY_TRANSACTION_STATUS))],
     search: &["number"],
@@ -135,6 +145,32 @@ async fn patient_of_prescription(writer: &Writer, branch: i64, prescription: i64
 
 pub struct DispensingHooks;
 
+/// A line as sent, checked against `LINE` before the hooks see it.
+#[derive(Deserialize)]
+struct SentLine {
+    pharmacy_item_id: i64,
+    #[serde(default)]
+    stock_available_id: Option<i64>,
+    #[serde(deserialize_with = "exact")]
+    quantity: Decimal,
+    #[serde(default, deserialize_with = "exact_or_none")]
+    unit_price: Option<Decimal>,
+    #[serde(default, deserialize_with = "exact_or_none")]
+    discount: Option<Decimal>,
+}
+
+/// The fields of a transaction its hooks compute with.
+#[derive(Deserialize)]
+struct Dispensing {
+    branch_id: i64,
+    #[serde(default)]
+    patient_id: Option<i64>,
+    #[serde(default)]
+    prescribed_medicine_id: Option<i64>,
+    #[serde(default)]
+    transaction_date: Option<String>,
+}
+
 impl DispensingHooks {
     /// Each line's item (live, active), its lot (the item's, this branch's, not expired), its
     /// price (the item's sale price by default) and its discount (at most the line's value).
@@ -146,8 +182,8 @@ impl DispensingHooks {
         lines: Vec<Value>,
         errors: &mut FieldErrors,
     ) -> ApiResult<Vec<Value>> {
-        let ids: Vec<i64> =
-            lines.iter().filter_map(|l| l.get("pharmacy_item_id").and_then(Value::as_i64)).collect();
+        let sent: Vec<SentLine> = lines.iter().map(typed).collect::<ApiResult<_>>()?;
+        let ids: Vec<i64> = sent.iter().map(|l| l.pharmacy_item_id).collect();
         let rows = tx
             .query(
                 "SELECT id, sale_price FROM pharmacy_items WHERE id = ANY($1) AND deleted_at IS NULL AND status = 'active'",
@@ -156,9 +192,9 @@ impl DispensingHooks {
             .await?;
         let prices: BTreeMap<i64, Decimal> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
         let mut resolved = Vec::with_capacity(lines.len());
-        for (i, line) in lines.into_iter().enumerate() {
-            let mut line = line.as_object().cloned().unwrap_or_default();
-            let item = line.get("pharmacy_item_id").and_then(Value::as_i64).unwrap_or_default();
+        for (i, (line, sent)) in lines.into_iter().zip(sent).enumerate() {
+            let Value::Object(mut line) = line else { continue };
+            let item = sent.pharmacy_item_id;
             let Some(sale_price) = prices.get(&item) else {
                 problem(
                     errors,
@@ -167,7 +203,7 @@ impl DispensingHooks {
                 );
                 continue;
             };
-            if let Some(lot) = given(&line, "stock_available_id").and_then(Value::as_i64) {
+            if let Some(lot) = sent.stock_available_id {
                 let usable = tx
                     .query_opt(
                         "SELECT 1 FROM stock_availables WHERE id = $1 AND branch_id = $2 AND pharmacy_item_id = $3
@@ -180,12 +216,12 @@ impl DispensingHooks {
                     problem(errors, &format!("lines.{i}.stock_available_id"), message);
                 }
             }
-            let quantity = line.get("quantity").and_then(decimal::of).unwrap_or_default();
+            let quantity = sent.quantity;
             if quantity <= Decimal::ZERO {
                 problem(errors, &format!("lines.{i}.quantity"), "The quantity must be greater than 0.");
             }
-            let price = given(&line, "unit_price").and_then(decimal::of).unwrap_or(*sale_price);
-            let discount = given(&line, "discount").and_then(decimal::of).unwrap_or_default();
+            let price = sent.unit_price.unwrap_or(*sale_price);
+            let discount = sent.discount.unwrap_or(Decimal::ZERO);
             if discount > cents(quantity * price) {
                 problem(
                     errors,
@@ -206,18 +242,19 @@ impl Hooks for DispensingHooks {
     async fn resolve(
         &self,
         unit: &Unit<'_>,
-        id: Option<i64>,
+        _: Option<i64>,
         record: &Map<String, Value>,
         input: &mut Map<String, Value>,
     ) -> ApiResult<()> {
         let tx = &**unit;
         let writer = unit.writer();
         let mut errors = FieldErrors::new();
-        let branch = record.get("branch_id").and_then(Value::as_i64).unwrap_or_default();
-        let (code, timezone, today) = branch_today(tx, branch).await?;
-        if let Some(prescription) = given(record, "prescribed_medicine_id").and_then(Value::as_i64) {
+        let sent: Dispensing = typed(record)?;
+        let branch = sent.branch_id;
+        let today = branch_today(writer, tx, branch).await?;
+        if let Some(prescription) = sent.prescribed_medicine_id {
             let owner = patient_of_prescription(writer, branch, prescription).await?;
-            match (owner, given(record, "patient_id").and_then(Value::as_i64)) {
+            match (owner, sent.patient_id) {
                 (Some(owner), None) => {
                     input.insert("patient_id".into(), Value::from(owner));
                 }
@@ -227,10 +264,7 @@ impl Hooks for DispensingHooks {
                 _ => {}
             }
         }
-        match given(record, "transaction_date")
-            .and_then(Value::as_str)
-            .and_then(crate::http::list::parse_date)
-        {
+        match sent.transaction_date.as_deref().and_then(crate::http::list::parse_date) {
             Some(day) if day > today => {
                 problem(&mut errors, "transaction_date", "The transaction date may not be in the future.")
             }
@@ -243,16 +277,12 @@ impl Hooks for DispensingHooks {
             let resolved = self.resolve_lines(tx, branch, today, lines, &mut errors).await?;
             input.insert("lines".into(), Value::Array(resolved));
             with_totals(input, |line| {
-                cents(decimal_of(line, "quantity") * decimal_of(line, "unit_price"))
-                    - decimal_of(line, "discount")
-            });
+                Ok(cents(decimal_of(line, "quantity")? * decimal_of(line, "unit_price")?)
+                    - decimal_of(line, "discount")?)
+            })?;
         }
         if !errors.is_empty() {
             return Err(ApiError::Validation(errors));
-        }
-        if id.is_none() {
-            let (year, n) = numbers::next(tx, Some(branch), "TX", &timezone).await?;
-            input.insert("number".into(), Value::String(format!("TX-{code}-{year}-{n:06}")));
         }
         Ok(())
     }
@@ -286,7 +316,7 @@ impl Hooks for DispensingHooks {
     ) -> ApiResult<Vec<Topic>> {
         let tx = &**unit;
         let writer = unit.writer();
-        let branch = before.get("branch_id").and_then(Value::as_i64).unwrap_or_default();
+        let branch = typed::<Dispensing>(before)?.branch_id;
         match action.name {
             "complete" => dispense(tx, writer, id, branch).await?,
             "void" => give_back(tx, writer, id).await?,
@@ -320,7 +350,7 @@ async fn dispense(tx: &Transaction<'_>, writer: &Writer, id: i64, branch: i64) -
     let mut items: Vec<i64> = lines.iter().map(|l| l.item).collect();
     items.sort_unstable();
     items.dedup();
-    let (_, _, today) = branch_today(tx, branch).await?;
+    let today = branch_today(writer, tx, branch).await?;
     let mut lots = ledger::lock_lots_of_items(tx, branch, &items).await?;
     still_dispensable(tx, &lines, &lots, today).await?;
     let plan = allocate(&lines, &mut lots.clone(), today)?;
@@ -425,6 +455,14 @@ fn allocate(lines: &[Line], lots: &mut [Lot], today: time::Date) -> ApiResult<Ve
     if shortages.is_empty() { Ok(plan) } else { Err(ledger::insufficient(shortages)) }
 }
 
+/// What a completed line took from one lot.
+#[derive(Deserialize)]
+struct Allocation {
+    stock_available_id: i64,
+    #[serde(deserialize_with = "exact")]
+    quantity: Decimal,
+}
+
 /// A void returns every allocation to its lot.
 async fn give_back(tx: &Transaction<'_>, writer: &Writer, id: i64) -> ApiResult<()> {
     let rows = tx
@@ -432,12 +470,8 @@ async fn give_back(tx: &Transaction<'_>, writer: &Writer, id: i64) -> ApiResult<
         .await?;
     let mut returns: Vec<(i64, Decimal)> = Vec::new();
     for row in &rows {
-        let allocations: Value = row.get(0);
-        for a in allocations.as_array().into_iter().flatten() {
-            let lot = a.get("stock_available_id").and_then(Value::as_i64).unwrap_or_default();
-            let quantity = a.get("quantity").and_then(decimal::of).unwrap_or_default();
-            returns.push((lot, quantity));
-        }
+        let allocations: Vec<Allocation> = typed(&row.get::<_, Value>(0))?;
+        returns.extend(allocations.into_iter().map(|a| (a.stock_available_id, a.quantity)));
     }
     let mut ids: Vec<i64> = returns.iter().map(|(lot, _)| *lot).collect();
     ids.sort_unstable();

@@ -5,9 +5,11 @@ use deadpool_postgres::Transaction;
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde_json::{Map, Value};
 
-use crate::http::error::{ApiResult, FieldErrors};
+use serde::Deserialize;
+
+use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::permissions::{PHARMACY_READ, PHARMACY_WRITE};
-use crate::resource::{Resource, Scope};
+use crate::resource::{Resource, Scope, Writer};
 
 /// Pharmacy rows live in the registry, belong to a branch, and are read and written with
 /// the pharmacy permissions.
@@ -18,6 +20,23 @@ pub(super) const PHARMACY: Resource = Resource {
     write_permission: PHARMACY_WRITE,
     ..Resource::DEFAULTS
 };
+
+/// The fields of a pharmacy document its hooks compute with (checked against the
+/// declaration before the hooks see them).
+#[derive(Deserialize)]
+pub(super) struct Header {
+    pub branch_id: i64,
+    #[serde(default)]
+    pub supplier_id: Option<i64>,
+    #[serde(default)]
+    pub purchase_order_id: Option<i64>,
+}
+
+/// The item a document's line names.
+#[derive(Deserialize)]
+pub(super) struct ItemLine {
+    pub pharmacy_item_id: i64,
+}
 
 /// The record's field, when it holds something.
 pub(super) fn given<'a>(record: &'a Map<String, Value>, field: &str) -> Option<&'a Value> {
@@ -33,18 +52,13 @@ pub(super) fn cents(amount: Decimal) -> Decimal {
     amount.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero)
 }
 
-/// A branch's code, time zone and local date today.
+/// The local date today of the branch a document belongs to.
 pub(super) async fn branch_today(
+    writer: &Writer,
     tx: &Transaction<'_>,
     branch: i64,
-) -> ApiResult<(String, String, time::Date)> {
-    let row = tx
-        .query_one(
-            "SELECT code, timezone, (now() AT TIME ZONE timezone)::date FROM branches WHERE id = $1",
-            &[&branch],
-        )
-        .await?;
-    Ok((row.get(0), row.get(1), row.get(2)))
+) -> ApiResult<time::Date> {
+    writer.route_of(branch).await?.today(tx).await
 }
 
 /// The lines a request sent, as objects.
@@ -71,19 +85,22 @@ pub(super) async fn replace_lines(
 /// `total`, their sum, into `input`; the mechanism then holds both to their declared bounds.
 pub(super) fn with_totals(
     input: &mut Map<String, Value>,
-    line_total: impl Fn(&Map<String, Value>) -> Decimal,
-) {
-    let Some(lines) = input.get_mut("lines").and_then(Value::as_array_mut) else { return };
+    line_total: impl Fn(&Map<String, Value>) -> ApiResult<Decimal>,
+) -> ApiResult<()> {
+    let Some(lines) = input.get_mut("lines").and_then(Value::as_array_mut) else { return Ok(()) };
     let mut total = Decimal::ZERO;
     for line in lines.iter_mut().filter_map(Value::as_object_mut) {
-        let amount = cents(line_total(line));
+        let amount = cents(line_total(line)?);
         total += amount;
         line.insert("line_total".into(), Value::String(format!("{amount:.2}")));
     }
     input.insert("total".into(), Value::String(format!("{total:.2}")));
+    Ok(())
 }
 
-/// A line's decimal field (validated before, so present when required).
-pub(super) fn decimal_of(line: &Map<String, Value>, field: &str) -> Decimal {
-    line.get(field).and_then(crate::resource::decimal::of).unwrap_or_default()
+/// A line's decimal field, which its declaration or the hooks made sure is there.
+pub(super) fn decimal_of(line: &Map<String, Value>, field: &str) -> ApiResult<Decimal> {
+    line.get(field)
+        .and_then(crate::resource::decimal::of)
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a document line has no {field} to compute with")))
 }

@@ -4,6 +4,7 @@
 use deadpool_postgres::Transaction;
 use rust_decimal::Decimal;
 use salvo::async_trait;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::document::{PHARMACY, given, problem};
@@ -14,13 +15,13 @@ use crate::http::list::SortDirection;
 use crate::notify::Topic;
 use crate::resource::Unit;
 use crate::resource::actions::{StateLock, TOGGLE_STATUS};
-use crate::resource::decimal;
 use crate::resource::field::{
     Field, Kind, boolean, calculated_qty, code, date, integer, money, one_of, past_timestamp, qty,
     registry_ref, signed_qty, text,
 };
 use crate::resource::hooks::{Deleted, Hooks};
-use crate::resource::{Condition, Resource, Shape, Unique};
+use crate::resource::row::exact;
+use crate::resource::{Condition, Resource, Shape, Unique, typed};
 use crate::resource::{Writer, audit_event};
 
 pub static PHARMACY_ITEMS: Resource = Resource {
@@ -109,6 +110,19 @@ async fn has_expiry(tx: &Transaction<'_>, item: i64) -> ApiResult<bool> {
 
 pub struct LotHooks;
 
+/// What a lot's delete needs to know.
+#[derive(Deserialize)]
+struct LotOf {
+    #[serde(deserialize_with = "exact")]
+    on_hand: Decimal,
+}
+
+/// The item a lot is of.
+#[derive(Deserialize)]
+struct ItemOf {
+    pharmacy_item_id: i64,
+}
+
 #[async_trait]
 impl Hooks for LotHooks {
     /// An item that expires needs an expiry date on each lot.
@@ -120,7 +134,7 @@ impl Hooks for LotHooks {
         _: &mut Map<String, Value>,
     ) -> ApiResult<()> {
         let tx = &**unit;
-        let item = record.get("pharmacy_item_id").and_then(Value::as_i64).unwrap_or_default();
+        let item = typed::<ItemOf>(record)?.pharmacy_item_id;
         if given(record, "expiry_date").is_none() && has_expiry(tx, item).await? {
             return Err(ApiError::field("expiry_date", "The expiry date is required for this item."));
         }
@@ -137,7 +151,7 @@ impl Hooks for LotHooks {
         _: &Map<String, Value>,
     ) -> ApiResult<Option<Deleted>> {
         let tx = &**unit;
-        let on_hand = before.get("on_hand").and_then(decimal::of).unwrap_or_default();
+        let on_hand = typed::<LotOf>(before)?.on_hand;
         if !on_hand.is_zero() {
             return Err(ApiError::Conflict {
                 code: "stock_not_empty",
@@ -220,14 +234,30 @@ pub static STOCK_MOVEMENTS: Resource = Resource {
 
 pub struct MovementHooks;
 
+/// A movement as posted (its required fields checked by the declaration).
+#[derive(Deserialize)]
+struct Posted {
+    branch_id: i64,
+    stock_available_id: i64,
+    kind: String,
+    #[serde(deserialize_with = "exact")]
+    quantity: Decimal,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    reference: Option<String>,
+    #[serde(default)]
+    to_branch_id: Option<i64>,
+}
+
 /// What a posted movement must be: a kind a client may post, with the sign of its kind, and
 /// a reason.
-fn check_movement(record: &Map<String, Value>, errors: &mut FieldErrors) -> Option<Decimal> {
-    let kind = record.get("kind").and_then(Value::as_str).unwrap_or_default();
+fn check_movement(posted: &Posted, errors: &mut FieldErrors) {
+    let kind = posted.kind.as_str();
     if !POSTABLE.contains(&kind) {
         problem(errors, "kind", "Only adjustment, expired, damaged and transfer_out are posted directly.");
     }
-    let quantity = record.get("quantity").and_then(decimal::of).unwrap_or_default();
+    let quantity = posted.quantity;
     let signed_right = match kind {
         "adjustment" => !quantity.is_zero(),
         _ => quantity < Decimal::ZERO,
@@ -240,10 +270,9 @@ fn check_movement(record: &Map<String, Value>, errors: &mut FieldErrors) -> Opti
         };
         problem(errors, "quantity", message);
     }
-    if given(record, "reason").is_none() {
+    if posted.reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
         problem(errors, "reason", "The reason field is required.");
     }
-    Some(quantity)
 }
 
 /// The input key that carries a transfer's target lot from `resolve` to `written`.
@@ -264,17 +293,16 @@ impl Hooks for MovementHooks {
         let tx = &**unit;
         let writer = unit.writer();
         let mut errors = FieldErrors::new();
-        let quantity = check_movement(record, &mut errors).unwrap_or_default();
-        let branch = record.get("branch_id").and_then(Value::as_i64).unwrap_or_default();
-        let lot_id = record.get("stock_available_id").and_then(Value::as_i64).unwrap_or_default();
+        let posted: Posted = typed(record)?;
+        check_movement(&posted, &mut errors);
+        let (quantity, branch, lot_id) = (posted.quantity, posted.branch_id, posted.stock_available_id);
         let Some(seen) = ledger::peek_lots(tx, &[lot_id]).await?.pop().filter(|l| l.branch_id == branch)
         else {
             problem(&mut errors, "stock_available_id", "The lot is not one of this branch's.");
             return Err(ApiError::Validation(errors));
         };
-        let kind = record.get("kind").and_then(Value::as_str).unwrap_or_default();
         let target =
-            if kind == "transfer_out" { transfer_target(writer, record, branch, &mut errors)? } else { None };
+            if posted.kind == "transfer_out" { transfer_target(writer, &posted, &mut errors)? } else { None };
         if !errors.is_empty() {
             return Err(ApiError::Validation(errors));
         }
@@ -317,12 +345,13 @@ impl Hooks for MovementHooks {
         let tx = &**unit;
         let writer = unit.writer();
         let Some(target_lot) = input.get(TARGET_LOT).and_then(Value::as_i64) else { return Ok(Vec::new()) };
-        let quantity = input.get("quantity").and_then(decimal::of).unwrap_or_default();
+        let posted: Posted = typed(input)?;
+        let quantity = posted.quantity;
         let mut target_lot = ledger::lock_lots(tx, &[target_lot]).await?.pop().ok_or(ApiError::NotFound)?;
         let entry = Entry {
             kind: "transfer_in",
-            reason: input.get("reason").and_then(Value::as_str),
-            reference: input.get("reference").and_then(Value::as_str),
+            reason: posted.reason.as_deref(),
+            reference: posted.reference.as_deref(),
             counterpart_id: Some(id),
             ..Entry::default()
         };
@@ -336,13 +365,9 @@ impl Hooks for MovementHooks {
 }
 
 /// The branch a transfer goes to: given, another branch, and one the caller may access.
-fn transfer_target(
-    writer: &Writer,
-    record: &Map<String, Value>,
-    branch: i64,
-    errors: &mut FieldErrors,
-) -> ApiResult<Option<i64>> {
-    let Some(target) = record.get("to_branch_id").and_then(Value::as_i64) else {
+fn transfer_target(writer: &Writer, posted: &Posted, errors: &mut FieldErrors) -> ApiResult<Option<i64>> {
+    let branch = posted.branch_id;
+    let Some(target) = posted.to_branch_id else {
         problem(errors, "to_branch_id", "The to branch id field is required for a transfer.");
         return Ok(None);
     };

@@ -9,7 +9,8 @@ use salvo::async_trait;
 use serde_json::{Map, Value};
 
 use super::document::{
-    PHARMACY, branch_today, decimal_of, given, lines_of, problem, replace_lines, with_totals,
+    Header, ItemLine, PHARMACY, branch_today, decimal_of, given, lines_of, problem, replace_lines,
+    with_totals,
 };
 use crate::enums::PURCHASE_ORDER_STATUS;
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
@@ -22,7 +23,7 @@ use crate::resource::field::{
     Field, Kind, Rule, Structure, calculated_money, date, list, long_text, money, qty, registry_ref, text,
 };
 use crate::resource::hooks::Hooks;
-use crate::resource::{Resource, Shape, numbers};
+use crate::resource::{Numbering, Resource, Shape, typed};
 
 static ORDER_LINE: Structure = Structure {
     name: "PurchaseOrderLine",
@@ -120,7 +121,15 @@ pub static PURCHASE_ORDERS: Resource = Resource {
         ("cancel_reason", Shape::Text),
     ],
     computed: &[("lines", ORDER_LINES, Shape::Json)],
-    server_written: &["number", "total"],
+    server_written: &["total"],
+    numbering: Some(Numbering {
+        field: "number",
+        series: "PO",
+        format: "{series}-{branch}-{year}-{n}",
+        digits: 6,
+        yearly: true,
+        typed: false,
+    }),
     calculated: &[calculated_money("total", "lines")],
     filter_only: &[Field::new("status", Kind::Enum(&PURCHASE_ORDER_STATUS))],
     rules: &[each_item_once as Rule, expected_after_order],
@@ -190,19 +199,18 @@ pub(super) async fn check_items(
     lines: &[Value],
     errors: &mut FieldErrors,
 ) -> ApiResult<BTreeMap<i64, (bool, Decimal)>> {
-    let ids: Vec<i64> =
-        lines.iter().filter_map(|l| l.get("pharmacy_item_id").and_then(Value::as_i64)).collect();
+    let items: Vec<i64> =
+        lines.iter().map(|l| typed::<ItemLine>(l).map(|l| l.pharmacy_item_id)).collect::<ApiResult<_>>()?;
     let rows = tx
         .query(
             "SELECT id, has_expiry, sale_price FROM pharmacy_items WHERE id = ANY($1) AND deleted_at IS NULL AND status = 'active'",
-            &[&ids],
+            &[&items],
         )
         .await?;
     let known: BTreeMap<i64, (bool, Decimal)> =
         rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
-    for (i, line) in lines.iter().enumerate() {
-        let item = line.get("pharmacy_item_id").and_then(Value::as_i64).unwrap_or_default();
-        if !known.contains_key(&item) {
+    for (i, item) in items.iter().enumerate() {
+        if !known.contains_key(item) {
             problem(
                 errors,
                 &format!("lines.{i}.pharmacy_item_id"),
@@ -220,7 +228,7 @@ impl Hooks for OrderHooks {
     async fn resolve(
         &self,
         unit: &Unit<'_>,
-        id: Option<i64>,
+        _: Option<i64>,
         record: &Map<String, Value>,
         input: &mut Map<String, Value>,
     ) -> ApiResult<()> {
@@ -232,15 +240,14 @@ impl Hooks for OrderHooks {
         if !errors.is_empty() {
             return Err(ApiError::Validation(errors));
         }
-        with_totals(input, |line| decimal_of(line, "quantity_ordered") * decimal_of(line, "unit_cost"));
-        let branch = record.get("branch_id").and_then(Value::as_i64).unwrap_or_default();
-        let (code, timezone, today) = branch_today(tx, branch).await?;
+        with_totals(
+            input,
+            |line| Ok(decimal_of(line, "quantity_ordered")? * decimal_of(line, "unit_cost")?),
+        )?;
         if given(record, "order_date").is_none() {
+            let branch = typed::<Header>(record)?.branch_id;
+            let today = branch_today(unit.writer(), tx, branch).await?;
             input.insert("order_date".into(), Value::String(today.to_string()));
-        }
-        if id.is_none() {
-            let (year, n) = numbers::next(tx, Some(branch), "PO", &timezone).await?;
-            input.insert("number".into(), Value::String(format!("PO-{code}-{year}-{n:06}")));
         }
         Ok(())
     }

@@ -21,17 +21,18 @@ pub async fn close_past_days(state: &AppState) -> anyhow::Result<u64> {
         let Ok(route) = state.directory.route(branch).await? else { continue };
         let mut conn = state.directory.connect(&route).await?;
         let tx = conn.transaction().await?;
+        let today = route.today(&tx).await?;
         let rows = tx
             .query(
                 "WITH closed AS (
                      UPDATE queue_tickets SET status = 'no_show', version = version + 1, updated_at = now()
                       WHERE status IN ('waiting', 'called') AND deleted_at IS NULL
-                        AND queue_date < (now() AT TIME ZONE $1)::date
+                        AND queue_date < $1
                      RETURNING id)
                  INSERT INTO audit_log (user_id, action, resource, record_id, after)
                  SELECT NULL, 'auto_no_show', $2, id, jsonb_build_object('status', 'no_show') FROM closed
                  RETURNING record_id",
-                &[&route.timezone, &QUEUE_TICKETS.path],
+                &[&today, &QUEUE_TICKETS.path],
             )
             .await?;
         tx.commit().await?;

@@ -19,7 +19,7 @@ use time::OffsetDateTime;
 use tokio::sync::broadcast::Receiver;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::tickets::{Service, path_service, queue_view, today_of, topic};
+use super::tickets::{Service, path_service, queue_view, topic};
 use crate::db::directory::BranchRoute;
 use crate::http::error::ApiResult;
 use crate::notify::Topic;
@@ -84,7 +84,7 @@ impl Display {
     async fn snapshot(&self) -> ApiResult<SseEvent> {
         let conn = self.state.directory.connect(&self.route).await?;
         let client: &deadpool_postgres::ClientWrapper = &conn;
-        let today = today_of(client, &self.route).await?;
+        let today = self.route.today(client).await?;
         let view = queue_view(client, &self.service, today, None).await?;
         Ok(SseEvent::default().name("snapshot").text(view.to_string()))
     }
@@ -162,7 +162,7 @@ pub async fn follow(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     let first = {
         let mut conn = ctx.conn(Scope::Branch).await?;
         let client = conn.client();
-        let today = today_of(&*client, &route).await?;
+        let today = route.today(&*client).await?;
         let view = queue_view(&*client, &display.service, today, None).await?;
         SseEvent::default().name("snapshot").text(view.to_string())
     };

@@ -18,9 +18,7 @@ use crate::resource::validate::check_fields;
 use crate::resource::{Context, Scope, Unit, Within, state_conflict, typed};
 
 use super::issuing::{Holder, holder_of, issue, problem};
-use super::tickets::{
-    QUEUE_TICKETS, TRANSFER, Ticket, path_service, queue_view, service_of, ticket_changed, today_of,
-};
+use super::tickets::{QUEUE_TICKETS, TRANSFER, Ticket, path_service, queue_view, service_of, ticket_changed};
 
 /// `POST /queue/branch-services/{id}/queue {patient_id, patient_visit_id, priority}`.
 #[handler]
@@ -36,7 +34,7 @@ pub async fn create_ticket(req: &mut Request, depot: &mut Depot, res: &mut Respo
     let mut conn = ctx.conn(Scope::Branch).await?;
     let unit = Unit::begin(conn.client(), ctx.writer()).await?;
     let holder = holder_of(&unit, &body).await?;
-    let today = today_of(&*unit, &route).await?;
+    let today = route.today(&*unit).await?;
     let ticket = issue(&unit, &service, &holder, today).await?;
     let answer = Answer::created("Queue ticket created.", ticket.clone());
     unit.commit(&answer).await?;
@@ -82,7 +80,7 @@ pub async fn create_visit(req: &mut Request, depot: &mut Depot, res: &mut Respon
     let service = service.ok_or(ApiError::NotFound)?;
     let mut conn = ctx.conn(Scope::Branch).await?;
     let unit = Unit::begin(conn.client(), ctx.writer()).await?;
-    let today = today_of(&*unit, &route).await?;
+    let today = route.today(&*unit).await?;
     let mut visit: Map<String, Value> = ["patient_id", "visit_type", "reason", "doctor_id"]
         .iter()
         .filter_map(|k| input.get(*k).map(|v| (k.to_string(), v.clone())))
@@ -164,7 +162,7 @@ pub async fn transfer(req: &mut Request, depot: &mut Depot, res: &mut Response) 
         priority: request.priority.unwrap_or(before.priority),
         from: Some(id),
     };
-    let today = today_of(&*unit, &route).await?;
+    let today = route.today(&*unit).await?;
     let new_ticket = issue(&unit, &service, &holder, today).await?;
     let link = Map::from_iter([("transferred_to_id".to_owned(), new_ticket["id"].clone())]);
     let ticket = unit.act(&QUEUE_TICKETS, Within::default(), id, &TRANSFER, link, None).await?;
@@ -217,7 +215,7 @@ pub async fn show_queue(req: &mut Request, depot: &mut Depot, res: &mut Response
     let client = conn.client();
     let day = match day {
         Some(day) => day,
-        None => today_of(&*client, &route).await?,
+        None => route.today(&*client).await?,
     };
     let view = queue_view(&*client, &service, day, statuses.as_deref()).await?;
     web::ok(res, "Queue retrieved.", view);

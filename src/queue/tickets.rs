@@ -9,7 +9,6 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use time::Date;
 
-use crate::db::directory::BranchRoute;
 use crate::enums::QUEUE_STATUS;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
@@ -179,12 +178,6 @@ pub async fn service_of(state: &AppState, branch: i64, id: i64) -> ApiResult<Opt
         )
         .await?;
     Ok(row.map(|r| Service { id: r.get(0), code: r.get(1), name: r.get(2), active: r.get(3) }))
-}
-
-/// The branch's local date today.
-pub async fn today_of(tx: &impl crate::db::Queries, route: &BranchRoute) -> ApiResult<Date> {
-    let stmt = tx.prepare_cached("SELECT (now() AT TIME ZONE $1)::date").await?;
-    Ok(tx.query_one(&stmt, &[&route.timezone]).await?.get(0))
 }
 
 /// The branch service in the path: a live service of this branch (404 otherwise).

@@ -51,6 +51,21 @@ pub struct Writer {
     pub branches: Vec<i64>,
 }
 
+impl Writer {
+    /// The route of the branch being written, on branch routes.
+    pub async fn branch_route(&self) -> ApiResult<Arc<BranchRoute>> {
+        let branch =
+            self.branch_id.ok_or_else(|| ApiError::Internal(anyhow::anyhow!("no branch being written")))?;
+        self.route_of(branch).await
+    }
+
+    /// The route of a branch a record is written for (checked accessible before this).
+    pub async fn route_of(&self, branch: i64) -> ApiResult<Arc<BranchRoute>> {
+        let route = self.state.directory.route(branch).await?;
+        route.map_err(|_| ApiError::field("branch_id", "The branch is not active."))
+    }
+}
+
 pub struct Context {
     pub state: Arc<AppState>,
     pub user: Arc<AuthUser>,

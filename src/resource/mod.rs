@@ -25,6 +25,7 @@ pub use actions::{Action, StateLock};
 pub use context::{Conn, Context, Scope, Writer};
 pub use field::{Calculated, Field, Kind, Rule, Target};
 pub use hooks::Hooks;
+pub use numbers::Numbering;
 // What a domain may call of the mechanism beyond its declarations (ARCHITECTURE.md, "What a
 // domain may call"): the unit of work for every write, and the pieces of reads for queries
 // of its own.
@@ -131,6 +132,8 @@ pub struct Resource {
     /// Read-only columns the resource's hooks fill in (a document number): written when a
     /// hook puts them in the input, never taken from a request.
     pub server_written: &'static [&'static str],
+    /// A number the mechanism gives each new record (`PO-MAIN-2026-000001`).
+    pub numbering: Option<numbers::Numbering>,
     /// Values the hooks compute and write (an amount, a total): held to their bounds.
     pub calculated: &'static [Calculated],
     /// `(name, SQL expression over the row alias t)` added to every answer.
@@ -215,6 +218,7 @@ impl Resource {
         keeps: &[],
         read_only: &[],
         server_written: &[],
+        numbering: None,
         calculated: &[],
         computed: &[],
         sort_fields: &["id"],

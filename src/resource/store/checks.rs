@@ -99,7 +99,12 @@ pub(super) fn calculated_in(
 /// The names of the columns `input` sets.
 pub(super) fn columns_of(resource: &Resource, input: &Map<String, Value>) -> Vec<&'static str> {
     let writable = resource.all_fields().map(|f| f.name);
-    writable.chain(resource.server_written.iter().copied()).filter(|n| input.contains_key(*n)).collect()
+    let numbered = resource.numbering.map(|n| n.field).filter(|f| resource.field(f).is_none());
+    writable
+        .chain(resource.server_written.iter().copied())
+        .chain(numbered)
+        .filter(|n| input.contains_key(*n))
+        .collect()
 }
 
 /// A row that belongs to a branch is written only for a branch the caller may access.

@@ -10,11 +10,11 @@ use super::checks::{
 use super::references::check_references;
 use super::select::reload;
 use super::{Within, db_span};
-use crate::http::error::ApiResult;
-use crate::resource::Resource;
-use crate::resource::context::{Conn, Writer};
+use crate::http::error::{ApiError, ApiResult};
+use crate::resource::context::{Conn, Scope, Writer};
 use crate::resource::idempotency::Answer;
 use crate::resource::unit::{Unit, Written};
+use crate::resource::{Resource, numbers};
 
 pub fn created_message(resource: &Resource) -> String {
     format!("{} created.", resource.label)
@@ -64,6 +64,7 @@ impl Unit<'_> {
         check_references(&**self, self.writer(), resource, &mut input, None).await?;
         apply_rules(resource, input.clone(), &mut input)?;
         resource.hooks.resolve(self, None, &input.clone(), &mut input).await?;
+        assign_number(self, resource, &mut input).await?;
         check_calculated(resource, &input)?;
         check_overlaps(self, resource, 0, &input).await?;
         let id = guarded(self, resource, 0, &input, insert_row(self, resource, within, &input)).await?;
@@ -72,6 +73,41 @@ impl Unit<'_> {
         let after = reload(&**self, resource, id).await?;
         audit(&**self, Some(user), "create", resource, id, None, Some(&after)).await?;
         Ok(after)
+    }
+}
+
+/// Puts the record's number into `input` (`Resource::numbering`), unless the client typed
+/// one where that is allowed.
+async fn assign_number(
+    unit: &Unit<'_>,
+    resource: &Resource,
+    input: &mut Map<String, Value>,
+) -> ApiResult<()> {
+    let Some(numbering) = resource.numbering else { return Ok(()) };
+    let sent = input.get(numbering.field).and_then(Value::as_str).is_some_and(|s| !s.trim().is_empty());
+    if sent && numbering.typed {
+        return Ok(());
+    }
+    let (route, counted_in) = match resource.scope {
+        Scope::Branch => (unit.writer().branch_route().await?, None),
+        Scope::Registry => {
+            let branch = input.get("branch_id").and_then(Value::as_i64).ok_or_else(|| {
+                ApiError::Internal(anyhow::anyhow!(
+                    "{} is numbered per branch but has no branch",
+                    resource.path
+                ))
+            })?;
+            (unit.writer().route_of(branch).await?, Some(branch))
+        }
+    };
+    let year = if numbering.yearly { route.today(&**unit).await?.year() } else { numbers::ONCE };
+    loop {
+        let n = numbers::next(&**unit, counted_in, numbering.series, year).await?;
+        let number = numbering.render(&route.code, year, n);
+        if !numbering.typed || !numbers::taken(&**unit, resource.table, numbering.field, &number).await? {
+            input.insert(numbering.field.into(), Value::String(number));
+            return Ok(());
+        }
     }
 }
 
