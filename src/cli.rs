@@ -65,8 +65,50 @@ enum BranchCommand {
         #[arg(long)]
         timezone: Option<String>,
     },
-    /// List branches with their schema, schema version and migration state.
+    /// List branches with their server, schema, schema version and migration state.
     List,
+    /// Move a branch's schema to another database server without losing a write: copy,
+    /// freeze its writes briefly (503; reads go on), copy what changed, check the row
+    /// counts, switch every instance, and keep the old schema retired until `branch drop`.
+    Move {
+        #[arg(long)]
+        code: String,
+        /// PostgreSQL URL of the database to move to (its host must be allowed by
+        /// BRANCH_DATABASE_HOSTS).
+        #[arg(long)]
+        to: String,
+    },
+    /// Write one branch's schema (every table's rows) and its registry rows to a file.
+    Backup {
+        #[arg(long)]
+        code: String,
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// Bring a branch back from a backup file, as the branch it was (its code must be free)
+    /// or as a new branch.
+    Restore {
+        #[arg(long)]
+        file: std::path::PathBuf,
+        /// Restore as a new branch with this code (default: the backup's code).
+        #[arg(long)]
+        code: Option<String>,
+        /// Name of the restored branch (default: the backup's).
+        #[arg(long)]
+        name: Option<String>,
+        /// Keep the restored schema in this database (default: the registry's).
+        #[arg(long)]
+        database_url: Option<String>,
+    },
+    /// Drop an archived branch's schema for good (its audit trail stays in the registry),
+    /// and the schemas a branch left behind when it moved.
+    Drop {
+        #[arg(long)]
+        code: String,
+        /// The same code again.
+        #[arg(long)]
+        confirm: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -157,6 +199,54 @@ async fn execute(command: Command, state: &Arc<AppState>) -> anyhow::Result<Exit
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Branch { command: BranchCommand::Move { code, to } } => {
+            let moved = crate::tenancy::moving::move_branch(&state.directory, &code, &to).await?;
+            println!(
+                "moved branch {} from {} to {}: {} tables, {} rows copied; writes were frozen for {} ms; \
+                 the old schema is kept as {} until `branch drop`",
+                moved.code,
+                moved.from_server,
+                moved.to_server,
+                moved.tables,
+                moved.rows,
+                moved.frozen.as_millis(),
+                moved.retired_schema
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Branch { command: BranchCommand::Backup { code, out } } => {
+            let saved = crate::tenancy::backup::backup(&state.directory, &code, &out).await?;
+            println!(
+                "backed up branch {} (schema version {}): {} tables, {} rows, to {}",
+                saved.code,
+                saved.schema_version,
+                saved.tables,
+                saved.rows,
+                out.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Branch { command: BranchCommand::Restore { file, code, name, database_url } } => {
+            let admins = admin_ids(state).await?;
+            let into = crate::tenancy::backup::RestoreAs { code, name, database_url };
+            let restored = crate::tenancy::backup::restore(state, &file, into, &admins).await?;
+            println!(
+                "restored branch {} (id {}) with schema {}: {} rows",
+                restored.code, restored.id, restored.schema, restored.rows
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Branch { command: BranchCommand::Drop { code, confirm } } => {
+            anyhow::ensure!(confirm == code, "--confirm must repeat the branch code");
+            let dropped = crate::tenancy::retire::drop_branch(&state.directory, &code).await?;
+            for schema in &dropped.schemas {
+                println!("dropped schema {schema}");
+            }
+            if dropped.audit_rows > 0 {
+                println!("kept {} audit records of branch {code} in the registry", dropped.audit_rows);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::User {
             command: UserCommand::Create { username, name, email, password, roles, branches },
         } => create_user(state, &username, &name, &email, password, &roles, &branches).await,
@@ -229,18 +319,19 @@ async fn admin_ids(state: &AppState) -> anyhow::Result<Vec<i64>> {
 async fn print_branches(state: &AppState) -> anyhow::Result<ExitCode> {
     let list = branches::list_all(&state.registry).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     println!(
-        "{:<5} {:<10} {:<24} {:<12} {:<14} {:<8} {:<8} error",
-        "id", "code", "name", "status", "schema", "version", "state"
+        "{:<5} {:<10} {:<24} {:<12} {:<28} {:<14} {:<8} {:<8} error",
+        "id", "code", "name", "status", "server", "schema", "version", "state"
     );
     let mut failed = false;
     for b in &list {
         failed |= b.migration_state == "failed" && b.status == "active";
         println!(
-            "{:<5} {:<10} {:<24} {:<12} {:<14} {:<8} {:<8} {}",
+            "{:<5} {:<10} {:<24} {:<12} {:<28} {:<14} {:<8} {:<8} {}",
             b.id,
             b.code,
             b.name.chars().take(24).collect::<String>(),
             b.status,
+            b.server,
             b.schema_name,
             b.schema_version.map_or("-".into(), |v| v.to_string()),
             b.migration_state,

@@ -26,6 +26,8 @@ pub struct BranchRoute {
     pub pool: BranchPool,
     /// Set when the last migration of this branch failed: it answers 503 until fixed.
     pub migration_failed: bool,
+    /// Set while a move makes its last copy: writes answer 503, reads go on.
+    pub frozen: bool,
 }
 
 impl BranchRoute {
@@ -94,6 +96,11 @@ impl Directory {
         &self.registry
     }
 
+    /// The registry database's URL (holds credentials: never shown).
+    pub fn registry_url(&self) -> &str {
+        &self.registry_url
+    }
+
     /// Whether a branch's own database URL names only hosts operators allowed
     /// (`BRANCH_DATABASE_HOSTS`, else the registry's own hosts): a request must not make the
     /// server connect wherever it says.
@@ -136,7 +143,7 @@ impl Directory {
         let client = self.registry.get().await?;
         let row = client
             .query_opt(
-                "SELECT code, name, schema_name, database_url, migration_state, timezone
+                "SELECT code, name, schema_name, database_url, migration_state, timezone, frozen
                    FROM branches WHERE id = $1 AND status = 'active'",
                 &[&id],
             )
@@ -151,6 +158,7 @@ impl Directory {
             timezone: row.get("timezone"),
             pool: self.pool_for(database_url.as_deref())?,
             migration_failed: row.get::<_, String>("migration_state") == "failed",
+            frozen: row.get("frozen"),
         }))
     }
 

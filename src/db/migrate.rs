@@ -90,11 +90,25 @@ pub struct SchemaMigration {
 /// runs each migration in its own transaction, so a session setting is the only way); the
 /// caller must not trust the connection's schema afterwards.
 pub async fn migrate_branch_schema(client: &mut Client, schema: &str) -> anyhow::Result<SchemaMigration> {
-    anyhow::ensure!(is_branch_schema_name(schema), "refusing to migrate schema {schema:?}");
-    without_statement_timeout(client, async |client| migrate_schema(client, schema).await).await
+    migrate_branch_schema_to(client, schema, None).await
 }
 
-async fn migrate_schema(client: &mut Client, schema: &str) -> anyhow::Result<SchemaMigration> {
+/// [`migrate_branch_schema`] up to `version` only (a backup is restored into the schema
+/// version it was taken at, then migrated on); `None`: every migration.
+pub async fn migrate_branch_schema_to(
+    client: &mut Client,
+    schema: &str,
+    version: Option<i32>,
+) -> anyhow::Result<SchemaMigration> {
+    anyhow::ensure!(is_branch_schema_name(schema), "refusing to migrate schema {schema:?}");
+    without_statement_timeout(client, async |client| migrate_schema(client, schema, version).await).await
+}
+
+async fn migrate_schema(
+    client: &mut Client,
+    schema: &str,
+    version: Option<i32>,
+) -> anyhow::Result<SchemaMigration> {
     with_advisory_lock(client, EXTENSIONS_LOCK, async |client| {
         client.batch_execute(EXTENSIONS).await.context("creating the pg_trgm and unaccent extensions")
     })
@@ -104,13 +118,17 @@ async fn migrate_schema(client: &mut Client, schema: &str) -> anyhow::Result<Sch
             .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path TO {schema}"))
             .await
             .with_context(|| format!("creating schema {schema}"))?;
-        let mut runner = tenant_runner();
+        let mut runner = match version {
+            Some(v) => tenant_runner().set_target(refinery::Target::Version(v as _)),
+            None => tenant_runner(),
+        };
         runner.set_migration_table_name(format!("{schema}.refinery_schema_history"));
         let outcome = runner.run_async(client).await;
         // Whatever happened, leave the session pointing nowhere before anyone reuses it.
         client.batch_execute("RESET search_path").await.ok();
         let report = outcome.with_context(|| format!("migrating schema {schema}"))?;
-        Ok(SchemaMigration { version: latest_tenant_version(), applied: report.applied_migrations().len() })
+        let version = version.unwrap_or_else(latest_tenant_version);
+        Ok(SchemaMigration { version, applied: report.applied_migrations().len() })
     })
     .await
 }

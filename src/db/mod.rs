@@ -50,6 +50,21 @@ fn pool_config(url: &str, search_path: &str, settings: &Settings) -> anyhow::Res
     Ok(config)
 }
 
+/// `host:port/database` of a connection URL: what operators see, never a password.
+pub fn server_name(url: &str) -> String {
+    let Ok(config) = url.parse::<tokio_postgres::Config>() else { return "(unparsable)".into() };
+    let host = config
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .unwrap_or_else(|| "localhost".into());
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}/{}", config.get_dbname().unwrap_or("postgres"))
+}
+
 /// Connects once, outside any pool (maintenance work, LISTEN).
 pub async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
     let config = pg_config(url, "public")?;

@@ -249,6 +249,15 @@ fn classify_database(e: &tokio_postgres::Error) -> Option<ApiError> {
     if code == &SqlState::T_R_SERIALIZATION_FAILURE || code == &SqlState::T_R_DEADLOCK_DETECTED {
         return Some(ApiError::Contended);
     }
+    if code == &SqlState::UNDEFINED_TABLE || code == &SqlState::INVALID_SCHEMA_NAME {
+        // A branch connection routed to a schema that moved to another server (the old one
+        // is renamed when it retires): the route is stale for a moment, not broken.
+        tracing::warn!(error = %e, "a table or schema is missing; a branch may have moved");
+        return Some(ApiError::unavailable(
+            "branch_moved",
+            "This branch has just moved to another database server; try again.",
+        ));
+    }
     if code == &SqlState::QUERY_CANCELED {
         return Some(ApiError::unavailable(
             "database_timeout",

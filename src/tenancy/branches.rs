@@ -25,6 +25,9 @@ pub struct Branch {
     #[serde(rename = "schema")]
     pub schema_name: String,
     pub has_own_database: bool,
+    /// `host:port/database` of its own database, or `registry`: for operators only.
+    #[serde(skip_serializing)]
+    pub server: String,
     pub schema_version: Option<i32>,
     pub migration_state: String,
     pub migration_error: Option<String>,
@@ -37,7 +40,7 @@ pub struct Branch {
 }
 
 const BRANCH_COLUMNS: &str =
-    "id, code, name, status, schema_name, database_url IS NOT NULL AS has_own_database,
+    "id, code, name, status, schema_name, database_url IS NOT NULL AS has_own_database, database_url,
     schema_version, migration_state, migration_error, migrated_at, created_at, updated_at";
 
 impl Branch {
@@ -49,6 +52,9 @@ impl Branch {
             status: row.get("status"),
             schema_name: row.get("schema_name"),
             has_own_database: row.get("has_own_database"),
+            server: row
+                .get::<_, Option<&str>>("database_url")
+                .map_or_else(|| "registry".to_owned(), crate::db::server_name),
             schema_version: row.get("schema_version"),
             migration_state: row.get("migration_state"),
             migration_error: row.get("migration_error"),
@@ -204,13 +210,17 @@ pub async fn create(directory: &Directory, new: NewBranch, grant_to: &[i64]) -> 
 pub struct ForeignSchema(String);
 
 /// What a schema made by provisioning is marked with; only such a schema is ever dropped.
-fn marker(id: i64) -> String {
+pub(super) fn marker(id: i64) -> String {
     format!("clinic-server branch {id}")
 }
 
 /// Makes sure the schema is ours to build in: creates and marks it, resumes our own
 /// half-built one, adopts an empty one (unmarked: never dropped), refuses anything else.
-async fn claim_schema(client: &mut tokio_postgres::Client, id: i64, schema: &str) -> anyhow::Result<()> {
+pub(super) async fn claim_schema(
+    client: &mut tokio_postgres::Client,
+    id: i64,
+    schema: &str,
+) -> anyhow::Result<()> {
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&schema]).await?;
     let existing = tx

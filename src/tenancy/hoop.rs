@@ -11,6 +11,11 @@ use crate::state::{AppState, AuthUser};
 
 pub const HEADER: &str = "x-branch-id";
 
+fn is_read(method: &salvo::http::Method) -> bool {
+    use salvo::http::Method;
+    [Method::GET, Method::HEAD, Method::OPTIONS].contains(method)
+}
+
 #[handler]
 pub async fn require_branch(req: &mut Request, depot: &mut Depot, res: &mut Response, ctrl: &mut FlowCtrl) {
     let outcome = async {
@@ -41,6 +46,13 @@ pub async fn require_branch(req: &mut Request, depot: &mut Depot, res: &mut Resp
         }
         let state = AppState::of(depot);
         match state.directory.route(id).await? {
+            Ok(route) if route.frozen && !is_read(req.method()) => Err(ApiError::Unavailable {
+                code: "branch_moving",
+                message: "This branch is moving to another database server: its records can be read, \
+                          and changed again in a few seconds."
+                    .into(),
+                retry_after_secs: 2,
+            }),
             Ok(route) => Ok(route),
             Err(_) => Err(denied()),
         }

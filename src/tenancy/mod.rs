@@ -2,5 +2,9 @@
 //! `X-Branch-Id` hoop that routes a request to one (`hoop`). The pool map itself, which
 //! every layer above the database needs, is `db::directory`.
 
+pub mod backup;
 pub mod branches;
+pub mod copy;
 pub mod hoop;
+pub mod moving;
+pub mod retire;

@@ -125,6 +125,10 @@ fn every_command_has_help() {
     for args in [
         &["--help"][..],
         &["branch", "create", "--help"],
+        &["branch", "move", "--help"],
+        &["branch", "backup", "--help"],
+        &["branch", "restore", "--help"],
+        &["branch", "drop", "--help"],
         &["user", "create", "--help"],
         &["migrate", "--help"],
     ] {
@@ -133,4 +137,36 @@ fn every_command_has_help() {
         assert!(out.status.success(), "{args:?}");
         assert!(!out.stdout.is_empty());
     }
+}
+
+#[tokio::test]
+async fn a_branch_is_backed_up_restored_and_dropped_from_the_command_line() {
+    let db = TestDb::create_empty().await;
+    assert!(run(&db, &["branch", "create", "--code", "NORTH", "--name", "North"]).status.success());
+    let file = std::env::temp_dir().join(format!("north-{}.backup", std::process::id()));
+    let file_arg = file.display().to_string();
+    let saved = run(&db, &["branch", "backup", "--code", "NORTH", "--out", &file_arg]);
+    assert!(saved.status.success(), "{saved:?}");
+    assert!(stdout(&saved).contains("backed up branch NORTH"), "{}", stdout(&saved));
+
+    let restored = run(&db, &["branch", "restore", "--file", &file_arg, "--code", "NORTHC"]);
+    assert!(restored.status.success(), "{restored:?}");
+    let list = stdout(&run(&db, &["branch", "list"]));
+    let row = list.lines().find(|l| l.contains(" NORTHC ")).unwrap_or_else(|| panic!("{list}"));
+    assert!(row.contains("active") && row.contains("registry"), "{row}");
+
+    // Only an archived branch is dropped, and only when its code is repeated.
+    let refused = run(&db, &["branch", "drop", "--code", "NORTH", "--confirm", "NORTH"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("archived"), "{refused:?}");
+    let client = clinic_server::db::connect(&db.url).await.unwrap();
+    client.execute("UPDATE branches SET status = 'archived' WHERE code = 'NORTH'", &[]).await.unwrap();
+    let unconfirmed = run(&db, &["branch", "drop", "--code", "NORTH", "--confirm", "SOUTH"]);
+    assert!(!unconfirmed.status.success());
+    let dropped = run(&db, &["branch", "drop", "--code", "NORTH", "--confirm", "NORTH"]);
+    assert!(dropped.status.success(), "{dropped:?}");
+    let status: String =
+        client.query_one("SELECT status FROM branches WHERE code = 'NORTH'", &[]).await.unwrap().get(0);
+    assert_eq!(status, "dropped");
+    let _ = std::fs::remove_file(&file);
 }

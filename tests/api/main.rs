@@ -21,6 +21,7 @@ mod patients;
 mod pharmacy;
 mod queue;
 mod security;
+mod servers;
 mod telemetry;
 mod tenancy;
 mod visits;

@@ -22,7 +22,7 @@ pub const ADMIN_PASSWORD: &str = "admin-password-1";
 /// (server URL for maintenance, function making a URL for a database on it)
 static SERVER: OnceCell<String> = OnceCell::const_new();
 
-async fn server_url() -> String {
+pub async fn server_url() -> String {
     SERVER
         .get_or_init(|| async {
             if let Ok(url) = std::env::var("TEST_DATABASE_URL") {

@@ -1,0 +1,433 @@
+//! Moving a live branch to another database server without losing a write.
+//!
+//! 1. The branch's schema is made on the new server (migrated to the same version) and
+//!    every table is copied from one consistent snapshot, while the branch keeps working.
+//! 2. The branch is frozen: every instance answers its writes 503 with `Retry-After`
+//!    (reads go on), and its tables on the old server are locked against writing, which
+//!    waits for the writes already running.
+//! 3. The rows written since the snapshot are copied again, rows deleted meanwhile are
+//!    removed, sequences follow, and the row counts of every table are compared.
+//! 4. The old schema is renamed `retired_branch_<id>_<time>` (a write that still reaches it
+//!    finds no table and answers 503), the route switches in the registry and every
+//!    instance hears it, and the branch thaws.
+//!
+//! Any failure before the switch thaws the branch where it was and drops what the new
+//! server received. The retired schema stays until `branch drop`.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{IsolationLevel, Transaction};
+
+use super::branches::{claim_schema, marker};
+use super::copy::{self, Table};
+use crate::db::directory::Directory;
+use crate::db::migrate::{latest_tenant_version, migrate_branch_schema};
+use crate::db::server_name;
+use crate::notify::{self, Topic};
+
+/// What a finished move did.
+#[derive(Debug)]
+pub struct Moved {
+    pub code: String,
+    pub from_server: String,
+    pub to_server: String,
+    pub tables: usize,
+    pub rows: u64,
+    /// How long the branch's writes answered 503.
+    pub frozen: Duration,
+    pub retired_schema: String,
+}
+
+/// A branch as a move needs it.
+struct Moving {
+    id: i64,
+    code: String,
+    schema: String,
+    from_url: String,
+    /// Whether it lives in the registry database today.
+    from_registry: bool,
+}
+
+/// Moves the active branch `code` to the database `to_url`.
+pub async fn move_branch(directory: &Directory, code: &str, to_url: &str) -> anyhow::Result<Moved> {
+    ensure!(to_url.parse::<tokio_postgres::Config>().is_ok(), "--to is not a PostgreSQL connection URL");
+    ensure!(
+        directory.allows_database_url(to_url),
+        "{} is not one of the allowed branch database hosts (BRANCH_DATABASE_HOSTS)",
+        server_name(to_url)
+    );
+    let branch = find(directory, code).await?;
+    let (from_server, to_server) = (server_name(&branch.from_url), server_name(to_url));
+    ensure!(from_server != to_server, "branch {code} already lives on {to_server}");
+    let registry = directory.registry().get().await?;
+    let move_id: i64 = registry
+        .query_one(
+            "INSERT INTO branch_moves (branch_id, from_server, to_server) VALUES ($1, $2, $3) RETURNING id",
+            &[&branch.id, &from_server, &to_server],
+        )
+        .await?
+        .get(0);
+    drop(registry);
+    let (tables, rows, frozen_at, retired_schema) = match run(directory, &branch, to_url, move_id).await {
+        Ok(copied) => copied,
+        Err(error) if error.downcast_ref::<RetireFailed>().is_some() => return Err(error),
+        Err(error) => {
+            abandon(directory, &branch, to_url, move_id, &error).await;
+            return Err(error);
+        }
+    };
+    // From here the new server holds the only live copy: nothing is undone.
+    thaw(directory, &branch, move_id, &retired_schema, rows, frozen_at).await.with_context(|| {
+        format!(
+            "branch {} lives on the new server and its old schema is retired as {retired_schema}, but it could \
+             not be thawed: set frozen to false for branch {}",
+            branch.code, branch.id
+        )
+    })?;
+    Ok(Moved {
+        code: branch.code,
+        from_server,
+        to_server,
+        tables,
+        rows,
+        frozen: frozen_at.elapsed(),
+        retired_schema,
+    })
+}
+
+async fn find(directory: &Directory, code: &str) -> anyhow::Result<Moving> {
+    let client = directory.registry().get().await?;
+    let row = client
+        .query_opt(
+            "SELECT id, schema_name, database_url, status, frozen, schema_version, migration_state
+               FROM branches WHERE code = $1",
+            &[&code],
+        )
+        .await?
+        .with_context(|| format!("no branch has the code {code}"))?;
+    ensure!(row.get::<_, String>("status") == "active", "branch {code} is not active");
+    ensure!(!row.get::<_, bool>("frozen"), "branch {code} is already being moved");
+    let current = row.get::<_, Option<i32>>("schema_version") == Some(latest_tenant_version())
+        && row.get::<_, String>("migration_state") == "current";
+    ensure!(current, "branch {code} is not at the latest schema version: run `clinic-server migrate` first");
+    let database_url: Option<String> = row.get("database_url");
+    Ok(Moving {
+        id: row.get("id"),
+        code: code.to_owned(),
+        schema: row.get("schema_name"),
+        from_registry: database_url.is_none(),
+        from_url: database_url.unwrap_or_else(|| directory.registry_url().to_owned()),
+    })
+}
+
+/// The move up to the retirement of the old schema: `(tables, rows copied, when the freeze
+/// began, retired schema)`.
+async fn run(
+    directory: &Directory,
+    branch: &Moving,
+    to_url: &str,
+    move_id: i64,
+) -> anyhow::Result<(usize, u64, Instant, String)> {
+    let schema = &branch.schema;
+    let mut source =
+        crate::db::connect(&branch.from_url).await.context("connecting to the branch's server")?;
+    let mut target = crate::db::connect(to_url).await.context("connecting to the new server")?;
+    prepare_target(&mut target, branch.id, schema).await?;
+
+    // 1. Everything, from one snapshot, while the branch works on.
+    let (tables, snapshot, mut rows) = {
+        let from = source
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let snapshot: String = from.query_one("SELECT pg_current_snapshot()::text", &[]).await?.get(0);
+        let tables = copy::tables(&from, schema).await?;
+        let to = target.transaction().await?;
+        same_shapes(&tables, &copy::tables(&to, schema).await?)?;
+        copy::truncate(&to, schema, &tables).await?;
+        copy::set_triggers(&to, schema, &tables, false).await?;
+        let mut rows = 0;
+        for table in &tables {
+            rows += copy::copy_table(&from, schema, &to, schema, table).await?;
+        }
+        copy::set_sequences(&to, schema, &copy::sequences(&from, schema).await?).await?;
+        to.commit().await?;
+        from.commit().await?;
+        (tables, snapshot, rows)
+    };
+    // What was written during that copy, still without a freeze, so that the frozen copy
+    // is small.
+    let snapshot = {
+        let from = source
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let next: String = from.query_one("SELECT pg_current_snapshot()::text", &[]).await?.get(0);
+        let to = target.transaction().await?;
+        rows += catch_up_changed(&from, &to, schema, &tables, &snapshot).await?;
+        to.commit().await?;
+        from.commit().await?;
+        next
+    };
+
+    // 2. Frozen: writes answer 503 everywhere; the locks wait for the ones running.
+    set_frozen(directory, branch.id, move_id, true).await?;
+    let frozen_at = Instant::now();
+    let from = source.transaction().await?;
+    lock_for_the_last_copy(&from, schema, &tables).await?;
+
+    // 3. What was written since the snapshot.
+    let to = target.transaction().await?;
+    rows += catch_up_changed(&from, &to, schema, &tables, &snapshot).await?;
+    let source_counts = copy::counts(&from, schema, &tables).await?;
+    let mut target_counts = copy::counts(&to, schema, &tables).await?;
+    if source_counts != target_counts {
+        // Rows deleted since the snapshot: children before parents.
+        for table in tables.iter().rev() {
+            let (ours, theirs) =
+                (count_of(&source_counts, &table.name), count_of(&target_counts, &table.name));
+            if theirs != ours {
+                copy::remove_deleted(&from, schema, &to, schema, table).await?;
+            }
+        }
+        target_counts = copy::counts(&to, schema, &tables).await?;
+    }
+    if source_counts != target_counts {
+        let differ: Vec<String> = source_counts
+            .iter()
+            .zip(&target_counts)
+            .filter(|(a, b)| a != b)
+            .map(|((name, a), (_, b))| format!("{name}: {a} here, {b} there"))
+            .collect();
+        bail!("row counts differ after the last copy: {}", differ.join("; "));
+    }
+    copy::set_sequences(&to, schema, &copy::sequences(&from, schema).await?).await?;
+    copy::set_triggers(&to, schema, &tables, true).await?;
+    to.commit().await?;
+
+    // 4. The route switches while the branch stays frozen (reads move to the new server at
+    // once), then the old schema retires: a write that still reaches it finds no table.
+    point_route(directory, branch, to_url).await?;
+    let retired =
+        format!("retired_{schema}_{}", time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000);
+    let retiring = async {
+        from.batch_execute(&format!("ALTER SCHEMA {schema} RENAME TO {retired}")).await?;
+        from.commit().await
+    };
+    if let Err(e) = retiring.await {
+        return Err(anyhow::Error::new(e).context(RetireFailed(format!(
+            "branch {} now lives on the new server and stays frozen, but its old schema {schema} could not be \
+             retired: rename it (ALTER SCHEMA {schema} RENAME TO {retired}) on the old server, then set frozen \
+             to false for branch {}",
+            branch.code, branch.id
+        ))));
+    }
+    Ok((tables.len(), rows, frozen_at, retired))
+}
+
+/// The old schema could not be retired after the route switched: nothing may be undone.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct RetireFailed(String);
+
+/// Routes the branch to its new server, still frozen; every instance hears it.
+async fn point_route(directory: &Directory, branch: &Moving, to_url: &str) -> anyhow::Result<()> {
+    let to_registry = server_name(to_url) == server_name(directory.registry_url());
+    let new_url = (!to_registry).then_some(to_url);
+    let mut client = directory.registry().get().await?;
+    let tx = client.transaction().await?;
+    tx.execute(
+        "UPDATE branches SET database_url = $2, updated_at = now() WHERE id = $1",
+        &[&branch.id, &new_url],
+    )
+    .await?;
+    notify::publish(&tx, Topic::Branch(branch.id)).await?;
+    tx.commit().await?;
+    directory.invalidate(branch.id).await;
+    Ok(())
+}
+
+/// Copies again the rows of the tables written since `snapshot`; answers the rows copied.
+async fn catch_up_changed(
+    from: &Transaction<'_>,
+    to: &Transaction<'_>,
+    schema: &str,
+    tables: &[Table],
+    snapshot: &str,
+) -> anyhow::Result<u64> {
+    let mut rows = 0;
+    let changed = copy::changed(from, schema, tables, snapshot).await?;
+    for (table, _) in tables.iter().zip(changed).filter(|(_, changed)| *changed) {
+        rows += copy::catch_up(from, schema, to, schema, table, snapshot).await?;
+    }
+    Ok(rows)
+}
+
+/// Holds every table of the branch on the old server against writing (reads go on). The
+/// writes already running finish first: the lock is tried without waiting, again and again,
+/// while they drain (no new one starts: the branch is frozen), so that a write that takes its
+/// tables in another order never deadlocks with the move.
+async fn lock_for_the_last_copy(
+    from: &Transaction<'_>,
+    schema: &str,
+    tables: &[Table],
+) -> anyhow::Result<()> {
+    let list = tables.iter().map(|t| copy::qualified(schema, &t.name)).collect::<Vec<_>>().join(", ");
+    let lock = format!("SAVEPOINT locking; LOCK TABLE {list} IN EXCLUSIVE MODE NOWAIT");
+    let deadline = Instant::now() + LOCK_PATIENCE;
+    loop {
+        match from.batch_execute(&lock).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => {
+                from.batch_execute("ROLLBACK TO SAVEPOINT locking").await?;
+                ensure!(
+                    Instant::now() < deadline,
+                    "the branch's writes did not stop within {LOCK_PATIENCE:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(e) => return Err(e).context("locking the old tables"),
+        }
+    }
+}
+
+/// How long a move waits for the branch's running writes to finish once it is frozen.
+const LOCK_PATIENCE: Duration = Duration::from_secs(10);
+
+fn count_of(counts: &[(String, i64)], table: &str) -> i64 {
+    counts.iter().find(|(name, _)| name == table).map_or(0, |(_, n)| *n)
+}
+
+/// The new server's schema: made and migrated to the latest version, empty. A schema of
+/// that name left there by an earlier failed move (it carries our marker) is started over.
+async fn prepare_target(target: &mut tokio_postgres::Client, id: i64, schema: &str) -> anyhow::Result<()> {
+    let leftover: bool = target
+        .query_one(
+            "SELECT coalesce((SELECT obj_description(oid, 'pg_namespace') = $2 FROM pg_namespace WHERE nspname = $1), false)",
+            &[&schema, &marker(id)],
+        )
+        .await?
+        .get(0);
+    if leftover {
+        target.batch_execute(&format!("DROP SCHEMA {schema} CASCADE")).await?;
+    }
+    claim_schema(target, id, schema).await?;
+    migrate_branch_schema(target, schema).await?;
+    Ok(())
+}
+
+fn same_shapes(here: &[Table], there: &[Table]) -> anyhow::Result<()> {
+    let shape =
+        |tables: &[Table]| tables.iter().map(|t| (t.name.clone(), t.columns.clone())).collect::<Vec<_>>();
+    ensure!(
+        shape(here) == shape(there),
+        "the schema on the new server does not have the same tables and columns"
+    );
+    Ok(())
+}
+
+async fn set_frozen(directory: &Directory, id: i64, move_id: i64, frozen: bool) -> anyhow::Result<()> {
+    let mut client = directory.registry().get().await?;
+    let tx = client.transaction().await?;
+    tx.execute("UPDATE branches SET frozen = $2, updated_at = now() WHERE id = $1", &[&id, &frozen]).await?;
+    if frozen {
+        tx.execute("UPDATE branch_moves SET state = 'frozen' WHERE id = $1", &[&move_id]).await?;
+    }
+    notify::publish(&tx, Topic::Branch(id)).await?;
+    tx.commit().await?;
+    directory.invalidate(id).await;
+    Ok(())
+}
+
+/// The move is done: the branch thaws, and the retired schema is recorded.
+async fn thaw(
+    directory: &Directory,
+    branch: &Moving,
+    move_id: i64,
+    retired: &str,
+    rows: u64,
+    frozen_at: Instant,
+) -> anyhow::Result<()> {
+    let old_url = (!branch.from_registry).then_some(branch.from_url.as_str());
+    let mut client = directory.registry().get().await?;
+    let tx = client.transaction().await?;
+    tx.execute("UPDATE branches SET frozen = false, updated_at = now() WHERE id = $1", &[&branch.id]).await?;
+    tx.execute(
+        "INSERT INTO retired_schemas (branch_id, database_url, schema_name) VALUES ($1, $2, $3)",
+        &[&branch.id, &old_url, &retired],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE branch_moves SET state = 'done', rows_copied = $2, frozen_ms = $3, finished_at = now() WHERE id = $1",
+        &[&move_id, &(rows as i64), &(frozen_at.elapsed().as_millis() as i64)],
+    )
+    .await?;
+    notify::publish(&tx, Topic::Branch(branch.id)).await?;
+    tx.commit().await?;
+    directory.invalidate(branch.id).await;
+    Ok(())
+}
+
+/// After a failure before the switch: the branch thaws where it was, the move is recorded as
+/// failed, and what the new server received is dropped.
+async fn abandon(directory: &Directory, branch: &Moving, to_url: &str, move_id: i64, error: &anyhow::Error) {
+    let thawed = async {
+        let mut client = directory.registry().get().await?;
+        let tx = client.transaction().await?;
+        tx.execute("UPDATE branches SET frozen = false WHERE id = $1", &[&branch.id]).await?;
+        tx.execute(
+            "UPDATE branch_moves SET state = 'failed', error = $2, finished_at = now() WHERE id = $1",
+            &[&move_id, &format!("{error:#}")],
+        )
+        .await?;
+        notify::publish(&tx, Topic::Branch(branch.id)).await?;
+        tx.commit().await?;
+        directory.invalidate(branch.id).await;
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(e) = thawed {
+        tracing::error!(
+            branch = branch.code,
+            error = format!("{e:#}"),
+            "could not thaw a branch after a failed move"
+        );
+    }
+    let cleaned = async {
+        let routed_there: Option<String> = directory
+            .registry()
+            .get()
+            .await?
+            .query_one("SELECT database_url FROM branches WHERE id = $1", &[&branch.id])
+            .await?
+            .get(0);
+        let routed_there = routed_there.unwrap_or_else(|| directory.registry_url().to_owned());
+        anyhow::ensure!(server_name(&routed_there) != server_name(to_url), "the branch is routed to the new server");
+        let target = crate::db::connect(to_url).await?;
+        let ours: bool = target
+            .query_one(
+                "SELECT coalesce((SELECT obj_description(oid, 'pg_namespace') = $2 FROM pg_namespace WHERE nspname = $1), false)",
+                &[&branch.schema, &marker(branch.id)],
+            )
+            .await?
+            .get(0);
+        if ours {
+            target.batch_execute(&format!("DROP SCHEMA {} CASCADE", branch.schema)).await?;
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(e) = cleaned {
+        tracing::warn!(
+            branch = branch.code,
+            error = format!("{e:#}"),
+            "could not drop the copy of a failed move"
+        );
+    }
+}
