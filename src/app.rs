@@ -86,6 +86,7 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
     }
     state.keep(notify::spawn_listener(database_url.to_owned(), state.clone()));
     state.keep(queue::spawn_day_closer(state.clone()));
+    state.keep(crate::tenancy::audit_months::spawn(state.clone()));
     Ok(state)
 }
 

@@ -35,10 +35,29 @@ enum Command {
         #[command(subcommand)]
         command: UserCommand,
     },
+    /// The audit logs.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
     /// Stock.
     Stock {
         #[command(subcommand)]
         command: StockCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Write whole past months of every audit log (registry and branches) to CSV files in
+    /// --out, then remove those months from the databases. Months before --before, else
+    /// older than AUDIT_RETENTION_MONTHS.
+    Archive {
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// A month, YYYY-MM: months that end by its first day are archived.
+        #[arg(long)]
+        before: Option<String>,
     },
 }
 
@@ -251,6 +270,32 @@ async fn execute(command: Command, state: &Arc<AppState>) -> anyhow::Result<Exit
             command: UserCommand::Create { username, name, email, password, roles, branches },
         } => create_user(state, &username, &name, &email, password, &roles, &branches).await,
         Command::Stock { command: StockCommand::Check } => check_stock(state).await,
+        Command::Audit { command: AuditCommand::Archive { out, before } } => {
+            use crate::tenancy::audit_months;
+            let before = match (before, state.settings.audit_retention_months) {
+                (Some(month), _) => time::Date::parse(
+                    &format!("{month}-01"),
+                    &time::macros::format_description!("[year]-[month]-[day]"),
+                )
+                .with_context(|| format!("--before {month:?} is not a month such as 2026-01"))?,
+                (None, 0) => {
+                    anyhow::bail!("say which months: --before YYYY-MM, or set AUDIT_RETENTION_MONTHS")
+                }
+                (None, months) => audit_months::months_ago(months),
+            };
+            let archived = audit_months::archive(&state.directory, before, &out).await?;
+            for month in &archived {
+                println!(
+                    "{}: {} ({} rows) -> {}",
+                    month.log,
+                    month.partition,
+                    month.rows,
+                    month.file.display()
+                );
+            }
+            println!("archived {} month(s) ending by {before}", archived.len());
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -97,6 +97,10 @@ pub struct Settings {
     pub branch_database_hosts: Option<Vec<String>>,
     /// The time zone of branches created without one (IANA name).
     pub clinic_timezone: String,
+    /// Months of audit records kept in the databases; older whole months are what
+    /// `clinic-server audit archive` writes out and removes. 0: none is archived unless
+    /// `--before` says so. The server itself never removes audit records.
+    pub audit_retention_months: u32,
     /// Origins whose browsers may call the API (CORS); empty: no CORS headers at all.
     pub cors_allowed_origins: Vec<String>,
 }
@@ -162,6 +166,7 @@ impl Settings {
             branch_database_hosts: var("BRANCH_DATABASE_HOSTS").map(|v| list(&v)),
             cors_allowed_origins: var("CORS_ALLOWED_ORIGINS").map(|v| list(&v)).unwrap_or_default(),
             clinic_timezone: var("CLINIC_TIMEZONE").unwrap_or_else(|| "UTC".into()),
+            audit_retention_months: parsed("AUDIT_RETENTION_MONTHS", 0)?,
         };
         settings.check()?;
         Ok(settings)
@@ -226,6 +231,7 @@ impl Settings {
             branch_database_hosts: None,
             cors_allowed_origins: Vec::new(),
             clinic_timezone: "UTC".into(),
+            audit_retention_months: 0,
         }
     }
 }

@@ -5,6 +5,7 @@
 mod support;
 
 mod admin;
+mod audit_archive;
 mod auth;
 mod billing;
 mod cli;

@@ -1,0 +1,111 @@
+//! The audit logs by month: months are made ahead, and old months are archived to files by
+//! an operator, never deleted otherwise.
+
+use clinic_server::tenancy::audit_months;
+use serde_json::json;
+
+use crate::support::TestApp;
+
+/// The months of an audit log's partitions, by name.
+async fn partitions(client: &tokio_postgres::Client, schema: &str) -> Vec<String> {
+    client
+        .query(
+            "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+               JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace n ON n.oid = p.relnamespace
+              WHERE n.nspname = $1 AND p.relname = 'audit_log' ORDER BY 1",
+            &[&schema],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+fn month_name(date: time::Date) -> String {
+    format!("audit_log_y{}m{:02}", date.year(), date.month() as u8)
+}
+
+#[tokio::test]
+async fn every_audit_log_has_its_months_ahead_and_old_months_are_archived_to_files() {
+    let app = TestApp::spawn().await;
+    let main = app.main_branch().await;
+    let north = app.create_branch("NORTH").await;
+    app.create_patient(north, "Ana", "Cruz").await;
+    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    audit_months::add_months(&app.state.directory).await.unwrap();
+    let next = time::OffsetDateTime::now_utc()
+        .date()
+        .replace_day(1)
+        .unwrap()
+        .checked_add(time::Duration::days(32))
+        .unwrap();
+    for schema in ["public".to_owned(), format!("branch_{main}"), format!("branch_{north}")] {
+        let months = partitions(&client, &schema).await;
+        assert!(months.contains(&month_name(next)), "{schema}: {months:?}");
+        assert!(months.contains(&"audit_log_default".to_owned()), "{schema}: {months:?}");
+    }
+
+    // A branch that has run since January 2025: its January is a month of its own.
+    let schema = format!("branch_{north}");
+    client
+        .batch_execute(&format!(
+            "SET search_path = {schema};
+             ALTER TABLE audit_log DETACH PARTITION audit_log_until_partitioned;
+             DELETE FROM audit_log_until_partitioned WHERE at < '2025-02-01';
+             CREATE TABLE audit_log_y2025m01 PARTITION OF audit_log FOR VALUES FROM ('2025-01-01') TO ('2025-02-01');
+             ALTER TABLE audit_log ATTACH PARTITION audit_log_until_partitioned
+                   FOR VALUES FROM ('2025-02-01') TO ('{}');
+             INSERT INTO audit_log (at, action, resource, record_id, after)
+             VALUES ('2025-01-15', 'create', 'patients', 90, '{{\"last_name\": \"Old, \\\"quoted\\\"\"}}'),
+                    ('2025-01-20', 'view', 'patients', 90, NULL);
+             RESET search_path",
+            next.replace_day(1).unwrap()
+        ))
+        .await
+        .unwrap();
+    let before_archive: i64 =
+        client.query_one(&format!("SELECT count(*) FROM {schema}.audit_log"), &[]).await.unwrap().get(0);
+
+    // Only whole past months go, each to its file first.
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("var")
+        .join(format!("audit-{}", std::process::id()));
+    let archived =
+        audit_months::archive(&app.state.directory, time::macros::date!(2025 - 02 - 01), &out).await.unwrap();
+    assert_eq!(archived.len(), 1, "{archived:?}");
+    assert_eq!(
+        (archived[0].log.as_str(), archived[0].partition.as_str(), archived[0].rows),
+        ("NORTH", "audit_log_y2025m01", 2)
+    );
+    let text = std::fs::read_to_string(&archived[0].file).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("id,at,user_id,action,resource,record_id,before,after"));
+    assert!(text.contains("2025-01-15") && text.contains("Old, "), "{text}");
+    let after_archive: i64 =
+        client.query_one(&format!("SELECT count(*) FROM {schema}.audit_log"), &[]).await.unwrap().get(0);
+    assert_eq!(after_archive, before_archive - 2);
+    assert!(!partitions(&client, &schema).await.contains(&"audit_log_y2025m01".to_owned()));
+
+    // The branch audits as before.
+    let r = app
+        .post(
+            "/api/v1/patients",
+            Some(north),
+            json!({ "first_name": "B", "last_name": "C", "birth_date": "1990-01-01", "sex": "male" }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[tokio::test]
+async fn the_current_month_is_never_archived() {
+    let app = TestApp::spawn().await;
+    let out = std::env::temp_dir().join(format!("audit-refused-{}", std::process::id()));
+    let next_year =
+        time::Date::from_calendar_date(time::OffsetDateTime::now_utc().year() + 1, time::Month::January, 1)
+            .unwrap();
+    let error = audit_months::archive(&app.state.directory, next_year, &out).await.unwrap_err();
+    assert!(format!("{error:#}").contains("past months"), "{error:#}");
+}
