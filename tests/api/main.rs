@@ -15,6 +15,7 @@ mod drift;
 mod exams;
 mod idempotency;
 mod master;
+mod metrics;
 mod openapi;
 mod parameters;
 mod patients;
