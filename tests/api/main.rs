@@ -17,6 +17,7 @@ mod idempotency;
 mod master;
 mod metrics;
 mod openapi;
+mod otlp;
 mod parameters;
 mod patients;
 mod pharmacy;
