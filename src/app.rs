@@ -18,6 +18,9 @@ use crate::http::docs::{Access, Doc};
 use crate::http::endpoints::Endpoints;
 use crate::http::guard::guard_routes;
 use crate::http::{catcher, trace};
+use crate::metrics::{MeasureRequests, Metrics};
+use crate::permissions::ADMIN_ACCESS;
+use crate::resource::context::Require;
 use crate::resource::idempotency::Idempotent;
 use crate::resource::{self, Resource, Scope};
 use crate::state::AppState;
@@ -57,7 +60,8 @@ pub fn resources() -> Vec<&'static Resource> {
 /// starts listening for cache invalidations.
 pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<Arc<AppState>> {
     resource::register(resources());
-    let registry = db::registry_pool(database_url, &settings)?;
+    let metrics = Arc::new(Metrics::new(&settings)?);
+    let registry = db::registry_pool(database_url, &settings, metrics.meter())?;
     {
         let mut client = registry.get().await.context("connecting to the registry database")?;
         let applied = db::migrate::migrate_registry(&mut client).await?;
@@ -67,7 +71,7 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
         permissions::sync_catalogue(&client).await?;
     }
     let directory = Arc::new(Directory::new(registry.clone(), database_url, &settings)?);
-    let state = Arc::new(AppState::new(settings, registry, directory)?);
+    let state = Arc::new(AppState::new(settings, registry, directory, metrics)?);
     bootstrap::run_if_empty(&state).await?;
     let outcomes = branches::migrate_all(&state.directory, state.settings.migrate_parallelism).await?;
     for outcome in outcomes.iter().filter(|o| o.result.is_some()) {
@@ -87,6 +91,7 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
     state.keep(notify::spawn_listener(database_url.to_owned(), state.clone()));
     state.keep(queue::spawn_day_closer(state.clone()));
     state.keep(crate::tenancy::audit_months::spawn(state.clone()));
+    state.keep(state.metrics.watch_branches());
     Ok(state)
 }
 
@@ -125,8 +130,19 @@ fn api_router() -> Router {
     api
 }
 
-/// Every method and path `api_router` serves, as (`GET`, `/api/v1/patients/{id}`), read off
-/// the route tree itself (for checks that the document lists exactly what is served).
+/// Routes beside `/api/v1`: this instance's metrics, for a token holding `admin.access`
+/// (outside the per-user limit, so that a scraper never finds itself refused).
+fn root_router() -> Router {
+    let metrics = crate::metrics::endpoints().hoop(Require(ADMIN_ACCESS)).into_router();
+    let mut root =
+        Router::new().push(Router::new().hoop(auth::Authenticate { metered: false }).push(metrics));
+    guard_routes(&mut root);
+    root
+}
+
+/// Every method and path `api_router` and `root_router` serve, as (`GET`,
+/// `/api/v1/patients/{id}`), read off the route trees themselves (for checks that the
+/// document lists exactly what is served).
 pub fn served_routes() -> Vec<(String, String)> {
     fn walk(router: &Router, path: &str, method: Option<&str>, out: &mut Vec<(String, String)>) {
         let (mut path, mut method) = (path.to_owned(), method.map(str::to_owned));
@@ -157,6 +173,7 @@ pub fn served_routes() -> Vec<(String, String)> {
     }
     let mut routes = Vec::new();
     walk(&api_router(), "", None, &mut routes);
+    walk(&root_router(), "", None, &mut routes);
     routes.sort();
     routes.dedup();
     routes
@@ -174,21 +191,25 @@ pub fn openapi() -> salvo::oapi::OpenApi {
             endpoints.describe(&mut doc);
         }
     }
+    crate::metrics::endpoints().describe(&mut doc);
     doc.finish()
 }
 
 pub fn service(state: Arc<AppState>) -> Service {
     let cors = crate::http::cors::AllowedOrigins::new(&state.settings.cors_allowed_origins);
+    let measure = MeasureRequests(state.metrics.clone());
     let router = Router::new()
+        .hoop(salvo::affix_state::inject(state.metrics.clone()))
         .hoop(salvo::affix_state::inject(state))
         .push(api_router())
+        .push(root_router())
         .push(openapi().into_router("docs/api/openapi.json"))
         // No online spec validator: the page must work on a closed network.
         .push(
             SwaggerUi::new(Config::new(["/docs/api/openapi.json"]).validator_url("none"))
                 .into_router("docs/api"),
         );
-    let service = Service::new(router).hoop(CatchPanic::new()).hoop(trace::RequestSpan);
+    let service = Service::new(router).hoop(measure).hoop(CatchPanic::new()).hoop(trace::RequestSpan);
     let service = match cors {
         Some(cors) => service.hoop(cors),
         None => service,
@@ -227,6 +248,20 @@ pub async fn spawn(state: Arc<AppState>, addr: SocketAddr) -> anyhow::Result<Run
     let handle = server.handle();
     let service = service(state);
     let task = tokio::spawn(async move { server.serve(service).await });
+    Ok(Running { addr, handle, task })
+}
+
+/// Serves `/metrics` alone, without a token, on `addr` (`METRICS_ADDR`: an address only the
+/// operators' network reaches).
+pub async fn spawn_metrics(state: &AppState, addr: SocketAddr) -> anyhow::Result<Running> {
+    let acceptor = bind(addr).await?;
+    let addr = acceptor.local_addr()?;
+    let router = Router::new()
+        .hoop(salvo::affix_state::inject(state.metrics.clone()))
+        .push(Router::with_path("metrics").get(crate::metrics::scrape));
+    let server = Server::new(acceptor);
+    let handle = server.handle();
+    let task = tokio::spawn(async move { server.serve(router).await });
     Ok(Running { addr, handle, task })
 }
 

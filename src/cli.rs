@@ -332,9 +332,19 @@ fn explain(error: crate::http::error::ApiError) -> anyhow::Error {
 async fn serve(state: Arc<AppState>) -> anyhow::Result<ExitCode> {
     let running = app::spawn(state.clone(), state.settings.bind_addr).await?;
     tracing::info!("clinic-server listening on http://{} (API docs at /docs/api)", running.addr);
+    let metrics = match state.settings.metrics_addr {
+        Some(addr) => Some(app::spawn_metrics(&state, addr).await?),
+        None => None,
+    };
+    if let Some(metrics) = &metrics {
+        tracing::info!("metrics listening on http://{}/metrics", metrics.addr);
+    }
     shutdown_signal().await;
     tracing::info!("shutting down");
     running.stop().await;
+    if let Some(metrics) = metrics {
+        metrics.stop().await;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

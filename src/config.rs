@@ -67,6 +67,9 @@ pub struct Settings {
     pub trusted_proxies: Vec<Cidr>,
     pub otlp_endpoint: Option<String>,
     pub service_name: String,
+    /// A second address serving `/metrics` without a token (for a scraper on a private
+    /// network); `None`: metrics only on the main address, for administrators.
+    pub metrics_addr: Option<SocketAddr>,
     /// Connections to the registry database.
     pub registry_pool_size: usize,
     /// Connections per database server that holds branch schemas.
@@ -150,6 +153,9 @@ impl Settings {
             trusted_proxies,
             otlp_endpoint: var("OTEL_EXPORTER_OTLP_ENDPOINT"),
             service_name: var("OTEL_SERVICE_NAME").unwrap_or_else(|| "clinic-server".into()),
+            metrics_addr: var("METRICS_ADDR")
+                .map(|v| v.parse().map_err(|e| anyhow::anyhow!("METRICS_ADDR={v:?} is not valid: {e}")))
+                .transpose()?,
             registry_pool_size: parsed("REGISTRY_POOL_SIZE", 10)?,
             branch_pool_size: parsed("BRANCH_POOL_SIZE", 20)?,
             pool_wait: Duration::from_millis(parsed("POOL_WAIT_TIMEOUT_MS", 5000)?),
@@ -215,6 +221,7 @@ impl Settings {
             trusted_proxies: Vec::new(),
             otlp_endpoint: None,
             service_name: "clinic-server".into(),
+            metrics_addr: None,
             registry_pool_size: 10,
             branch_pool_size: 20,
             pool_wait: Duration::from_secs(5),

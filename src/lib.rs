@@ -19,6 +19,7 @@ pub mod health;
 pub mod http;
 pub mod mail;
 pub mod master;
+pub mod metrics;
 pub mod notify;
 pub mod permissions;
 pub mod pharmacy;

@@ -1,5 +1,6 @@
 //! Logs and traces: `tracing` everywhere, exported over OTLP/HTTP when
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Incoming W3C `traceparent` headers are honoured.
+//! (Metrics are `crate::metrics`.)
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig};
@@ -7,6 +8,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
+use tracing_subscriber::registry::{LookupSpan, Registry};
 
 use crate::config::Settings;
 
@@ -25,10 +27,12 @@ impl Drop for Telemetry {
     }
 }
 
-/// The OTLP traces URL: the setting is the collector's base URL, as in the OTel convention.
-fn traces_url(endpoint: &str) -> String {
+/// The OTLP URL of a signal (`traces`, `metrics`): the setting is the collector's base URL,
+/// as in the OTel convention.
+pub fn signal_url(endpoint: &str, signal: &str) -> String {
     let base = endpoint.trim_end_matches('/');
-    if base.ends_with("/v1/traces") { base.to_owned() } else { format!("{base}/v1/traces") }
+    let path = format!("/v1/{signal}");
+    if base.ends_with(&path) { base.to_owned() } else { format!("{base}{path}") }
 }
 
 pub fn init(settings: &Settings) -> anyhow::Result<Telemetry> {
@@ -38,7 +42,7 @@ pub fn init(settings: &Settings) -> anyhow::Result<Telemetry> {
             let exporter = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
                 .with_protocol(Protocol::HttpBinary)
-                .with_endpoint(traces_url(endpoint))
+                .with_endpoint(signal_url(endpoint, "traces"))
                 .with_timeout(std::time::Duration::from_secs(5))
                 .build()?;
             Some(
@@ -71,21 +75,57 @@ pub fn init(settings: &Settings) -> anyhow::Result<Telemetry> {
     Ok(Telemetry { provider })
 }
 
+/// The caller of a request, kept with its span for the spans made below it ([`caller`]).
+#[derive(Clone, Copy, Default)]
+struct Caller {
+    user: Option<i64>,
+    branch: Option<i64>,
+}
+
+/// Changes the caller kept with the current span (when a subscriber keeps spans).
+fn update_caller(change: impl FnOnce(&mut Caller)) {
+    tracing::Span::current().with_subscriber(|(id, dispatch)| {
+        let Some(span) = dispatch.downcast_ref::<Registry>().and_then(|r| r.span(id)) else { return };
+        let mut extensions = span.extensions_mut();
+        match extensions.get_mut::<Caller>() {
+            Some(caller) => change(caller),
+            None => {
+                let mut caller = Caller::default();
+                change(&mut caller);
+                extensions.insert(caller);
+            }
+        }
+    });
+}
+
+/// The user and the branch of the request the current span belongs to, as far as known:
+/// a database span carries them like its request span.
+pub fn caller() -> (Option<i64>, Option<i64>) {
+    let found = tracing::Span::current().with_subscriber(|(id, dispatch)| {
+        let span = dispatch.downcast_ref::<Registry>()?.span(id)?;
+        span.scope().find_map(|s| s.extensions().get::<Caller>().copied())
+    });
+    found.flatten().map_or((None, None), |c| (c.user, c.branch))
+}
+
 /// Adds the caller to the current request span.
 pub fn record_user(id: i64) {
     tracing::Span::current().record("user.id", id);
+    update_caller(|c| c.user = Some(id));
 }
 
 /// Adds the branch to the current request span.
 pub fn record_branch(id: i64) {
     tracing::Span::current().record("branch.id", id);
+    update_caller(|c| c.branch = Some(id));
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
-    fn traces_url_appends_the_signal_path_once() {
-        assert_eq!(super::traces_url("http://c:4318"), "http://c:4318/v1/traces");
-        assert_eq!(super::traces_url("http://c:4318/v1/traces"), "http://c:4318/v1/traces");
+    fn signal_urls_append_the_signal_path_once() {
+        assert_eq!(super::signal_url("http://c:4318", "traces"), "http://c:4318/v1/traces");
+        assert_eq!(super::signal_url("http://c:4318/", "metrics"), "http://c:4318/v1/metrics");
+        assert_eq!(super::signal_url("http://c:4318/v1/traces", "traces"), "http://c:4318/v1/traces");
     }
 }

@@ -10,7 +10,7 @@ const LAYERS: &[(u8, &[&str])] = &[
     (0, &["config"]),
     (1, &["http", "security", "telemetry", "permissions", "cache", "enums"]),
     (2, &["db", "mail"]),
-    (3, &["notify", "embedded_pg"]),
+    (3, &["notify", "embedded_pg", "metrics"]),
     (4, &["state"]),
     (5, &["resource"]),
     (

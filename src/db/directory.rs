@@ -123,7 +123,7 @@ impl Directory {
         if let Some(pool) = pools.get(url) {
             return Ok(pool.clone());
         }
-        let pool = super::branch_pool(url, &self.settings)?;
+        let pool = super::branch_pool(url, &self.settings, self.registry.waits())?;
         pools.insert(url.to_owned(), pool.clone());
         Ok(pool)
     }
@@ -199,6 +199,14 @@ impl Directory {
         for pool in self.pools.lock().expect("pool map poisoned").values() {
             pool.close();
         }
+    }
+
+    /// The state of every pool, by its name (`registry`, or a branch pool's server), for the
+    /// pool metrics.
+    pub fn pool_statuses(&self) -> Vec<(String, deadpool::Status)> {
+        let pools = self.pools.lock().expect("pool map poisoned");
+        let branch = pools.values().map(|p| (p.manager().name().to_owned(), p.status()));
+        std::iter::once(("registry".to_owned(), self.registry.status())).chain(branch).collect()
     }
 
     /// Connections held open across every pool, for the health check and tests.

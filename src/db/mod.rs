@@ -8,6 +8,7 @@
 
 pub mod directory;
 pub mod migrate;
+pub mod waits;
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -20,8 +21,33 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error as PgError, NoTls, Row, Statement, ToStatement};
 
 use crate::config::Settings;
+use waits::Waits;
 
-pub type RegistryPool = deadpool_postgres::Pool;
+/// The registry's pool: a deadpool pool whose `get()` is measured ([`Waits`]).
+#[derive(Clone)]
+pub struct RegistryPool {
+    pool: deadpool_postgres::Pool,
+    waits: Waits,
+}
+
+impl RegistryPool {
+    /// A connection, waiting at most `POOL_WAIT_TIMEOUT_MS` for a free one.
+    pub async fn get(&self) -> Result<deadpool_postgres::Object, deadpool_postgres::PoolError> {
+        self.waits.measure(self.pool.get()).await
+    }
+
+    /// The measurements of this pool, for naming another pool's.
+    pub fn waits(&self) -> &Waits {
+        &self.waits
+    }
+}
+
+impl Deref for RegistryPool {
+    type Target = deadpool_postgres::Pool;
+    fn deref(&self) -> &Self::Target {
+        &self.pool
+    }
+}
 
 /// Parses a connection URL and adds the session settings every connection of ours runs with.
 pub fn pg_config(url: &str, search_path: &str) -> anyhow::Result<tokio_postgres::Config> {
@@ -77,20 +103,26 @@ pub async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
     Ok(client)
 }
 
-pub fn registry_pool(url: &str, settings: &Settings) -> anyhow::Result<RegistryPool> {
+/// The registry's pool, its waits measured by `meter`.
+pub fn registry_pool(
+    url: &str,
+    settings: &Settings,
+    meter: &opentelemetry::metrics::Meter,
+) -> anyhow::Result<RegistryPool> {
     let manager = deadpool_postgres::Manager::from_config(
         pool_config(url, "public", settings)?,
         NoTls,
         ManagerConfig { recycling_method: RecyclingMethod::Fast },
     );
-    deadpool_postgres::Pool::builder(manager)
+    let pool = deadpool_postgres::Pool::builder(manager)
         .max_size(settings.registry_pool_size)
         .wait_timeout(Some(settings.pool_wait))
         .create_timeout(Some(Duration::from_secs(10)))
         .recycle_timeout(Some(Duration::from_secs(5)))
         .runtime(Runtime::Tokio1)
         .build()
-        .context("building the registry pool")
+        .context("building the registry pool")?;
+    Ok(RegistryPool { pool, waits: Waits::new(meter, "registry") })
 }
 
 /// A pooled connection of a branch pool, with the schema its search_path currently names.
@@ -106,9 +138,16 @@ const NO_SCHEMA: &str = "no_branch_selected";
 
 pub struct BranchManager {
     inner: deadpool_postgres::Manager,
+    /// Measures every checkout of this pool.
+    waits: Waits,
 }
 
 impl BranchManager {
+    /// The pool's name in its metrics: its server and database.
+    pub fn name(&self) -> &str {
+        self.waits.pool_name()
+    }
+
     /// Drops every connection's prepared statements (after a migration changed tables).
     pub fn clear_statement_caches(&self) {
         self.inner.statement_caches.clear();
@@ -134,13 +173,16 @@ impl managed::Manager for BranchManager {
 
 pub type BranchPool = managed::Pool<BranchManager>;
 
-pub fn branch_pool(url: &str, settings: &Settings) -> anyhow::Result<BranchPool> {
+/// A branch pool, its waits measured as `waits` (named by the pool's server).
+pub fn branch_pool(url: &str, settings: &Settings, waits: &Waits) -> anyhow::Result<BranchPool> {
+    let config = pool_config(url, NO_SCHEMA, settings)?;
+    let waits = waits.named(&waits::pool_name(&config));
     let inner = deadpool_postgres::Manager::from_config(
-        pool_config(url, NO_SCHEMA, settings)?,
+        config,
         NoTls,
         ManagerConfig { recycling_method: RecyclingMethod::Fast },
     );
-    managed::Pool::builder(BranchManager { inner })
+    managed::Pool::builder(BranchManager { inner, waits })
         .max_size(settings.branch_pool_size)
         .wait_timeout(Some(settings.pool_wait))
         .create_timeout(Some(Duration::from_secs(10)))
@@ -165,7 +207,7 @@ impl BranchConn {
         pool: &BranchPool,
         schema: &Arc<str>,
     ) -> Result<Self, deadpool_postgres::PoolError> {
-        let mut conn = pool.get().await?;
+        let mut conn = pool.manager().waits.measure(pool.get()).await?;
         if conn.schema.as_deref() != Some(&**schema) {
             // Forget the old schema first: if the switch fails halfway, the next checkout must
             // not trust this connection.
@@ -186,7 +228,7 @@ impl BranchConn {
     /// A connection for maintenance work (provisioning, migrations) that picks its own
     /// schema; it is handed back marked as pointing nowhere.
     pub async fn unrouted(pool: &BranchPool) -> Result<Self, deadpool_postgres::PoolError> {
-        let mut conn = pool.get().await?;
+        let mut conn = pool.manager().waits.measure(pool.get()).await?;
         conn.schema = None;
         Ok(Self { conn, _share: None })
     }

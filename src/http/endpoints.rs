@@ -16,6 +16,8 @@ type Amendment = Box<dyn FnOnce(Operation) -> Operation + Send>;
 pub struct Endpoints {
     access: Access,
     metered: bool,
+    /// Where the group's paths start: `/api/v1`, or the root for the few routes beside the API.
+    base: &'static str,
     router: Router,
     operations: Vec<(PathItemType, String, Operation)>,
     amendments: Vec<(PathItemType, String, Amendment)>,
@@ -23,7 +25,19 @@ pub struct Endpoints {
 
 impl Endpoints {
     pub fn new(access: Access) -> Self {
-        Self { access, metered: true, router: Router::new(), operations: Vec::new(), amendments: Vec::new() }
+        Self {
+            access,
+            metered: true,
+            base: API,
+            router: Router::new(),
+            operations: Vec::new(),
+            amendments: Vec::new(),
+        }
+    }
+
+    /// A group served at the root of the server, beside `/api/v1` (`/metrics`).
+    pub fn at_root(access: Access) -> Self {
+        Self { base: "", ..Self::new(access) }
     }
 
     pub fn access(&self) -> Access {
@@ -51,8 +65,9 @@ impl Endpoints {
         Doc::operation(self.access, tag, summary)
     }
 
-    /// Serves `handler` at `method` and `path` (below `/api/v1`, in the router's syntax:
-    /// `patients/{id:num}`) and describes it with `operation`.
+    /// Serves `handler` at `method` and `path` (below `/api/v1` unless the group is
+    /// [`at_root`](Self::at_root), in the router's syntax: `patients/{id:num}`) and describes
+    /// it with `operation`.
     pub fn add(&mut self, method: PathItemType, path: &str, handler: impl Handler, operation: Operation) {
         self.add_behind(method, path, None::<Passing>, handler, operation);
     }
@@ -79,7 +94,7 @@ impl Endpoints {
             other => panic!("no route for {other:?}"),
         };
         self.router = std::mem::take(&mut self.router).push(route);
-        self.operations.push((method, documented_path(path), operation));
+        self.operations.push((method, documented_path_below(self.base, path), operation));
     }
 
     /// Serves `handler` in place of the shared one for an operation of a declared resource,
@@ -132,8 +147,16 @@ impl Handler for Passing {
     }
 }
 
+/// Where the API's routes start.
+const API: &str = "/api/v1";
+
 /// A router path as the document writes it: `/api/v1/patients/{id}` for `patients/{id:num}`.
 pub fn documented_path(path: &str) -> String {
+    documented_path_below(API, path)
+}
+
+/// A router path below `base` as the document writes it.
+fn documented_path_below(base: &str, path: &str) -> String {
     let bare: String = path
         .trim_matches('/')
         .split_inclusive('}')
@@ -144,7 +167,7 @@ pub fn documented_path(path: &str) -> String {
             _ => part.to_owned(),
         })
         .collect();
-    format!("/api/v1/{bare}")
+    format!("{base}/{bare}")
 }
 
 #[cfg(test)]
@@ -159,5 +182,6 @@ mod tests {
             "/api/v1/branches/{branch_id}/services/{id}/staff/{user}"
         );
         assert_eq!(documented_path("enums"), "/api/v1/enums");
+        assert_eq!(super::documented_path_below("", "metrics"), "/metrics");
     }
 }

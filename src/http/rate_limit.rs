@@ -6,7 +6,7 @@
 //! least recently used are dropped.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use moka::policy::EvictionPolicy;
@@ -28,6 +28,8 @@ pub struct RateLimiter {
     limit: u32,
     window: Duration,
     windows: Cache<String, Arc<Window>>,
+    /// Requests refused so far (for the metrics).
+    rejected: AtomicU64,
 }
 
 impl RateLimiter {
@@ -41,7 +43,7 @@ impl RateLimiter {
             .max_capacity(max_keys)
             .time_to_live(window)
             .build();
-        Self { limit, window, windows }
+        Self { limit, window, windows, rejected: AtomicU64::new(0) }
     }
 
     fn window_of(&self, key: &str) -> Arc<Window> {
@@ -50,6 +52,7 @@ impl RateLimiter {
     }
 
     fn refusal(&self, window: &Window) -> ApiError {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
         let retry_after = self.window.saturating_sub(window.started.elapsed()).as_secs().max(1);
         ApiError::RateLimited { limit: self.limit, retry_after_secs: retry_after }
     }
@@ -80,6 +83,11 @@ impl RateLimiter {
             Some(window) if window.used.load(Ordering::Relaxed) >= self.limit => Err(self.refusal(&window)),
             _ => Ok(()),
         }
+    }
+
+    /// Requests refused since start.
+    pub fn rejections(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
     }
 
     /// Windows currently kept (for the benchmark).
@@ -115,6 +123,19 @@ impl Limits {
     }
 }
 
+impl Limits {
+    /// Each limit's name and the requests it refused since start.
+    pub fn rejections(&self) -> [(&'static str, u64); 5] {
+        [
+            ("login", self.login.rejections()),
+            ("reset", self.reset.rejections()),
+            ("change_password", self.change_password.rejections()),
+            ("api", self.api.rejections()),
+            ("bad_token", self.bad_token.rejections()),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +154,7 @@ mod tests {
             other => panic!("expected a 429, got {other:?}"),
         }
         assert!(limiter.check("a").is_err(), "check sees the exhausted window");
+        assert_eq!(limiter.rejections(), 2, "a refusal counts, whether counted or checked");
         assert!(limiter.hit("b", &mut res).is_ok());
         assert!(limiter.check("c").is_ok(), "check does not count");
         assert!(limiter.count("c").is_ok());

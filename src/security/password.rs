@@ -2,6 +2,7 @@
 //! milliseconds and megabytes of memory), a few at a time.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use anyhow::Context;
@@ -18,6 +19,24 @@ pub struct Hasher {
     /// A hash of a random password, verified against when a login names no user, so that
     /// unknown usernames cost the same as wrong passwords.
     decoy: Arc<String>,
+    /// Hashes waiting for a permit or being computed (for the metrics).
+    queued: Arc<AtomicUsize>,
+}
+
+/// Counts one hash in the queue while it lives.
+struct Queued(Arc<AtomicUsize>);
+
+impl Queued {
+    fn join(queue: &Arc<AtomicUsize>) -> Self {
+        queue.fetch_add(1, Ordering::Relaxed);
+        Self(queue.clone())
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 pub const MIN_LEN: usize = 8;
@@ -79,10 +98,16 @@ impl Hasher {
         let params = Params::new(log_n, 8, 1).context("scrypt parameters")?;
         let permits = Arc::new(Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get())));
         let decoy = hash_with(&params, &super::tokens::random_secret())?;
-        Ok(Self { params, permits, decoy: Arc::new(decoy) })
+        Ok(Self { params, permits, decoy: Arc::new(decoy), queued: Arc::new(AtomicUsize::new(0)) })
+    }
+
+    /// Hashes and checks waiting for their turn or being computed now.
+    pub fn queue(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
     }
 
     pub async fn hash(&self, password: &str) -> anyhow::Result<String> {
+        let _queued = Queued::join(&self.queued);
         let _permit = self.permits.acquire().await?;
         let params = self.params;
         let password = password.to_owned();
@@ -92,6 +117,7 @@ impl Hasher {
     /// Checks `password` against a stored PHC string, or against the decoy when `stored` is
     /// `None`, in which case the answer is always false.
     pub async fn verify(&self, password: &str, stored: Option<&str>) -> anyhow::Result<bool> {
+        let _queued = Queued::join(&self.queued);
         let _permit = self.permits.acquire().await?;
         // A missing or unusable stored hash (an account without a password) is checked
         // against the decoy, so it costs the same and never matches.
@@ -117,7 +143,30 @@ fn hash_with(params: &Params, password: &str) -> anyhow::Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::check_strength;
+    use std::time::{Duration, Instant};
+
+    use super::{Hasher, check_strength};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_queue_counts_hashes_waiting_and_running() {
+        let hasher = Hasher::new(4).unwrap();
+        // Every permit held: a hash waits in the queue.
+        let all = hasher.permits.available_permits() as u32;
+        let held = hasher.permits.clone().acquire_many_owned(all).await.unwrap();
+        let waiting = {
+            let hasher = hasher.clone();
+            tokio::spawn(async move { hasher.hash("violet-harbour-27").await })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while hasher.queue() == 0 {
+            assert!(Instant::now() < deadline, "the waiting hash was not counted");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(hasher.queue(), 1);
+        drop(held);
+        waiting.await.unwrap().unwrap();
+        assert_eq!(hasher.queue(), 0, "a finished hash leaves the queue");
+    }
 
     #[test]
     fn refuses_short_common_and_own_identities() {

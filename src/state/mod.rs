@@ -15,6 +15,7 @@ use crate::db::directory::Directory;
 use crate::http::error::ApiResult;
 use crate::http::rate_limit::Limits;
 use crate::mail::Mailer;
+use crate::metrics::Metrics;
 use crate::notify::{self, Invalidate, Topic};
 use crate::security::password::Hasher;
 pub use session::{AuthCache, AuthUser};
@@ -25,8 +26,10 @@ pub struct AppState {
     pub directory: Arc<Directory>,
     pub auth: AuthCache,
     pub hasher: Hasher,
-    pub limits: Limits,
+    pub limits: Arc<Limits>,
     pub mailer: Mailer,
+    /// This instance's metrics (`GET /metrics`, OTLP).
+    pub metrics: Arc<Metrics>,
     /// Events heard from any instance (queue changes), for live displays.
     pub events: tokio::sync::broadcast::Sender<Event>,
     /// Cached entries made stale, heard from any instance: what a long-lived answer (a
@@ -44,14 +47,21 @@ pub struct Event {
 }
 
 impl AppState {
+    /// The state; `metrics` (which the pools were made with) starts observing what the state
+    /// holds.
     pub fn new(
         settings: Settings,
         registry: RegistryPool,
         directory: Arc<Directory>,
+        metrics: Arc<Metrics>,
     ) -> anyhow::Result<Self> {
+        let hasher = Hasher::new(settings.password_hash_log_n)?;
+        let limits = Arc::new(Limits::new(&settings));
+        metrics.observe(&directory, &hasher, &limits);
         Ok(Self {
-            hasher: Hasher::new(settings.password_hash_log_n)?,
-            limits: Limits::new(&settings),
+            hasher,
+            limits,
+            metrics,
             mailer: Mailer::from_settings(&settings)?,
             auth: AuthCache::default(),
             events: tokio::sync::broadcast::channel(1024).0,
@@ -112,6 +122,7 @@ impl AppState {
         }
         self.registry.close();
         self.directory.close();
+        self.metrics.shutdown();
     }
 }
 

@@ -86,4 +86,9 @@ async fn requests_and_queries_become_spans_under_the_callers_trace() {
         attribute(db[0], "db.system.name").map(|v| v.as_str().into_owned()),
         Some("postgresql".into())
     );
+    // A database span carries its request's user and branch.
+    for span in &db {
+        assert_eq!(attribute(span, "branch.id"), Some(Value::I64(branch)));
+        assert_eq!(attribute(span, "user.id"), attribute(ok, "user.id"));
+    }
 }

@@ -74,8 +74,10 @@ pub fn as_refs(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
     params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
 }
 
-/// A client span for one statement on a resource's table.
+/// A client span for one statement on a resource's table, with the user and the branch of
+/// the request it serves.
 pub fn db_span(resource: &Resource, operation: &'static str) -> tracing::Span {
+    let (user, branch) = crate::telemetry::caller();
     tracing::info_span!(
         "db",
         otel.name = format!("{operation} {}", resource.table),
@@ -83,5 +85,7 @@ pub fn db_span(resource: &Resource, operation: &'static str) -> tracing::Span {
         db.system.name = "postgresql",
         db.operation.name = operation,
         db.collection.name = resource.table,
+        user.id = user,
+        branch.id = branch,
     )
 }
