@@ -20,6 +20,7 @@ mod parameters;
 mod patients;
 mod pharmacy;
 mod queue;
+mod reliability;
 mod security;
 mod telemetry;
 mod tenancy;
