@@ -3,3 +3,4 @@
 //! their own PostgreSQL cluster under `var/` ([`Cluster`]) and remove it at the end.
 
 mod errors;
+mod probes;
