@@ -197,9 +197,18 @@ fn explain(error: crate::http::error::ApiError) -> anyhow::Error {
 async fn serve(state: Arc<AppState>) -> anyhow::Result<ExitCode> {
     let running = app::spawn(state.clone(), state.settings.bind_addr).await?;
     tracing::info!("clinic-server listening on http://{} (API docs at /docs/api)", running.addr);
-    shutdown_signal().await;
-    tracing::info!("shutting down");
-    running.stop().await;
+    // SIGTERM or Ctrl-C drains (see `app::Running::until_shutdown`); a second one cuts
+    // whatever is still open.
+    let (trigger, handle) = (running.trigger(), running.handle.clone());
+    let signals = tokio::spawn(async move {
+        shutdown_signal().await;
+        trigger.pull();
+        shutdown_signal().await;
+        tracing::warn!("second signal: stopping now");
+        handle.stop_forceful();
+    });
+    running.until_shutdown().await;
+    signals.abort();
     Ok(ExitCode::SUCCESS)
 }
 

@@ -99,6 +99,9 @@ pub struct Settings {
     pub clinic_timezone: String,
     /// Origins whose browsers may call the API (CORS); empty: no CORS headers at all.
     pub cors_allowed_origins: Vec<String>,
+    /// On SIGTERM or Ctrl-C, how long in-flight requests and streamed exports may take to
+    /// finish before their connections are cut.
+    pub shutdown_grace: Duration,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -162,6 +165,7 @@ impl Settings {
             branch_database_hosts: var("BRANCH_DATABASE_HOSTS").map(|v| list(&v)),
             cors_allowed_origins: var("CORS_ALLOWED_ORIGINS").map(|v| list(&v)).unwrap_or_default(),
             clinic_timezone: var("CLINIC_TIMEZONE").unwrap_or_else(|| "UTC".into()),
+            shutdown_grace: Duration::from_secs(parsed("SHUTDOWN_GRACE_SECONDS", 30)?),
         };
         settings.check()?;
         Ok(settings)
@@ -226,6 +230,7 @@ impl Settings {
             branch_database_hosts: None,
             cors_allowed_origins: Vec::new(),
             clinic_timezone: "UTC".into(),
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 }
