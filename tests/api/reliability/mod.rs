@@ -4,16 +4,54 @@
 
 mod errors;
 mod probes;
+mod restart;
 mod shutdown;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use clinic_server::app::{self, Running};
 use clinic_server::config::Settings;
+use clinic_server::embedded_pg::EmbeddedPostgres;
 use clinic_server::state::AppState;
 use serde_json::{Value, json};
 
 use crate::support::{ADMIN_PASSWORD, test_settings};
+
+/// A private PostgreSQL cluster under `var/`, stopped and removed when dropped.
+pub struct Cluster {
+    pg: Option<EmbeddedPostgres>,
+    folder: PathBuf,
+    /// Database `clinic` on it.
+    pub url: String,
+}
+
+impl Cluster {
+    pub async fn start() -> Self {
+        let var = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("var");
+        let name = format!("pg-{}", &clinic_server::security::tokens::random_secret()[..10]);
+        let (pg, url) = EmbeddedPostgres::start(&var, &name).await.expect("a private PostgreSQL cluster");
+        Self { folder: pg.folder().to_owned(), pg: Some(pg), url }
+    }
+
+    pub fn pg(&self) -> &EmbeddedPostgres {
+        self.pg.as_ref().expect("cluster")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let Some(pg) = self.pg.take() else { return };
+        let folder = self.folder.clone();
+        // Drop runs outside async context: use a short-lived runtime on its own thread.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(pg.stop());
+            let _ = std::fs::remove_dir_all(folder);
+        })
+        .join();
+    }
+}
 
 /// A server on a database of our choosing (a private cluster, or a test database), which
 /// the test may drain.
