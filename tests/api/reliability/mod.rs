@@ -2,6 +2,7 @@
 //! probes, the container image. Tests that need a database they may restart or stop start
 //! their own PostgreSQL cluster under `var/` ([`Cluster`]) and remove it at the end.
 
+mod deployment;
 mod errors;
 mod probes;
 mod restart;
