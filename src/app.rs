@@ -17,6 +17,7 @@ use crate::db::directory::Directory;
 use crate::http::docs::{Access, Doc};
 use crate::http::endpoints::Endpoints;
 use crate::http::guard::guard_routes;
+use crate::http::listener::Closer;
 use crate::http::{catcher, trace};
 use crate::metrics::{MeasureRequests, Metrics};
 use crate::permissions::ADMIN_ACCESS;
@@ -222,12 +223,71 @@ pub struct Running {
     pub addr: SocketAddr,
     pub handle: ServerHandle,
     pub task: tokio::task::JoinHandle<()>,
+    state: Arc<AppState>,
+    closer: Closer,
+}
+
+/// Starts the graceful shutdown of a [`Running`] server: what SIGTERM and Ctrl-C do.
+#[derive(Clone)]
+pub struct ShutdownTrigger(Arc<AppState>);
+
+impl ShutdownTrigger {
+    pub fn pull(&self) {
+        if self.0.drain.start() {
+            tracing::info!(grace = ?self.0.settings.shutdown_grace, "shutting down");
+        }
+    }
+}
+
+/// How a drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drained {
+    /// Every connection finished within the grace.
+    Finished,
+    /// The grace ran out: the connections still open were cut.
+    Cut,
 }
 
 impl Running {
-    pub async fn stop(self) {
-        self.handle.stop_graceful(Some(Duration::from_secs(30)));
-        let _ = self.task.await;
+    pub fn trigger(&self) -> ShutdownTrigger {
+        ShutdownTrigger(self.state.clone())
+    }
+
+    /// Serves until the trigger is pulled, then drains: readiness turns 503 and
+    /// waiting-room streams end (both follow `AppState::drain`), the listening socket closes
+    /// so new connections are refused, idle connections close, and requests in flight
+    /// (streamed exports included) may finish within `SHUTDOWN_GRACE_SECONDS`; past it the
+    /// remaining connections are cut. Returns when the server has stopped.
+    pub async fn until_shutdown(self) -> Drained {
+        let Self { handle, mut task, state, closer, .. } = self;
+        tokio::select! {
+            () = state.drain.started() => {}
+            // The server stopped by itself (it cannot, short of a bug): nothing to drain.
+            _ = &mut task => return Drained::Finished,
+        }
+        let grace = state.settings.shutdown_grace;
+        let started = tokio::time::Instant::now();
+        if !closer.close(Duration::from_secs(1)).await {
+            tracing::warn!("the listening socket did not close; stopping anyway");
+        }
+        handle.stop_graceful(Some(grace));
+        // The server cuts what is left at the end of the grace; this is only a backstop.
+        if tokio::time::timeout(grace + Duration::from_secs(2), &mut task).await.is_err() {
+            task.abort();
+        }
+        if started.elapsed() < grace {
+            tracing::info!(took = ?started.elapsed(), "drained");
+            Drained::Finished
+        } else {
+            tracing::warn!(?grace, "the shutdown grace ran out; open connections were cut");
+            Drained::Cut
+        }
+    }
+
+    /// Shuts down now and waits for the drain (tools and tests).
+    pub async fn stop(self) -> Drained {
+        self.trigger().pull();
+        self.until_shutdown().await
     }
 }
 
@@ -239,6 +299,7 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpAcceptor> {
 pub async fn spawn(state: Arc<AppState>, addr: SocketAddr) -> anyhow::Result<Running> {
     let acceptor = bind(addr).await?;
     let addr = acceptor.local_addr()?;
+    let (acceptor, closer) = crate::http::listener::closing(acceptor);
     // Slow or silent clients are cut off: headers (salvo's default), gaps in a body, idle
     // keep-alive connections.
     let fuse = salvo::fuse::FuseConfig::default()
@@ -246,14 +307,14 @@ pub async fn spawn(state: Arc<AppState>, addr: SocketAddr) -> anyhow::Result<Run
         .with_connection_idle_timeout(state.settings.idle_timeout);
     let server = Server::new(acceptor).fuse_config(fuse);
     let handle = server.handle();
-    let service = service(state);
+    let service = service(state.clone());
     let task = tokio::spawn(async move { server.serve(service).await });
-    Ok(Running { addr, handle, task })
+    Ok(Running { addr, handle, task, state, closer })
 }
 
 /// Serves `/metrics` alone, without a token, on `addr` (`METRICS_ADDR`: an address only the
 /// operators' network reaches).
-pub async fn spawn_metrics(state: &AppState, addr: SocketAddr) -> anyhow::Result<Running> {
+pub async fn spawn_metrics(state: &AppState, addr: SocketAddr) -> anyhow::Result<MetricsServer> {
     let acceptor = bind(addr).await?;
     let addr = acceptor.local_addr()?;
     let router = Router::new()
@@ -262,7 +323,21 @@ pub async fn spawn_metrics(state: &AppState, addr: SocketAddr) -> anyhow::Result
     let server = Server::new(acceptor);
     let handle = server.handle();
     let task = tokio::spawn(async move { server.serve(router).await });
-    Ok(Running { addr, handle, task })
+    Ok(MetricsServer { addr, handle, task })
+}
+
+/// The `METRICS_ADDR` listener: it holds nothing a drain must wait for.
+pub struct MetricsServer {
+    pub addr: SocketAddr,
+    pub handle: ServerHandle,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+impl MetricsServer {
+    pub async fn stop(self) {
+        self.handle.stop_graceful(Some(Duration::from_secs(1)));
+        let _ = self.task.await;
+    }
 }
 
 #[cfg(test)]

@@ -339,9 +339,18 @@ async fn serve(state: Arc<AppState>) -> anyhow::Result<ExitCode> {
     if let Some(metrics) = &metrics {
         tracing::info!("metrics listening on http://{}/metrics", metrics.addr);
     }
-    shutdown_signal().await;
-    tracing::info!("shutting down");
-    running.stop().await;
+    // SIGTERM or Ctrl-C drains (see `app::Running::until_shutdown`); a second one cuts
+    // whatever is still open.
+    let (trigger, handle) = (running.trigger(), running.handle.clone());
+    let signals = tokio::spawn(async move {
+        shutdown_signal().await;
+        trigger.pull();
+        shutdown_signal().await;
+        tracing::warn!("second signal: stopping now");
+        handle.stop_forceful();
+    });
+    running.until_shutdown().await;
+    signals.abort();
     if let Some(metrics) = metrics {
         metrics.stop().await;
     }

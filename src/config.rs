@@ -106,6 +106,9 @@ pub struct Settings {
     pub audit_retention_months: u32,
     /// Origins whose browsers may call the API (CORS); empty: no CORS headers at all.
     pub cors_allowed_origins: Vec<String>,
+    /// On SIGTERM or Ctrl-C, how long in-flight requests and streamed exports may take to
+    /// finish before their connections are cut.
+    pub shutdown_grace: Duration,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -173,6 +176,7 @@ impl Settings {
             cors_allowed_origins: var("CORS_ALLOWED_ORIGINS").map(|v| list(&v)).unwrap_or_default(),
             clinic_timezone: var("CLINIC_TIMEZONE").unwrap_or_else(|| "UTC".into()),
             audit_retention_months: parsed("AUDIT_RETENTION_MONTHS", 0)?,
+            shutdown_grace: Duration::from_secs(parsed("SHUTDOWN_GRACE_SECONDS", 30)?),
         };
         settings.check()?;
         Ok(settings)
@@ -239,6 +243,7 @@ impl Settings {
             cors_allowed_origins: Vec::new(),
             clinic_timezone: "UTC".into(),
             audit_retention_months: 0,
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 }

@@ -137,10 +137,16 @@ impl EmbeddedPostgres {
         self.run("pg_ctl", &["status", "-D", &data]).await.is_ok_and(|o| o.status.success())
     }
 
-    async fn pg_ctl_start(&self) -> anyhow::Result<()> {
+    /// The data folder, the log file and the server's options (a Unix socket in the folder).
+    fn server_arguments(&self) -> (String, String, String) {
         let data = self.data_dir.display().to_string();
         let log = self.socket_dir.join("postgres.log").display().to_string();
         let options = format!("-c listen_addresses='' -k {} -p 5432", self.socket_dir.display());
+        (data, log, options)
+    }
+
+    async fn pg_ctl_start(&self) -> anyhow::Result<()> {
+        let (data, log, options) = self.server_arguments();
         let out =
             self.run("pg_ctl", &["start", "-w", "-t", "60", "-D", &data, "-l", &log, "-o", &options]).await?;
         if !out.status.success() {
@@ -150,6 +156,30 @@ impl EmbeddedPostgres {
             );
         }
         Ok(())
+    }
+
+    /// Restarts the cluster the way an operator does (`pg_ctl restart -m fast`): every
+    /// session is cut, then the server takes connections again.
+    pub async fn restart(&self) -> anyhow::Result<()> {
+        let (data, log, options) = self.server_arguments();
+        let out = self
+            .run(
+                "pg_ctl",
+                &["restart", "-w", "-t", "60", "-m", "fast", "-D", &data, "-l", &log, "-o", &options],
+            )
+            .await?;
+        if !out.status.success() {
+            bail!(
+                "the PostgreSQL cluster did not restart; see {log}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
+    /// The folder holding the cluster's data, socket and log.
+    pub fn folder(&self) -> &Path {
+        &self.socket_dir
     }
 
     pub async fn stop(&self) {

@@ -1,8 +1,15 @@
-//! `GET /api/v1/public/health`: is the registry reachable, and how are the branches.
+//! What operators and orchestrators ask the server about itself:
+//!
+//! - `GET /api/v1/public/health`: is the registry reachable, and how are the branches;
+//! - `GET /api/v1/public/live`: the process serves HTTP (never touches the database), for a
+//!   liveness probe: restarting the process does not cure a database outage;
+//! - `GET /api/v1/public/ready`: should this instance get traffic: 503 while it drains
+//!   before shutting down or while the registry does not answer a quick probe.
 
 use std::time::Duration;
 
 use salvo::http::StatusCode;
+use salvo::http::header::{HeaderValue, RETRY_AFTER};
 use salvo::oapi::PathItemType;
 use salvo::prelude::*;
 use serde_json::json;
@@ -53,7 +60,65 @@ pub async fn health(depot: &mut Depot, res: &mut Response) {
     }
 }
 
-/// `GET /public/health`.
+#[handler]
+pub async fn live(res: &mut Response) {
+    res.status_code(StatusCode::OK);
+    res.render(Json(json!({ "message": "OK", "data": { "status": "alive" } })));
+}
+
+#[handler]
+pub async fn ready(depot: &mut Depot, res: &mut Response) {
+    let state = AppState::of(depot);
+    let (status, body) = if state.drain.is_draining() {
+        let data = json!({ "status": "draining" });
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "message": "The server is shutting down.", "code": "draining", "data": data }),
+        )
+    } else if registry_answers(&state).await {
+        (StatusCode::OK, json!({ "message": "Ready", "data": { "status": "ready", "registry": "up" } }))
+    } else {
+        let data = json!({ "status": "unavailable", "registry": "down" });
+        let message = "The registry database is unavailable.";
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({ "message": message, "code": "registry_unavailable", "data": data }),
+        )
+    };
+    if status != StatusCode::OK {
+        res.headers_mut().insert(RETRY_AFTER, HeaderValue::from(READY_RETRY_AFTER_SECS));
+    }
+    res.status_code(status);
+    res.render(Json(body));
+}
+
+/// What a readiness answer of 503 tells a client to wait.
+const READY_RETRY_AFTER_SECS: u32 = 5;
+
+/// Whether the registry answers `SELECT 1` within two seconds. A pool with every connection
+/// busy counts as answering (the database is there; this server is busy, and taking it out
+/// of rotation would only move the load), unless it has no connection at all.
+async fn registry_answers(state: &AppState) -> bool {
+    use deadpool::managed::{PoolError, TimeoutType, Timeouts};
+    let timeouts = Timeouts {
+        wait: Some(Duration::from_millis(500)),
+        create: Some(Duration::from_millis(1500)),
+        recycle: Some(Duration::from_millis(500)),
+    };
+    let probe = async {
+        match state.registry.timeout_get(&timeouts).await {
+            Ok(client) => client.simple_query("SELECT 1").await.is_ok(),
+            Err(PoolError::Timeout(TimeoutType::Wait)) => state.registry.status().size > 0,
+            Err(e) => {
+                tracing::warn!(error = %e, "readiness: registry unreachable");
+                false
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(2), probe).await.unwrap_or(false)
+}
+
+/// `GET /public/health`, `/public/live`, `/public/ready`.
 pub fn endpoints() -> Vec<Endpoints> {
     let mut public = Endpoints::new(Access::Public);
     let op = public.operation("public", "Health of the service and its registry database");
@@ -70,5 +135,27 @@ pub fn endpoints() -> Vec<Endpoints> {
         body,
     );
     public.add(PathItemType::Get, "public/health", health, op);
+
+    let op = public.operation("public", "Liveness: the process serves HTTP (no database access)");
+    let body =
+        docs::envelope(salvo::oapi::Object::new().property("status", docs::string().enum_values(["alive"])));
+    public.add(PathItemType::Get, "public/live", live, Doc::answers(op, "200", "The process is alive", body));
+
+    let op = public.operation(
+        "public",
+        "Readiness: 200 when this instance should get traffic; 503 while it shuts down or its registry database does not answer",
+    );
+    let body = docs::envelope(
+        salvo::oapi::Object::new()
+            .property("status", docs::string().enum_values(["ready", "draining", "unavailable"]))
+            .property("registry", docs::string().enum_values(["up", "down"])),
+    );
+    let op = Doc::answers(
+        Doc::answers(op, "200", "Ready for traffic", body.clone()),
+        "503",
+        "Shutting down, or the registry database does not answer (with Retry-After)",
+        body,
+    );
+    public.add(PathItemType::Get, "public/ready", ready, op);
     vec![public]
 }

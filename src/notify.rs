@@ -2,9 +2,12 @@
 //!
 //! A change that makes a cached entry wrong (a revoked token, a changed user, an archived
 //! branch) publishes a topic in the same transaction, so the notification is sent exactly
-//! when the change commits. Each instance listens on one dedicated connection; while that
-//! connection is down the caches are cleared and bypassed-by-expiry, so nothing stale
-//! outlives a reconnect.
+//! when the change commits. Each instance listens on one dedicated connection
+//! (`application_name` [`LISTENER_NAME`]). When that connection breaks (PostgreSQL restarted,
+//! the network dropped it, or it stopped answering the periodic ping) the listener reconnects
+//! by itself, with back-off, and clears every cache it guards both when the connection is lost
+//! and once LISTEN is in effect again: notifications sent meanwhile were missed, so nothing
+//! stale outlives a reconnect.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +18,15 @@ use tokio_postgres::{AsyncMessage, NoTls};
 pub const CHANNEL: &str = "clinic_cache";
 /// Changes displays follow (a queue ticket called): relayed to this instance's listeners.
 pub const EVENTS: &str = "clinic_events";
+/// The listening connection's `application_name`, to tell it apart in `pg_stat_activity`.
+pub const LISTENER_NAME: &str = "clinic-server-listener";
+/// How often the listening connection is asked whether it is still there: a connection cut
+/// without a word (a dropped route, a frozen server) is noticed within this and the
+/// ping's own limit.
+const PING_EVERY: Duration = Duration::from_secs(30);
+const PING_LIMIT: Duration = Duration::from_secs(10);
+/// The longest pause between two attempts to connect.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Topic {
@@ -79,22 +91,31 @@ pub async fn publish_event(
 /// Listens for notifications until the process ends, reconnecting with back-off.
 pub fn spawn_listener<I: Invalidate>(url: String, target: Arc<I>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut backoff = Duration::from_millis(200);
+        let mut backoff = Duration::from_millis(100);
         loop {
-            match listen_once(&url, &target).await {
+            let mut heard = false;
+            match listen_once(&url, &target, &mut heard).await {
                 Ok(()) => tracing::warn!("cache invalidation connection closed; reconnecting"),
                 Err(e) => tracing::warn!(error = format!("{e:#}"), "cache invalidation connection failed"),
             }
             // Anything may have changed while we were not listening.
             target.invalidate(Topic::All).await;
+            // A connection that was listening starts the back-off again; failed attempts in a
+            // row wait longer each time.
+            if heard {
+                backoff = Duration::from_millis(100);
+            }
             tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(10));
+            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     })
 }
 
-async fn listen_once<I: Invalidate>(url: &str, target: &Arc<I>) -> anyhow::Result<()> {
-    let config = crate::db::pg_config(url, "public")?;
+/// Connects, listens and hands on what it hears until the connection ends; sets `listening`
+/// once LISTEN took effect.
+async fn listen_once<I: Invalidate>(url: &str, target: &Arc<I>, listening: &mut bool) -> anyhow::Result<()> {
+    let mut config = crate::db::pg_config(url, "public")?;
+    config.application_name(LISTENER_NAME);
     let (client, mut connection) = config.connect(NoTls).await?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let driver = tokio::spawn(async move {
@@ -114,22 +135,40 @@ async fn listen_once<I: Invalidate>(url: &str, target: &Arc<I>) -> anyhow::Resul
             }
         }
     });
-    client.batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {EVENTS}")).await?;
-    // Changes made before LISTEN took effect were not heard.
-    target.invalidate(Topic::All).await;
-    while let Some((channel, payload)) = rx.recv().await {
-        if channel == EVENTS {
-            target.relay(&payload);
-            continue;
-        }
-        match Topic::decode(&payload) {
-            Some(topic) => target.invalidate(topic).await,
-            None => tracing::warn!(payload, "unknown cache invalidation message"),
+    let outcome = async {
+        client.batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {EVENTS}")).await?;
+        *listening = true;
+        tracing::info!("listening for cache invalidations");
+        // Changes made before LISTEN took effect were not heard.
+        target.invalidate(Topic::All).await;
+        let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
+        loop {
+            tokio::select! {
+                heard = rx.recv() => {
+                    let Some((channel, payload)) = heard else { return Ok(()) };
+                    if channel == EVENTS {
+                        target.relay(&payload);
+                        continue;
+                    }
+                    match Topic::decode(&payload) {
+                        Some(topic) => target.invalidate(topic).await,
+                        None => tracing::warn!(payload, "unknown cache invalidation message"),
+                    }
+                }
+                _ = ping.tick() => {
+                    match tokio::time::timeout(PING_LIMIT, client.simple_query("")).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => return Err(anyhow::Error::new(e).context("pinging the listening connection")),
+                        Err(_) => anyhow::bail!("the listening connection did not answer a ping in {PING_LIMIT:?}"),
+                    }
+                }
+            }
         }
     }
+    .await;
     drop(client);
     driver.abort();
-    Ok(())
+    outcome
 }
 
 #[cfg(test)]

@@ -239,13 +239,18 @@ impl Scribe for ApiError {
 
 /// What a database error means for the client: a serialization failure or deadlock is
 /// retried, an outage or an overloaded server is a 503, anything else stays internal.
+///
+/// An outage is anything that says the connection or the server is gone or not taking work:
+/// the connection broke or was closed (no SQLSTATE), the server is shutting down, starting up
+/// or recovering (57P01, 57P02, 57P03), a connection exception (class 08), the server ran out
+/// of a resource (class 53: connections, memory, disk) or failed a system call (class 58),
+/// it is read-only (a standby after a failover), or it ended the session (FATAL or PANIC).
 fn classify_database(e: &tokio_postgres::Error) -> Option<ApiError> {
-    use tokio_postgres::error::SqlState;
-    let Some(code) = e.code() else {
-        // No SQLSTATE: the connection broke (server restarted, network), or it was closed.
-        return (e.is_closed() || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>()))
-            .then(ApiError::database_unavailable);
+    use tokio_postgres::error::{Severity, SqlState};
+    let Some(db) = e.as_db_error() else {
+        return connection_fault(e).then(ApiError::database_unavailable);
     };
+    let code = db.code();
     if code == &SqlState::T_R_SERIALIZATION_FAILURE || code == &SqlState::T_R_DEADLOCK_DETECTED {
         return Some(ApiError::Contended);
     }
@@ -264,25 +269,57 @@ fn classify_database(e: &tokio_postgres::Error) -> Option<ApiError> {
             "The request took longer than the database allows; try again shortly.",
         ));
     }
-    let outage = code.code().starts_with("08") // connection exceptions
+    let class = &code.code()[..2];
+    let outage = matches!(class, "08" | "53" | "58")
         || code == &SqlState::ADMIN_SHUTDOWN
         || code == &SqlState::CRASH_SHUTDOWN
         || code == &SqlState::CANNOT_CONNECT_NOW
-        || code == &SqlState::TOO_MANY_CONNECTIONS;
+        || code == &SqlState::DATABASE_DROPPED
+        || code == &SqlState::IDLE_SESSION_TIMEOUT
+        || code == &SqlState::READ_ONLY_SQL_TRANSACTION
+        || matches!(db.parsed_severity(), Some(Severity::Fatal | Severity::Panic));
     outage.then(ApiError::database_unavailable)
 }
 
+/// Whether an error without a SQLSTATE is the connection's fault rather than the query's:
+/// it broke or was closed, did not open, timed out, or the server's messages stopped making
+/// sense (a connection cut mid-message). Errors of our own making (a parameter that does not
+/// serialize, a column that does not read, a wrong row count) are not.
+fn connection_fault(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>()) {
+        return true;
+    }
+    // The kind is private; its name leads the error's Debug form (`Error { kind: Io, .. }`).
+    let shown = format!("{e:?}");
+    let kind = shown
+        .strip_prefix("Error { kind: ")
+        .map(|rest| rest.split([',', '(', ' ']).next().unwrap_or_default())
+        .unwrap_or_default();
+    matches!(
+        kind,
+        "Io" | "Closed" | "Connect" | "Timeout" | "UnexpectedMessage" | "Parse" | "Tls" | "Authentication"
+    )
+}
+
 fn classify_pool(e: &deadpool_postgres::PoolError) -> ApiError {
+    use deadpool::managed::TimeoutType;
     use deadpool_postgres::PoolError;
     match e {
-        PoolError::Timeout(_) => {
+        // Every connection is in use: the database is up, this server is busy.
+        PoolError::Timeout(TimeoutType::Wait) => {
             tracing::warn!("no database connection free in time");
             ApiError::unavailable("database_busy", "The service is busy; try again shortly.")
+        }
+        // A new connection did not open, or an idle one did not answer, in time.
+        PoolError::Timeout(_) => {
+            tracing::warn!(error = %e, "database connection timed out");
+            ApiError::database_unavailable()
         }
         PoolError::Backend(db) => classify_database(db).unwrap_or_else(|| {
             tracing::warn!(error = %db, "could not open a database connection");
             ApiError::database_unavailable()
         }),
+        // The pool was closed (shutting down), or a new connection failed its set-up.
         other => {
             tracing::warn!(error = %other, "database pool unavailable");
             ApiError::database_unavailable()
@@ -332,3 +369,56 @@ impl From<deadpool_postgres::PoolError> for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use deadpool::managed::TimeoutType;
+    use deadpool_postgres::PoolError;
+
+    use super::*;
+
+    fn answer(error: ApiError) -> (u16, Option<String>, String) {
+        let mut res = Response::new();
+        error.render(&mut res);
+        let retry_after = res.headers().get(RETRY_AFTER).map(|v| v.to_str().unwrap().to_owned());
+        let code = match &res.body {
+            salvo::http::ResBody::Once(bytes) => serde_json::from_slice::<serde_json::Value>(bytes).unwrap()
+                ["code"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+            other => panic!("unexpected body {other:?}"),
+        };
+        (res.status_code.unwrap().as_u16(), retry_after, code)
+    }
+
+    #[test]
+    fn every_pool_error_is_a_503_with_retry_after() {
+        let unavailable = (503, Some("5".to_owned()), "database_unavailable".to_owned());
+        for error in [
+            PoolError::Timeout(TimeoutType::Create),
+            PoolError::Timeout(TimeoutType::Recycle),
+            PoolError::Closed,
+            PoolError::NoRuntimeSpecified,
+            PoolError::Backend(tokio_postgres::Error::__private_api_timeout()),
+        ] {
+            assert_eq!(answer(error.into()), unavailable);
+        }
+        assert_eq!(
+            answer(PoolError::Timeout(TimeoutType::Wait).into()),
+            (503, Some("1".to_owned()), "database_busy".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_connection_fault_without_a_sqlstate_is_an_outage_even_wrapped() {
+        let timeout = tokio_postgres::Error::__private_api_timeout();
+        assert!(connection_fault(&timeout), "{timeout:?}");
+        assert_eq!(answer(timeout.into()).0, 503);
+        let wrapped = anyhow::Error::new(tokio_postgres::Error::__private_api_timeout()).context("loading");
+        assert_eq!(answer(ApiError::Internal(wrapped)).0, 503);
+        let pooled = anyhow::Error::new(PoolError::Closed).context("loading");
+        assert_eq!(answer(ApiError::Internal(pooled)).0, 503);
+        assert_eq!(answer(ApiError::Internal(anyhow::anyhow!("a bug"))).0, 500);
+    }
+}

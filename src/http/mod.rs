@@ -8,6 +8,7 @@ pub mod endpoints;
 pub mod error;
 pub mod guard;
 pub mod list;
+pub mod listener;
 pub mod rate_limit;
 pub mod trace;
 

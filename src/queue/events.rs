@@ -8,6 +8,8 @@
 //! or its user is deactivated or loses the branch or `queue.read`, it sends `end` and closes
 //! (it checks again whenever any instance says a token, user or branch changed). A display
 //! that falls behind the channel gets a fresh `snapshot` instead of the changes it missed.
+//! When the instance starts shutting down, every stream sends `end` with reason `shutdown`
+//! and closes, so that the drain does not wait on them.
 
 use std::time::Duration;
 
@@ -103,6 +105,9 @@ impl Display {
             }
         };
         tokio::pin!(expiry);
+        let state = self.state.clone();
+        let draining = state.drain.started();
+        tokio::pin!(draining);
         loop {
             tokio::select! {
                 change = self.changes.recv() => match change {
@@ -128,6 +133,8 @@ impl Display {
                     }
                 }
                 () = &mut expiry => return Next::End("token_expired"),
+                // The instance is shutting down: the display reconnects to another one.
+                () = &mut draining => return Next::End("shutdown"),
             }
         }
     }

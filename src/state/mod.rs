@@ -3,6 +3,7 @@
 //! It sits below every domain (they all receive it) and above the infrastructure it bundles,
 //! so that no domain has to import another to reach a pool or a cache.
 
+pub mod drain;
 pub mod session;
 
 use std::sync::Arc;
@@ -35,6 +36,8 @@ pub struct AppState {
     /// Cached entries made stale, heard from any instance: what a long-lived answer (a
     /// display's stream) holds on a token's or a user's behalf is checked again on these.
     pub invalidations: tokio::sync::broadcast::Sender<Topic>,
+    /// Started when the instance begins shutting down (see `app::Running`).
+    pub drain: drain::Drain,
     background: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -66,6 +69,7 @@ impl AppState {
             auth: AuthCache::default(),
             events: tokio::sync::broadcast::channel(1024).0,
             invalidations: tokio::sync::broadcast::channel(256).0,
+            drain: drain::Drain::default(),
             registry,
             directory,
             settings,
