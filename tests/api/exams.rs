@@ -5,7 +5,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::{Clinic, Reply, TestApp, assert_error, assert_invalid, id_of, ids, reply};
+use crate::support::{
+    Clinic, Reply, TestApp, assert_error, assert_invalid, assert_status, id_of, ids, reply,
+};
 use futures_util::future::join_all;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -36,11 +38,6 @@ const EXAMS: [&str; 14] = [
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-#[track_caller]
-fn assert_status(r: &Reply, status: u16) {
-    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
-}
 
 fn path(exam: &str) -> String {
     format!("/api/v1/{exam}")

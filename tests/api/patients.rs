@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::support::{Reply, TestApp, assert_invalid, column, id_of, ids, reply, send};
+use crate::support::{Reply, TestApp, assert_invalid, assert_status, column, id_of, ids, reply, send};
 use reqwest::{Method, RequestBuilder};
 use serde_json::{Value, json};
 
@@ -16,11 +16,6 @@ const EXPORT: &str = "/api/v1/patients/export";
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-#[track_caller]
-fn assert_status(r: &Reply, status: u16) {
-    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
-}
 
 /// The minimal valid patient body, with `extra` merged in.
 fn patient_body(first: &str, last: &str, extra: Value) -> Value {

@@ -13,17 +13,12 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::smtp::SmtpReceiver;
-use crate::support::{Reply, TestApp, assert_error, assert_invalid, id_of, reply};
+use crate::support::{Reply, TestApp, assert_error, assert_invalid, assert_status, id_of, reply};
 
 const RESET_CODE: &str = "/api/v1/auth/reset-code";
 const VERIFY_CODE: &str = "/api/v1/auth/verify-code";
 const RESET_PASSWORD: &str = "/api/v1/auth/reset-password";
 const SYSTEM_AUDIT: &str = "/api/v1/system-audit-logs";
-
-#[track_caller]
-fn assert_status(r: &Reply, status: u16) {
-    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
-}
 
 /// A server whose mail goes to a real SMTP receiver, with the per-address limits out of the
 /// way of tests that are not about them.

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::{Clinic, Reply, TestApp, assert_invalid, id_of, ids, reply};
+use crate::support::{Clinic, Reply, TestApp, assert_invalid, assert_status, id_of, ids, reply};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -22,11 +22,6 @@ const VISIT_RECORDS: [&str; 4] = [PLANS, MEDICINES, COMPLAINTS, CERTIFICATES];
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-#[track_caller]
-fn assert_status(r: &Reply, status: u16) {
-    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
-}
 
 fn id_set(body: &Value) -> BTreeSet<i64> {
     ids(body).into_iter().collect()

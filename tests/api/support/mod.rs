@@ -455,6 +455,12 @@ pub async fn reply(req: reqwest::RequestBuilder) -> Reply {
     Reply { status, headers, text, body }
 }
 
+/// The answer has `status`; on failure the message shows the body.
+#[track_caller]
+pub fn assert_status(r: &Reply, status: u16) {
+    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
+}
+
 /// An error answer: the status, a JSON body with a non-empty `message` and the given `code`.
 #[track_caller]
 pub fn assert_error(r: &Reply, status: u16, code: &str) {
