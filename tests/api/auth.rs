@@ -53,17 +53,8 @@ fn relax(s: &mut clinic_server::config::Settings) {
     s.rate_limit_auth = 1000;
 }
 
-async fn login_reply(app: &TestApp, username: &str, password: &str) -> Reply {
-    reply(app.http.post(app.url(LOGIN)).json(&json!({ "username": username, "password": password }))).await
-}
-
 async fn post_public(app: &TestApp, path: &str, body: Value) -> Reply {
     reply(app.http.post(app.url(path)).header("accept", "application/json").json(&body)).await
-}
-
-async fn admin_id(app: &TestApp) -> i64 {
-    let client = app.state.registry.get().await.unwrap();
-    client.query_one("SELECT id FROM users WHERE username = 'admin'", &[]).await.unwrap().get(0)
 }
 
 /// A user made through `POST /users` (so they have a default branch); returns (id, token).
@@ -177,10 +168,10 @@ async fn status_of(app: &TestApp, token: &str) -> u16 {
 async fn login_identifies_by_username_and_never_by_email() {
     let app = spawn_relaxed().await;
     let (id, _) = app.create_user("ursula", &["nurse"], &[]).await;
-    let r = login_reply(&app, "ursula@example.test", USER_PASSWORD).await;
+    let r = app.login_reply("ursula@example.test", USER_PASSWORD).await;
     assert_eq!(r.status, 401, "{}", r.text);
     assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
-    let r = login_reply(&app, "ursula", USER_PASSWORD).await;
+    let r = app.login_reply("ursula", USER_PASSWORD).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["data"]["user"]["id"], id);
     assert_eq!(r.body["data"]["user"]["username"], "ursula");
@@ -206,7 +197,7 @@ async fn wrong_password_and_unknown_user_are_401_exactly_invalid_credentials() {
     let app = spawn_relaxed().await;
     app.create_user("wendy", &["nurse"], &[]).await;
     for (user, password) in [("wendy", "wrong-password-9"), ("nobody-at-all", USER_PASSWORD)] {
-        let r = login_reply(&app, user, password).await;
+        let r = app.login_reply(user, password).await;
         assert_eq!(r.status, 401, "{user}: {}", r.text);
         assert_eq!(r.body, json!({ "message": "Invalid credentials" }), "{user}");
         assert!(r.header("content-type").unwrap_or_default().starts_with("application/json"));
@@ -218,7 +209,7 @@ async fn median_login(app: &TestApp, username: &str, password: &str) -> Duration
     let mut times = Vec::new();
     for _ in 0..7 {
         let started = std::time::Instant::now();
-        let r = login_reply(app, username, password).await;
+        let r = app.login_reply(username, password).await;
         times.push(started.elapsed());
         assert_eq!(r.status, 401, "{}", r.text);
     }
@@ -252,7 +243,7 @@ async fn inactive_user_cannot_log_in() {
         let client = app.state.registry.get().await.unwrap();
         client.execute("UPDATE users SET active = false WHERE id = $1", &[&id]).await.unwrap();
     }
-    let r = login_reply(&app, "xena", USER_PASSWORD).await;
+    let r = app.login_reply("xena", USER_PASSWORD).await;
     assert_eq!(r.status, 401, "{}", r.text);
     assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
 }
@@ -287,7 +278,7 @@ async fn profile_returns_the_current_user() {
     let r = reply(app.request(Method::GET, PROFILE, None)).await;
     assert_eq!(r.status, 200, "{}", r.text);
     let data = &r.body["data"];
-    assert_eq!(data["id"], admin_id(&app).await);
+    assert_eq!(data["id"], app.admin_id().await);
     assert_eq!(data["username"], "admin");
     assert_eq!(data["default_branch_id"], main);
     assert!(data["name"].as_str().is_some_and(|n| !n.is_empty()), "{data}");
@@ -335,7 +326,7 @@ async fn profile_update_validates_and_persists() {
     let (_, body) = send(app.request_as(&token, Method::GET, PROFILE, None)).await;
     assert_eq!(body["data"]["name"], "Zara Zed");
     assert_eq!(body["data"]["email"], "zara.zed@example.test");
-    let r = login_reply(&app, "zara", USER_PASSWORD).await;
+    let r = app.login_reply("zara", USER_PASSWORD).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["data"]["user"]["name"], "Zara Zed");
     assert_eq!(r.body["data"]["user"]["email"], "zara.zed@example.test");
@@ -373,7 +364,7 @@ async fn switch_branch_validates_checks_access_and_changes_the_default() {
     assert!(r.body["message"].as_str().is_some_and(|m| !m.is_empty()), "{}", r.text);
     let (_, body) = send(app.request_as(&token, Method::GET, PROFILE, None)).await;
     assert_eq!(body["data"]["default_branch_id"], east);
-    let r = login_reply(&app, "sam", USER_PASSWORD).await;
+    let r = app.login_reply("sam", USER_PASSWORD).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["data"]["user"]["default_branch_id"], east);
     // And back.
@@ -418,7 +409,7 @@ async fn my_branches_lists_only_granted_active_branches() {
     let r = reply(app.request_as(&token, Method::GET, MY_BRANCHES, None)).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(ids_of(&r.body["data"]), BTreeSet::from([main, b1]), "archived branch left: {}", r.text);
-    let r = login_reply(&app, "uma", USER_PASSWORD).await;
+    let r = app.login_reply("uma", USER_PASSWORD).await;
     assert_eq!(ids_of(&r.body["data"]["branches"]), BTreeSet::from([main, b1]), "{}", r.text);
     // The admin's list too.
     let r = reply(app.request(Method::GET, MY_BRANCHES, None)).await;
@@ -674,16 +665,16 @@ async fn password_reset_full_flow() {
     assert_invalid(&r, &["password"]);
     // Refusals changed nothing: the old password and tokens still work.
     assert_eq!(status_of(&app, &before1).await, 200);
-    assert_eq!(login_reply(&app, "rosa", USER_PASSWORD).await.status, 200);
+    assert_eq!(app.login_reply("rosa", USER_PASSWORD).await.status, 200);
 
     let r = post_public(&app, RESET_PASSWORD, reset(&code, new_password, new_password)).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert!(r.body["message"].as_str().is_some_and(|m| !m.is_empty()), "{}", r.text);
 
-    let r = login_reply(&app, "rosa", USER_PASSWORD).await;
+    let r = app.login_reply("rosa", USER_PASSWORD).await;
     assert_eq!(r.status, 401, "the old password still logs in: {}", r.text);
     assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
-    let r = login_reply(&app, "rosa", new_password).await;
+    let r = app.login_reply("rosa", new_password).await;
     assert_eq!(r.status, 200, "the new password does not log in: {}", r.text);
     let after = r.body["data"]["token"].as_str().unwrap().to_owned();
     for token in [&before1, &before2] {
@@ -698,7 +689,7 @@ async fn password_reset_full_flow() {
     assert_invalid(&r, &["code"]);
     let r = post_public(&app, VERIFY_CODE, json!({ "email": email, "code": code })).await;
     assert_invalid(&r, &["code"]);
-    assert_eq!(login_reply(&app, "rosa", new_password).await.status, 200);
+    assert_eq!(app.login_reply("rosa", new_password).await.status, 200);
 }
 
 #[tokio::test]
@@ -743,7 +734,7 @@ async fn a_new_reset_code_replaces_the_old_one() {
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.text);
-    assert_eq!(login_reply(&app, "nora", password).await.status, 200);
+    assert_eq!(app.login_reply("nora", password).await.status, 200);
 }
 
 #[tokio::test]
@@ -794,8 +785,8 @@ async fn five_wrong_tries_burn_the_code() {
     )
     .await;
     assert_invalid(&r, &["code"]);
-    assert_eq!(login_reply(&app, "bruno", USER_PASSWORD).await.status, 200, "the password is unchanged");
-    assert_eq!(login_reply(&app, "bruno", password).await.status, 401);
+    assert_eq!(app.login_reply("bruno", USER_PASSWORD).await.status, 200, "the password is unchanged");
+    assert_eq!(app.login_reply("bruno", password).await.status, 401);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -911,8 +902,8 @@ async fn password_reset_through_an_smtp_server() {
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.text);
-    assert_eq!(login_reply(&app, "sofia", password).await.status, 200);
-    assert_eq!(login_reply(&app, "sofia", USER_PASSWORD).await.status, 401);
+    assert_eq!(app.login_reply("sofia", password).await.status, 200);
+    assert_eq!(app.login_reply("sofia", USER_PASSWORD).await.status, 401);
     let r = reply(app.request_as(&before, Method::GET, PROFILE, None)).await;
     assert_error(&r, 401, "unauthenticated");
     // An unknown address sends nothing.
@@ -946,7 +937,7 @@ async fn change_password_validates_and_ends_other_sessions_only() {
     assert_invalid(&reply(change(USER_PASSWORD, new_password, "different-password")).await, &["password"]);
     assert_invalid(&reply(change(USER_PASSWORD, "short", "short")).await, &["password"]);
     assert_eq!(status_of(&app, &other).await, 200, "refusals end no session");
-    assert_eq!(login_reply(&app, "carl", USER_PASSWORD).await.status, 200, "refusals change nothing");
+    assert_eq!(app.login_reply("carl", USER_PASSWORD).await.status, 200, "refusals change nothing");
 
     let r = reply(change(USER_PASSWORD, new_password, new_password)).await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -954,8 +945,8 @@ async fn change_password_validates_and_ends_other_sessions_only() {
     assert_eq!(status_of(&app, &current).await, 200, "the current token goes on");
     let r = reply(app.request_as(&other, Method::GET, PROFILE, None)).await;
     assert_error(&r, 401, "unauthenticated");
-    assert_eq!(login_reply(&app, "carl", new_password).await.status, 200);
-    let r = login_reply(&app, "carl", USER_PASSWORD).await;
+    assert_eq!(app.login_reply("carl", new_password).await.status, 200);
+    let r = app.login_reply("carl", USER_PASSWORD).await;
     assert_eq!(r.status, 401, "{}", r.text);
     assert_eq!(status_of(&app, &app.admin_token).await, 200, "other users keep their sessions");
 }
@@ -970,12 +961,12 @@ async fn sixth_login_a_minute_from_one_ip_is_429() {
     let app = TestApp::spawn().await;
     for i in 2..=5u32 {
         let password = if i % 2 == 0 { "wrong-password-1" } else { crate::support::ADMIN_PASSWORD };
-        let r = login_reply(&app, "admin", password).await;
+        let r = app.login_reply("admin", password).await;
         assert_eq!(r.status, if i % 2 == 0 { 401 } else { 200 }, "login {i}: {}", r.text);
         assert_eq!(r.header("x-ratelimit-limit"), Some("5"), "login {i}");
         assert_eq!(r.header("x-ratelimit-remaining"), Some((5 - i).to_string().as_str()), "login {i}");
     }
-    let r = login_reply(&app, "admin", crate::support::ADMIN_PASSWORD).await;
+    let r = app.login_reply("admin", crate::support::ADMIN_PASSWORD).await;
     assert_rate_limited(&r, 5);
     assert!(r.body["data"].is_null(), "no token past the limit: {}", r.text);
     // The authenticated API is not limited by it.
@@ -1008,7 +999,7 @@ async fn password_reset_routes_share_one_bucket_per_ip() {
     let r = post_public(&app, VERIFY_CODE, json!({ "email": "ghost1@example.test", "code": "123456" })).await;
     assert_rate_limited(&r, 5);
     // Logging in has its own bucket.
-    assert_eq!(login_reply(&app, "admin", crate::support::ADMIN_PASSWORD).await.status, 200);
+    assert_eq!(app.login_reply("admin", crate::support::ADMIN_PASSWORD).await.status, 200);
 }
 
 #[tokio::test]
@@ -1030,7 +1021,7 @@ async fn change_password_is_limited_per_user() {
     }
     let r = reply(change(&alice, USER_PASSWORD)).await;
     assert_rate_limited(&r, 5);
-    assert_eq!(login_reply(&app, "alice", USER_PASSWORD).await.status, 200, "the 429 changed nothing");
+    assert_eq!(app.login_reply("alice", USER_PASSWORD).await.status, 200, "the 429 changed nothing");
     // Another user is not limited by alice's tries.
     let r = reply(change(&bob, USER_PASSWORD)).await;
     assert_eq!(r.status, 200, "{}", r.text);

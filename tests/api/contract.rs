@@ -36,15 +36,6 @@ fn param<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
     pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
-async fn login_reply(app: &TestApp, username: &str, password: &str) -> Reply {
-    reply(app.http.post(app.url(LOGIN)).json(&json!({ "username": username, "password": password }))).await
-}
-
-async fn admin_id(app: &TestApp) -> i64 {
-    let client = app.state.registry.get().await.unwrap();
-    client.query_one("SELECT id FROM users WHERE username = 'admin'", &[]).await.unwrap().get(0)
-}
-
 async fn new_visit(app: &TestApp, branch: i64, patient: i64) -> i64 {
     let (status, body) = send(
         app.request(Method::POST, "/api/v1/patient-visits", Some(branch))
@@ -696,7 +687,7 @@ async fn garbage_or_wrong_tokens_are_401() {
 #[tokio::test]
 async fn login_with_wrong_password_is_401_exactly_invalid_credentials() {
     let app = TestApp::spawn().await;
-    let r = login_reply(&app, "admin", "not-the-password").await;
+    let r = app.login_reply("admin", "not-the-password").await;
     assert_eq!(r.status, 401, "{}", r.text);
     assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
     assert!(r.header("content-type").unwrap_or_default().starts_with("application/json"));
@@ -705,7 +696,7 @@ async fn login_with_wrong_password_is_401_exactly_invalid_credentials() {
 #[tokio::test]
 async fn login_with_unknown_user_is_the_same_401() {
     let app = TestApp::spawn().await;
-    let r = login_reply(&app, "nobody-here", crate::support::ADMIN_PASSWORD).await;
+    let r = app.login_reply("nobody-here", crate::support::ADMIN_PASSWORD).await;
     assert_eq!(r.status, 401, "{}", r.text);
     assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
 }
@@ -718,7 +709,7 @@ async fn login_with_the_email_as_username_is_401() {
         client.query_one("SELECT email FROM users WHERE username = 'admin'", &[]).await.unwrap().get(0)
     };
     assert!(email.contains('@'));
-    let r = login_reply(&app, &email, crate::support::ADMIN_PASSWORD).await;
+    let r = app.login_reply(&email, crate::support::ADMIN_PASSWORD).await;
     assert_eq!(r.status, 401, "{}", r.text);
     assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
 }
@@ -727,8 +718,8 @@ async fn login_with_the_email_as_username_is_401() {
 async fn login_returns_user_token_and_branches() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
-    let admin = admin_id(&app).await;
-    let r = login_reply(&app, "admin", crate::support::ADMIN_PASSWORD).await;
+    let admin = app.admin_id().await;
+    let r = app.login_reply("admin", crate::support::ADMIN_PASSWORD).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert!(r.body["message"].as_str().is_some_and(|m| !m.is_empty()));
     let data = &r.body["data"];
@@ -828,11 +819,11 @@ async fn logout_revokes_the_token_on_every_instance() {
 async fn login_is_rate_limited_per_client_ip() {
     // The harness logged in once already: that is the first of three.
     let app = TestApp::spawn_with(|s| s.rate_limit_login = 3).await;
-    let r = login_reply(&app, "admin", "wrong-password").await;
+    let r = app.login_reply("admin", "wrong-password").await;
     assert_eq!(r.status, 401, "{}", r.text);
-    let r = login_reply(&app, "admin", crate::support::ADMIN_PASSWORD).await;
+    let r = app.login_reply("admin", crate::support::ADMIN_PASSWORD).await;
     assert_eq!(r.status, 200, "{}", r.text);
-    let r = login_reply(&app, "admin", crate::support::ADMIN_PASSWORD).await;
+    let r = app.login_reply("admin", crate::support::ADMIN_PASSWORD).await;
     assert_error(&r, 429, "rate_limited");
     let retry_after: u64 =
         r.header("retry-after").expect("Retry-After").parse().expect("Retry-After in seconds");
@@ -1108,7 +1099,7 @@ async fn concurrent_creates_get_distinct_well_formed_pins() {
 async fn complaint_writes_are_audited_with_before_and_after() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
-    let admin = admin_id(&app).await;
+    let admin = app.admin_id().await;
     let patient = id_of(&new_patient(&app, main, "Ana", "Cruz", "female").await);
     let visit = new_visit(&app, main, patient).await;
     let (status, body) = send(
@@ -1175,7 +1166,7 @@ async fn patient_views(app: &TestApp, branch: i64) -> Vec<(Option<i64>, Option<i
 async fn reading_a_patient_is_audited_as_a_view() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
-    let admin = admin_id(&app).await;
+    let admin = app.admin_id().await;
     let patient = id_of(&new_patient(&app, main, "Ana", "Cruz", "female").await);
     assert!(patient_views(&app, main).await.is_empty());
     let (status, body) = send(app.request(Method::GET, &format!("{PATIENTS}/{patient}"), Some(main))).await;

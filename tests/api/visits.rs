@@ -64,11 +64,6 @@ fn with_medicine<'a>(path: &str, fields: &[&'a str]) -> Vec<&'a str> {
     all
 }
 
-async fn admin_id(app: &TestApp) -> i64 {
-    let client = app.state.registry.get().await.unwrap();
-    client.query_one("SELECT id FROM users WHERE username = 'admin'", &[]).await.unwrap().get(0)
-}
-
 /// A branch NORTH with three patients and three visits; returns (branch, patient id, visit
 /// id) of ids that exist there but not in a MAIN holding fewer than three of each.
 async fn other_branch(app: &TestApp) -> (i64, i64, i64) {
@@ -915,7 +910,7 @@ async fn certificate_date_range_with_a_bad_date_or_end_before_start_is_422() {
 async fn patient_writes_are_listed_newest_first_with_before_and_after() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
-    let admin = admin_id(&app).await;
+    let admin = app.admin_id().await;
     let p = patient(&app, main, "Ana", "Cruz").await;
     let r = app.put(&format!("{PATIENTS}/{p}"), Some(main), json!({ "first_name": "Ann" })).await;
     assert_status(&r, 200);
@@ -996,7 +991,7 @@ async fn opening_a_patient_is_audited_as_a_view_by_its_reader() {
 async fn exporting_patients_is_audited() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
-    let admin = admin_id(&app).await;
+    let admin = app.admin_id().await;
     patient(&app, main, "Ana", "Cruz").await;
     let r = reply(
         app.http
@@ -1017,7 +1012,7 @@ async fn exporting_patients_is_audited() {
 async fn audit_log_filters_each_narrow_the_result() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
-    let admin = admin_id(&app).await;
+    let admin = app.admin_id().await;
     let (doctor, token) = app.create_user("doc1", &["doctor"], &[main]).await;
     let ana = patient(&app, main, "Ana", "Cruz").await; // admin: create
     let r = reply(app.request_as(&token, Method::POST, PATIENTS, Some(main)).json(&json!({
