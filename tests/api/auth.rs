@@ -6,12 +6,10 @@ use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::support::smtp::{SmtpReceiver, reset_code_in};
 use crate::support::{Reply, TestApp, assert_error, assert_invalid, reply, send};
 use reqwest::Method;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
 
 const LOGIN: &str = "/api/v1/auth/login";
 const LOGOUT: &str = "/api/v1/auth/logout";
@@ -103,13 +101,6 @@ impl Drop for TempDir {
     }
 }
 
-/// The 6-digit code of a reset mail ("Your password reset code is NNNNNN").
-fn code_in(mail: &str) -> Option<String> {
-    let at = mail.find("reset code is ")? + "reset code is ".len();
-    let code: String = mail[at..].chars().take(6).collect();
-    (code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit())).then_some(code)
-}
-
 /// Waits (up to 10 s) for a mail file in `<var_dir>/mail` not in `seen`, holding a code;
 /// returns (file text, code).
 async fn next_mail(var_dir: &Path, seen: &mut HashSet<PathBuf>) -> (String, String) {
@@ -124,7 +115,7 @@ async fn next_mail(var_dir: &Path, seen: &mut HashSet<PathBuf>) -> (String, Stri
             fresh.sort();
             if let Some(path) = fresh.first() {
                 let text = std::fs::read_to_string(path).unwrap_or_default();
-                if let Some(code) = code_in(&text) {
+                if let Some(code) = reset_code_in(&text) {
                     seen.insert(path.clone());
                     return (text, code);
                 }
@@ -581,11 +572,16 @@ async fn reset_code_answers_alike_for_known_and_unknown_emails_and_validates_the
     .await;
     assert_invalid(&r, &["email"]);
 
-    let (mail, code) = next_mail(&dir.0, &mut HashSet::new()).await;
+    let mut seen = HashSet::new();
+    let (mail, code) = next_mail(&dir.0, &mut seen).await;
     assert!(mail.contains("rita@example.test"), "mail not addressed to the user: {mail}");
     assert_eq!(code.len(), 6);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(eml_count(&dir.0), 1, "only the known address gets a mail");
+    // Only the known address gets a mail: the next one to arrive is the one asked for last.
+    let r = post_public(&app, RESET_CODE, json!({ "email": "rita@example.test" })).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let (mail, _) = next_mail(&dir.0, &mut seen).await;
+    assert!(mail.contains("rita@example.test"), "a mail for an unknown address: {mail}");
+    assert_eq!(eml_count(&dir.0), 2, "only the known address gets a mail");
 }
 
 #[tokio::test]
@@ -793,104 +789,24 @@ async fn five_wrong_tries_burn_the_code() {
 // Password reset through a real SMTP server
 // ---------------------------------------------------------------------------------------
 
-struct Mail {
-    from: String,
-    to: Vec<String>,
-    data: String,
-}
-
-/// A minimal SMTP server that accepts everything and hands each message over.
-async fn smtp_sink() -> (u16, mpsc::UnboundedReceiver<Mail>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                let _ = smtp_session(stream, tx).await;
-            });
-        }
-    });
-    (port, rx)
-}
-
-fn angle_address(line: &str) -> String {
-    match (line.find('<'), line.find('>')) {
-        (Some(start), Some(end)) if start < end => line[start + 1..end].to_owned(),
-        _ => line.split_once(':').map(|(_, a)| a.trim().to_owned()).unwrap_or_default(),
-    }
-}
-
-async fn smtp_session(stream: TcpStream, tx: mpsc::UnboundedSender<Mail>) -> std::io::Result<()> {
-    let (read, mut write) = stream.into_split();
-    let mut lines = BufReader::new(read).lines();
-    write.write_all(b"220 localhost test sink\r\n").await?;
-    let mut from = String::new();
-    let mut to = Vec::new();
-    while let Some(line) = lines.next_line().await? {
-        let verb = line.split_whitespace().next().unwrap_or_default().to_ascii_uppercase();
-        let answer: &[u8] = match verb.as_str() {
-            "EHLO" => b"250-localhost\r\n250 OK\r\n",
-            "HELO" => b"250 localhost\r\n",
-            "MAIL" => {
-                from = angle_address(&line);
-                b"250 OK\r\n"
-            }
-            "RCPT" => {
-                to.push(angle_address(&line));
-                b"250 OK\r\n"
-            }
-            "RSET" => {
-                from.clear();
-                to.clear();
-                b"250 OK\r\n"
-            }
-            "NOOP" => b"250 OK\r\n",
-            "DATA" => {
-                write.write_all(b"354 End data with <CR><LF>.<CR><LF>\r\n").await?;
-                let mut data = String::new();
-                while let Some(line) = lines.next_line().await? {
-                    if line == "." {
-                        break;
-                    }
-                    data.push_str(line.strip_prefix('.').unwrap_or(&line));
-                    data.push('\n');
-                }
-                let _ = tx.send(Mail { from: std::mem::take(&mut from), to: std::mem::take(&mut to), data });
-                b"250 OK queued\r\n"
-            }
-            "QUIT" => {
-                write.write_all(b"221 Bye\r\n").await?;
-                return Ok(());
-            }
-            _ => b"502 Command not implemented\r\n",
-        };
-        write.write_all(answer).await?;
-    }
-    Ok(())
-}
-
 #[tokio::test]
 async fn password_reset_through_an_smtp_server() {
-    let (port, mut inbox) = smtp_sink().await;
+    let smtp = SmtpReceiver::start().await;
+    let url = smtp.url.clone();
     let app = TestApp::spawn_with(|s| {
         relax(s);
-        s.smtp_url = Some(format!("smtp://127.0.0.1:{port}"));
+        s.smtp_url = Some(url);
     })
     .await;
     let (_, before) = app.create_user("sofia", &["nurse"], &[]).await;
     let email = "sofia@example.test";
     let r = post_public(&app, RESET_CODE, json!({ "email": email })).await;
     assert_eq!(r.status, 200, "{}", r.text);
-    let mail = tokio::time::timeout(Duration::from_secs(10), inbox.recv())
-        .await
-        .expect("no message reached the SMTP server within 10 s")
-        .expect("SMTP sink closed");
-    assert_eq!(mail.to, vec![email.to_owned()], "recipient");
-    assert!(mail.from.contains('@'), "envelope sender {:?}", mail.from);
-    assert!(mail.data.contains("Subject:"), "{}", mail.data);
-    let code = code_in(&mail.data).unwrap_or_else(|| panic!("no code in the message: {}", mail.data));
+    let mail = smtp.wait_for(1).await.remove(0);
+    assert_eq!(mail.recipients, vec![email.to_owned()], "recipient");
+    assert!(mail.sender.contains('@'), "envelope sender {:?}", mail.sender);
+    assert!(mail.text.contains("Subject:"), "{}", mail.text);
+    let code = reset_code_in(&mail.text).unwrap_or_else(|| panic!("no code in the message: {}", mail.text));
 
     let r = post_public(&app, VERIFY_CODE, json!({ "email": email, "code": code })).await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -906,11 +822,14 @@ async fn password_reset_through_an_smtp_server() {
     assert_eq!(app.login_reply("sofia", USER_PASSWORD).await.status, 401);
     let r = reply(app.request_as(&before, Method::GET, PROFILE, None)).await;
     assert_error(&r, 401, "unauthenticated");
-    // An unknown address sends nothing.
+    // An unknown address sends nothing: the next mail to arrive is the one asked for after it.
     let r = post_public(&app, RESET_CODE, json!({ "email": "ghost@example.test" })).await;
     assert_eq!(r.status, 200, "{}", r.text);
-    let nothing = tokio::time::timeout(Duration::from_millis(700), inbox.recv()).await;
-    assert!(nothing.is_err(), "a message was sent for an unknown address");
+    let r = post_public(&app, RESET_CODE, json!({ "email": email })).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let mails = smtp.wait_for(2).await;
+    assert_eq!(mails.len(), 2, "a message was sent for an unknown address: {mails:?}");
+    assert_eq!(mails[1].recipients, vec![email.to_owned()], "a message was sent for an unknown address");
 }
 
 // ---------------------------------------------------------------------------------------

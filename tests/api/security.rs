@@ -12,7 +12,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::smtp::SmtpReceiver;
+use crate::support::smtp::{SmtpReceiver, reset_code_in};
 use crate::support::{Reply, TestApp, assert_error, assert_invalid, assert_status, id_of, reply};
 
 const RESET_CODE: &str = "/api/v1/auth/reset-code";
@@ -64,8 +64,7 @@ async fn reset_codes_of(app: &TestApp, user: i64) -> i64 {
 
 /// The code in a reset mail ("... reset code is NNNNNN").
 fn code_in(text: &str) -> String {
-    let at = text.find("reset code is ").expect("a reset code in the mail") + "reset code is ".len();
-    text[at..at + 6].to_owned()
+    reset_code_in(text).unwrap_or_else(|| panic!("no reset code in the mail: {text}"))
 }
 
 fn other_code(code: &str) -> String {
