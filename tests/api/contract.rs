@@ -768,17 +768,6 @@ async fn logout_revokes_that_token_at_once_and_only_that_token() {
     assert_eq!(r.status, 200, "{}", r.text);
 }
 
-#[tokio::test]
-async fn tokens_expire_when_an_expiry_is_configured() {
-    let app = TestApp::spawn_with(|s| s.token_expiry = Some(std::time::Duration::from_secs(2))).await;
-    let main = app.main_branch().await;
-    let r = list_patients(&app, main, "").await;
-    assert_eq!(r.status, 200, "a fresh token works: {}", r.text);
-    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
-    let r = list_patients(&app, main, "").await;
-    assert_error(&r, 401, "unauthenticated");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logout_revokes_the_token_on_every_instance() {
     let app = TestApp::spawn().await;
