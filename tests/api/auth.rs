@@ -12,6 +12,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 const LOGIN: &str = "/api/v1/auth/login";
+const PATIENTS: &str = "/api/v1/patients";
 const LOGOUT: &str = "/api/v1/auth/logout";
 const PROFILE: &str = "/api/v1/auth/profile";
 const SWITCH: &str = "/api/v1/auth/switch-branch";
@@ -187,7 +188,9 @@ async fn login_with_an_email_field_instead_of_username_does_not_log_in() {
 async fn wrong_password_and_unknown_user_are_401_exactly_invalid_credentials() {
     let app = spawn_relaxed().await;
     app.create_user("wendy", &["nurse"], &[]).await;
-    for (user, password) in [("wendy", "wrong-password-9"), ("nobody-at-all", USER_PASSWORD)] {
+    let tries =
+        [("wendy", "wrong-password-9"), ("admin", "not-the-password"), ("nobody-at-all", USER_PASSWORD)];
+    for (user, password) in tries {
         let r = app.login_reply(user, password).await;
         assert_eq!(r.status, 401, "{user}: {}", r.text);
         assert_eq!(r.body, json!({ "message": "Invalid credentials" }), "{user}");
@@ -415,10 +418,15 @@ async fn my_branches_lists_only_granted_active_branches() {
 #[tokio::test]
 async fn logout_revokes_only_the_presented_token() {
     let app = spawn_relaxed().await;
-    let (_, first) = app.create_user("lou", &["nurse"], &[]).await;
+    let main = app.main_branch().await;
+    let (_, first) = app.create_user("lou", &["nurse"], &[main]).await;
     let second = app.login("lou", USER_PASSWORD).await;
-    assert_eq!(status_of(&app, &first).await, 200);
-    assert_eq!(status_of(&app, &second).await, 200);
+    // Both are cached as valid before the logout, on an auth route and on a branch route.
+    for token in [&first, &second] {
+        assert_eq!(status_of(&app, token).await, 200);
+        let r = reply(app.request_as(token, Method::GET, PATIENTS, Some(main))).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
 
     let r = reply(app.request_as(&first, Method::POST, LOGOUT, None)).await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -426,10 +434,16 @@ async fn logout_revokes_only_the_presented_token() {
 
     let r = reply(app.request_as(&first, Method::GET, PROFILE, None)).await;
     assert_error(&r, 401, "unauthenticated");
+    let r = reply(app.request_as(&first, Method::GET, PATIENTS, Some(main))).await;
+    assert_error(&r, 401, "unauthenticated");
     let r = reply(app.request_as(&first, Method::POST, LOGOUT, None)).await;
     assert_error(&r, 401, "unauthenticated");
     assert_eq!(status_of(&app, &second).await, 200, "the user's other token still works");
+    let r = reply(app.request_as(&second, Method::GET, PATIENTS, Some(main))).await;
+    assert_eq!(r.status, 200, "the user's other token still works in a branch: {}", r.text);
     assert_eq!(status_of(&app, &app.admin_token).await, 200, "other users are untouched");
+    let r = app.get(PATIENTS, Some(main)).await;
+    assert_eq!(r.status, 200, "other users are untouched in a branch: {}", r.text);
     let (first_id, _) = first.split_once('|').unwrap();
     let client = app.state.registry.get().await.unwrap();
     let left: i64 = client
@@ -462,7 +476,7 @@ async fn tokens_expire_after_the_configured_expiry() {
     let id: i64 = token.split_once('|').unwrap().0.parse().unwrap();
     let r = reply(app.request_as(&token, Method::GET, PROFILE, None)).await;
     assert_eq!(r.status, 200, "a fresh token works: {}", r.text);
-    let r = reply(app.request_as(&token, Method::GET, "/api/v1/patients", Some(main))).await;
+    let r = reply(app.request_as(&token, Method::GET, PATIENTS, Some(main))).await;
     assert_eq!(r.status, 200, "a fresh token works in a branch: {}", r.text);
     {
         let client = app.state.registry.get().await.unwrap();
@@ -491,7 +505,7 @@ async fn tokens_expire_after_the_configured_expiry() {
     app.state.forget(&[clinic_server::notify::Topic::Token(id)]).await;
     let r = reply(app.request_as(&token, Method::GET, PROFILE, None)).await;
     assert_error(&r, 401, "unauthenticated");
-    let r = reply(app.request_as(&token, Method::GET, "/api/v1/patients", Some(main))).await;
+    let r = reply(app.request_as(&token, Method::GET, PATIENTS, Some(main))).await;
     assert_error(&r, 401, "unauthenticated");
     assert_eq!(status_of(&app, &app.admin_token).await, 200, "another token keeps its own expiry");
 }
@@ -1022,24 +1036,6 @@ async fn profile_and_branch_routes_count_toward_the_general_api_limit() {
     let r = reply(app.request(Method::GET, MY_BRANCHES, None)).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.header("x-ratelimit-limit"), Some("1000"));
-}
-
-// ---------------------------------------------------------------------------------------
-// Branch context (rule 5)
-// ---------------------------------------------------------------------------------------
-
-#[tokio::test]
-async fn branch_routes_need_the_header_and_access_to_that_branch() {
-    let app = spawn_relaxed().await;
-    let main = app.main_branch().await;
-    let other = app.create_branch("ELSE").await;
-    let (_, token) = app.create_user("nick", &["nurse"], &[main]).await;
-    let r = reply(app.request_as(&token, Method::GET, "/api/v1/patients", None)).await;
-    assert_error(&r, 400, "branch_required");
-    let r = reply(app.request_as(&token, Method::GET, "/api/v1/patients", Some(other))).await;
-    assert_eq!(r.status, 403, "{}", r.text);
-    let r = reply(app.request_as(&token, Method::GET, "/api/v1/patients", Some(main))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
 }
 
 #[tokio::test]

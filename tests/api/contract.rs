@@ -685,36 +685,6 @@ async fn garbage_or_wrong_tokens_are_401() {
 }
 
 #[tokio::test]
-async fn login_with_wrong_password_is_401_exactly_invalid_credentials() {
-    let app = TestApp::spawn().await;
-    let r = app.login_reply("admin", "not-the-password").await;
-    assert_eq!(r.status, 401, "{}", r.text);
-    assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
-    assert!(r.header("content-type").unwrap_or_default().starts_with("application/json"));
-}
-
-#[tokio::test]
-async fn login_with_unknown_user_is_the_same_401() {
-    let app = TestApp::spawn().await;
-    let r = app.login_reply("nobody-here", crate::support::ADMIN_PASSWORD).await;
-    assert_eq!(r.status, 401, "{}", r.text);
-    assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
-}
-
-#[tokio::test]
-async fn login_with_the_email_as_username_is_401() {
-    let app = TestApp::spawn().await;
-    let email: String = {
-        let client = app.state.registry.get().await.unwrap();
-        client.query_one("SELECT email FROM users WHERE username = 'admin'", &[]).await.unwrap().get(0)
-    };
-    assert!(email.contains('@'));
-    let r = app.login_reply(&email, crate::support::ADMIN_PASSWORD).await;
-    assert_eq!(r.status, 401, "{}", r.text);
-    assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
-}
-
-#[tokio::test]
 async fn login_returns_user_token_and_branches() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
@@ -740,31 +710,6 @@ async fn login_returns_user_token_and_branches() {
     assert!(main_entry["name"].as_str().is_some_and(|n| !n.is_empty()));
     // The token works.
     let r = reply(app.request_as(token, Method::GET, PATIENTS, Some(main))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
-}
-
-#[tokio::test]
-async fn logout_revokes_that_token_at_once_and_only_that_token() {
-    let app = TestApp::spawn().await;
-    let main = app.main_branch().await;
-    let first = app.login("admin", crate::support::ADMIN_PASSWORD).await;
-    let second = app.login("admin", crate::support::ADMIN_PASSWORD).await;
-    // Both are cached as valid before the logout.
-    for token in [&first, &second] {
-        let r = reply(app.request_as(token, Method::GET, PATIENTS, Some(main))).await;
-        assert_eq!(r.status, 200, "{}", r.text);
-    }
-    let r = reply(app.request_as(&first, Method::POST, "/api/v1/auth/logout", None)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    assert!(r.body["message"].as_str().is_some_and(|m| !m.is_empty()), "{}", r.body);
-
-    let r = reply(app.request_as(&first, Method::GET, PATIENTS, Some(main))).await;
-    assert_error(&r, 401, "unauthenticated");
-    let r = reply(app.request_as(&first, Method::POST, "/api/v1/auth/logout", None)).await;
-    assert_error(&r, 401, "unauthenticated");
-    let r = reply(app.request_as(&second, Method::GET, PATIENTS, Some(main))).await;
-    assert_eq!(r.status, 200, "another token of the same user still works: {}", r.text);
-    let r = list_patients(&app, main, "").await;
     assert_eq!(r.status, 200, "{}", r.text);
 }
 
@@ -864,6 +809,10 @@ async fn api_requests_are_rate_limited_per_user() {
 async fn branch_route_without_branch_header_is_400_branch_required() {
     let app = TestApp::spawn().await;
     assert_error(&reply(app.request(Method::GET, PATIENTS, None)).await, 400, "branch_required");
+    let main = app.main_branch().await;
+    let (_, nurse) = app.create_user("nurse1", &["nurse"], &[main]).await;
+    let r = reply(app.request_as(&nurse, Method::GET, PATIENTS, None)).await;
+    assert_error(&r, 400, "branch_required");
     let r = reply(app.request(Method::POST, PATIENTS, None).json(&json!({ "first_name": "A" }))).await;
     assert_error(&r, 400, "branch_required");
     let r = reply(app.request(Method::GET, PATIENTS, None).header("x-branch-id", "")).await;
