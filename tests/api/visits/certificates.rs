@@ -3,28 +3,21 @@
 use super::*;
 
 #[tokio::test]
-async fn certificate_number_sent_as_null_or_empty_is_generated_or_a_422_never_a_500() {
+async fn certificate_number_sent_as_null_or_empty_is_generated_on_create_and_422_on_update() {
     let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
     for blank in [json!(null), json!(""), json!("   ")] {
         let r = app
             .post(CERTIFICATES, Some(main), json!({ "patient_visit_id": v, "certificate_number": blank }))
             .await;
-        match r.status {
-            201 => {
-                let number = r.body["data"]["certificate_number"].as_str().unwrap_or_default();
-                assert!(number.starts_with("MC-MAIN-"), "{blank}: {}", r.body);
-            }
-            _ => assert_invalid(&r, &["certificate_number"]),
-        }
+        assert_eq!(r.status, 201, "{blank}: {}", r.text);
+        let number = r.body["data"]["certificate_number"].as_str().unwrap_or_default();
+        assert!(number.starts_with("MC-MAIN-"), "{blank}: {}", r.body);
     }
     let c = app.created(CERTIFICATES, Some(main), json!({ "patient_visit_id": v })).await;
     let r = app
         .put(&format!("{CERTIFICATES}/{}", id_of(&c)), Some(main), json!({ "certificate_number": null }))
         .await;
-    match r.status {
-        200 => assert_eq!(r.body["data"]["certificate_number"], c["certificate_number"], "{}", r.body),
-        _ => assert_invalid(&r, &["certificate_number"]),
-    }
+    assert_invalid(&r, &["certificate_number"]);
 }
 
 #[tokio::test]
@@ -33,10 +26,8 @@ async fn certificate_issued_on_defaults_to_today_even_when_sent_as_null() {
     let c = app.created(CERTIFICATES, Some(main), json!({ "patient_visit_id": v })).await;
     assert_eq!(c["issued_on"], today().to_string(), "{c}");
     let r = app.post(CERTIFICATES, Some(main), json!({ "patient_visit_id": v, "issued_on": null })).await;
-    match r.status {
-        201 => assert_eq!(r.body["data"]["issued_on"], today().to_string(), "{}", r.body),
-        _ => assert_invalid(&r, &["issued_on"]),
-    }
+    assert_status(&r, 201);
+    assert_eq!(r.body["data"]["issued_on"], today().to_string(), "{}", r.body);
 }
 
 #[tokio::test]
