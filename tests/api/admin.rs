@@ -12,7 +12,6 @@ const ROLES: &str = "/api/v1/roles";
 const USERS: &str = "/api/v1/users";
 const PERMISSIONS: &str = "/api/v1/permissions";
 const PATIENTS: &str = "/api/v1/patients";
-const LOGIN: &str = "/api/v1/auth/login";
 const USER_PASSWORD: &str = "user-password-1";
 const DEFAULT_ROLES: [&str; 6] = ["admin", "cashier", "doctor", "nurse", "pharmacist", "receptionist"];
 
@@ -30,18 +29,9 @@ async fn spawn() -> TestApp {
     TestApp::spawn_with(|s| s.rate_limit_login = 1000).await
 }
 
-async fn admin_id(app: &TestApp) -> i64 {
-    let client = app.state.registry.get().await.unwrap();
-    client.query_one("SELECT id FROM users WHERE username = 'admin'", &[]).await.unwrap().get(0)
-}
-
 async fn role_id(app: &TestApp, name: &str) -> i64 {
     let client = app.state.registry.get().await.unwrap();
     client.query_one("SELECT id FROM roles WHERE name = $1", &[&name]).await.unwrap().get(0)
-}
-
-async fn login_reply(app: &TestApp, username: &str, password: &str) -> Reply {
-    reply(app.http.post(app.url(LOGIN)).json(&json!({ "username": username, "password": password }))).await
 }
 
 async fn profile_status(app: &TestApp, token: &str) -> u16 {
@@ -91,7 +81,7 @@ async fn new_service(app: &TestApp, branch: i64, name: &str, code: &str) -> i64 
 async fn admin_routes_are_403_without_admin_access_and_401_without_a_token() {
     let app = spawn().await;
     let main = app.main_branch().await;
-    let admin = admin_id(&app).await;
+    let admin = app.admin_id().await;
     let nurse_role = role_id(&app, "nurse").await;
     let admin_role = role_id(&app, "admin").await;
     let (doctor_id, doctor) = app.create_user("doc", &["doctor"], &[main]).await;
@@ -490,7 +480,7 @@ async fn branch_delete_archives_and_keeps_the_schema() {
         assert!(!ids(&r.body["data"]).contains(&id), "archived branch listed: {}", r.text);
         assert!(ids(&r.body["data"]).contains(&main), "{}", r.text);
     }
-    let r = login_reply(&app, "greta", USER_PASSWORD).await;
+    let r = app.login_reply("greta", USER_PASSWORD).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(ids(&r.body["data"]["branches"]), BTreeSet::from([main]), "{}", r.text);
 
@@ -692,7 +682,7 @@ async fn user_create_answers_201_without_password_and_the_user_sees_exactly_thei
     assert_no_password_fields(&r.body);
     assert!(ids(&r.body["data"]).contains(&id));
 
-    let r = login_reply(&app, "nina", password).await;
+    let r = app.login_reply("nina", password).await;
     assert_eq!(r.status, 200, "the new user logs in: {}", r.text);
     assert_eq!(r.body["data"]["user"]["id"], id);
     assert_eq!(ids(&r.body["data"]["branches"]), BTreeSet::from([main, second]), "{}", r.text);
@@ -777,8 +767,8 @@ async fn user_password_change_by_admin_ends_their_sessions() {
     assert_no_password_fields(&r.body);
     let r = reply(app.request_as(&token, Method::GET, "/api/v1/auth/profile", None)).await;
     assert_error(&r, 401, "unauthenticated");
-    assert_eq!(login_reply(&app, "paul", USER_PASSWORD).await.status, 401);
-    assert_eq!(login_reply(&app, "paul", "fresh-password-9").await.status, 200);
+    assert_eq!(app.login_reply("paul", USER_PASSWORD).await.status, 401);
+    assert_eq!(app.login_reply("paul", "fresh-password-9").await.status, 200);
     assert_eq!(profile_status(&app, &app.admin_token).await, 200);
 }
 
@@ -792,13 +782,13 @@ async fn user_deactivated_by_update_is_locked_out_at_once() {
     assert_eq!(r.body["data"]["active"], false);
     let r = reply(app.request_as(&token, Method::GET, "/api/v1/auth/profile", None)).await;
     assert_error(&r, 401, "unauthenticated");
-    let r = login_reply(&app, "dana", USER_PASSWORD).await;
+    let r = app.login_reply("dana", USER_PASSWORD).await;
     assert_eq!(r.status, 401, "{}", r.text);
     assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
     // Reactivated, they may log in again.
     let r = app.put(&format!("{USERS}/{id}"), None, json!({ "active": true })).await;
     assert_eq!(r.status, 200, "{}", r.text);
-    assert_eq!(login_reply(&app, "dana", USER_PASSWORD).await.status, 200);
+    assert_eq!(app.login_reply("dana", USER_PASSWORD).await.status, 200);
 }
 
 #[tokio::test]
@@ -815,7 +805,7 @@ async fn user_delete_deactivates() {
     assert_eq!(r.body["data"]["username"], "dora");
     let r = reply(app.request_as(&token, Method::GET, "/api/v1/auth/profile", None)).await;
     assert_error(&r, 401, "unauthenticated");
-    let r = login_reply(&app, "dora", USER_PASSWORD).await;
+    let r = app.login_reply("dora", USER_PASSWORD).await;
     assert_eq!(r.status, 401, "{}", r.text);
     assert_error(&app.delete(&format!("{USERS}/987654"), None).await, 404, "not_found");
 }
@@ -823,7 +813,7 @@ async fn user_delete_deactivates() {
 #[tokio::test]
 async fn admin_cannot_deactivate_themself() {
     let app = spawn().await;
-    let admin = admin_id(&app).await;
+    let admin = app.admin_id().await;
     // Deleting oneself is a conflict with who is asking; deactivating oneself by PUT is a bad
     // value of `active`.
     assert_error(&app.delete(&format!("{USERS}/{admin}"), None).await, 409, "cannot_deactivate_self");
@@ -836,7 +826,7 @@ async fn admin_cannot_deactivate_themself() {
     let active: bool =
         client.query_one("SELECT active FROM users WHERE id = $1", &[&admin]).await.unwrap().get(0);
     assert!(active);
-    assert_eq!(login_reply(&app, "admin", crate::support::ADMIN_PASSWORD).await.status, 200);
+    assert_eq!(app.login_reply("admin", crate::support::ADMIN_PASSWORD).await.status, 200);
 }
 
 #[tokio::test]
@@ -867,7 +857,7 @@ async fn user_roles_and_branches_changes_apply_at_once() {
 #[tokio::test]
 async fn admin_writes_are_audited_with_action_and_resource() {
     let app = spawn().await;
-    let admin = admin_id(&app).await;
+    let admin = app.admin_id().await;
     let main = app.main_branch().await;
 
     let role = id_of(&app.post(ROLES, None, json!({ "name": "temp", "permissions": ["queue.read"] })).await);
@@ -1007,7 +997,7 @@ async fn administrators(app: &TestApp) -> i64 {
 async fn the_only_administrator_cannot_give_up_administration() {
     let app = spawn().await;
     let (me, doctor, admin_role) =
-        (admin_id(&app).await, role_id(&app, "doctor").await, role_id(&app, "admin").await);
+        (app.admin_id().await, role_id(&app, "doctor").await, role_id(&app, "admin").await);
     // Giving themself another role.
     let r = app.put(&format!("{USERS}/{me}"), None, json!({ "role_ids": [doctor] })).await;
     assert_error(&r, 409, "last_administrator");
@@ -1026,7 +1016,7 @@ async fn the_only_administrator_cannot_give_up_administration() {
 async fn administrators_may_step_down_while_another_remains() {
     let app = spawn().await;
     let branch = app.main_branch().await;
-    let (me, doctor) = (admin_id(&app).await, role_id(&app, "doctor").await);
+    let (me, doctor) = (app.admin_id().await, role_id(&app, "doctor").await);
     let (second, second_token) = app.create_user("second", &["admin"], &[branch]).await;
     assert_eq!(administrators(&app).await, 2);
     // The second demotes the first: one remains.
@@ -1094,7 +1084,7 @@ async fn two_administrators_demoting_or_deactivating_each_other_at_once_leave_on
     let app = spawn().await;
     let branch = app.main_branch().await;
     let (me, doctor, admin_role) =
-        (admin_id(&app).await, role_id(&app, "doctor").await, role_id(&app, "admin").await);
+        (app.admin_id().await, role_id(&app, "doctor").await, role_id(&app, "admin").await);
     let (x, x_token) = app.create_user("xena", &["admin"], &[branch]).await;
     let (y, y_token) = app.create_user("yuri", &["admin"], &[branch]).await;
     // The bootstrap administrator steps down, so that x and y are the only two.
@@ -1134,7 +1124,7 @@ async fn two_administrators_demoting_or_deactivating_each_other_at_once_leave_on
 async fn a_role_edit_and_a_demotion_at_once_leave_one_administrator() {
     let app = spawn().await;
     let branch = app.main_branch().await;
-    let (me, doctor) = (admin_id(&app).await, role_id(&app, "doctor").await);
+    let (me, doctor) = (app.admin_id().await, role_id(&app, "doctor").await);
     let body = json!({ "name": "chief", "permissions": ["admin.access", "patients.read"] });
     let chief = id_of(&app.created(ROLES, None, body).await);
     let (_, x_token) = app.create_user("xena", &["chief"], &[branch]).await;

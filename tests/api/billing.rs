@@ -5,7 +5,9 @@
 
 use std::str::FromStr;
 
-use crate::support::{Clinic, Reply, TestApp, assert_error, assert_invalid, column, id_of, ids, reply};
+use crate::support::{
+    Clinic, Reply, TestApp, assert_error, assert_invalid, assert_status, column, id_of, ids, reply,
+};
 use futures_util::future::join_all;
 use reqwest::Method;
 use rust_decimal::Decimal;
@@ -19,11 +21,6 @@ const AUDITED_AS: &str = "patients/{patient_id}/billing-transactions";
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-#[track_caller]
-fn assert_status(r: &Reply, status: u16) {
-    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
-}
 
 fn transactions(patient: i64) -> String {
     format!("/api/v1/patients/{patient}/billing-transactions")

@@ -5,12 +5,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::{Reply, TestApp, assert_error, assert_invalid, id_of, reply};
-
-#[track_caller]
-fn assert_status(r: &Reply, status: u16) {
-    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
-}
+use crate::support::{TestApp, assert_error, assert_invalid, assert_status, id_of, reply};
 
 /// Branch MAIN moved to UTC+8 (no daylight saving).
 async fn eastern_branch(app: &TestApp) -> i64 {

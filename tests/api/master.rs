@@ -5,7 +5,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::{Clinic, Reply, TestApp, assert_error, assert_invalid, column, id_of, ids, reply};
+use crate::support::{
+    Clinic, Reply, TestApp, assert_error, assert_invalid, assert_status, column, id_of, ids, reply,
+};
 use futures_util::future::join_all;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -160,11 +162,6 @@ const ENUMS: &[(&str, &[&str])] = &[
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
-
-#[track_caller]
-fn assert_status(r: &Reply, status: u16) {
-    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
-}
 
 fn merged(mut body: Value, extra: Value) -> Value {
     if let Value::Object(extra) = extra {

@@ -10,12 +10,7 @@ use reqwest::Method;
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
-use crate::support::{Reply, TestApp, assert_error, assert_invalid, id_of, ids, reply};
-
-#[track_caller]
-fn assert_status(r: &Reply, status: u16) {
-    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
-}
+use crate::support::{Reply, TestApp, assert_error, assert_invalid, assert_status, id_of, ids, reply};
 
 fn qty(value: &Value) -> Decimal {
     Decimal::from_str(value.as_str().unwrap_or_else(|| panic!("not a quantity: {value}"))).unwrap()

@@ -9,12 +9,7 @@ use futures_util::future::join_all;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::{Clinic, Reply, TestApp, assert_error, assert_invalid, id_of, reply};
-
-#[track_caller]
-fn assert_status(r: &Reply, status: u16) {
-    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
-}
+use crate::support::{Clinic, Reply, TestApp, assert_error, assert_invalid, assert_status, id_of, reply};
 
 /// A branch service of `branch` with `code`.
 async fn service(app: &TestApp, branch: i64, code: &str) -> i64 {

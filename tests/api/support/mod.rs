@@ -235,16 +235,19 @@ impl TestApp {
 
     /// Logs in and returns the token (panics on failure).
     pub async fn login(&self, username: &str, password: &str) -> String {
-        let res = self
-            .http
-            .post(self.url("/api/v1/auth/login"))
-            .json(&json!({ "username": username, "password": password }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 200, "login of {username} failed");
-        let body: Value = res.json().await.unwrap();
-        body["data"]["token"].as_str().unwrap().to_owned()
+        let r = self.login_reply(username, password).await;
+        assert_eq!(r.status, 200, "login of {username} failed: {}", r.text);
+        r.body["data"]["token"].as_str().unwrap().to_owned()
+    }
+
+    /// `POST /auth/login` with these credentials, whatever the answer.
+    pub async fn login_reply(&self, username: &str, password: &str) -> Reply {
+        reply(
+            self.http
+                .post(self.url("/api/v1/auth/login"))
+                .json(&json!({ "username": username, "password": password })),
+        )
+        .await
     }
 
     /// A request as the admin, in `branch` when given.
@@ -304,10 +307,7 @@ impl TestApp {
 
     /// Provisions a branch that the admin may access.
     pub async fn create_branch(&self, code: &str) -> i64 {
-        let admin: i64 = {
-            let client = self.state.registry.get().await.unwrap();
-            client.query_one("SELECT id FROM users WHERE username = 'admin'", &[]).await.unwrap().get(0)
-        };
+        let admin = self.admin_id().await;
         let new = clinic_server::tenancy::branches::NewBranch {
             code: code.into(),
             name: format!("Branch {code}"),
@@ -453,6 +453,12 @@ pub async fn reply(req: reqwest::RequestBuilder) -> Reply {
     let text = res.text().await.expect("body read");
     let body = serde_json::from_str(&text).unwrap_or(Value::Null);
     Reply { status, headers, text, body }
+}
+
+/// The answer has `status`; on failure the message shows the body.
+#[track_caller]
+pub fn assert_status(r: &Reply, status: u16) {
+    assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
 }
 
 /// An error answer: the status, a JSON body with a non-empty `message` and the given `code`.

@@ -1,6 +1,6 @@
 //! A real SMTP receiver on a random local port: enough of RFC 5321 for one client at a time,
 //! advertising SMTPUTF8 and 8BITMIME so that internationalised addresses reach it as they
-//! were sent. It keeps every accepted message's envelope recipients and text.
+//! were sent. It keeps every accepted message's envelope (sender and recipients) and text.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,7 +10,11 @@ use tokio::net::TcpListener;
 
 #[derive(Debug, Clone)]
 pub struct Mail {
+    /// The envelope sender (`MAIL FROM`).
+    pub sender: String,
+    /// The envelope recipients (`RCPT TO`).
     pub recipients: Vec<String>,
+    /// The message as sent after `DATA`, headers included, dot-stuffing undone.
     pub text: String,
 }
 
@@ -68,6 +72,7 @@ async fn session(socket: tokio::net::TcpStream, mails: Arc<Mutex<Vec<Mail>>>) {
     let (read, mut write) = socket.into_split();
     let mut lines = BufReader::new(read);
     let _ = write.write_all(b"220 receiver ESMTP\r\n").await;
+    let mut sender = String::new();
     let mut recipients = Vec::new();
     let mut line = String::new();
     loop {
@@ -79,14 +84,17 @@ async fn session(socket: tokio::net::TcpStream, mails: Arc<Mutex<Vec<Mail>>>) {
         let upper = command.to_ascii_uppercase();
         let answer = if upper.starts_with("EHLO") {
             "250-receiver\r\n250-SMTPUTF8\r\n250-8BITMIME\r\n250 OK\r\n"
-        } else if upper.starts_with("HELO") || upper.starts_with("MAIL FROM") || upper.starts_with("RSET") {
-            if upper.starts_with("RSET") {
-                recipients.clear();
-            }
+        } else if upper.starts_with("HELO") {
+            "250 OK\r\n"
+        } else if upper.starts_with("RSET") {
+            sender.clear();
+            recipients.clear();
+            "250 OK\r\n"
+        } else if upper.starts_with("MAIL FROM:") {
+            sender = address(&command[10..]);
             "250 OK\r\n"
         } else if upper.starts_with("RCPT TO:") {
-            let address = command[8..].split_whitespace().next().unwrap_or_default();
-            recipients.push(address.trim_matches(|c| c == '<' || c == '>').to_owned());
+            recipients.push(address(&command[8..]));
             "250 OK\r\n"
         } else if upper == "DATA" {
             let _ = write.write_all(b"354 go on\r\n").await;
@@ -99,9 +107,14 @@ async fn session(socket: tokio::net::TcpStream, mails: Arc<Mutex<Vec<Mail>>>) {
                 if line == ".\r\n" || line == ".\n" {
                     break;
                 }
-                text.push_str(&line);
+                text.push_str(line.strip_prefix('.').unwrap_or(&line));
             }
-            mails.lock().unwrap().push(Mail { recipients: std::mem::take(&mut recipients), text });
+            let mail = Mail {
+                sender: std::mem::take(&mut sender),
+                recipients: std::mem::take(&mut recipients),
+                text,
+            };
+            mails.lock().unwrap().push(mail);
             "250 queued\r\n"
         } else if upper == "QUIT" {
             let _ = write.write_all(b"221 bye\r\n").await;
@@ -113,4 +126,18 @@ async fn session(socket: tokio::net::TcpStream, mails: Arc<Mutex<Vec<Mail>>>) {
             return;
         }
     }
+}
+
+/// The address of a `MAIL FROM:` or `RCPT TO:` argument, without its angle brackets or the
+/// parameters after it.
+fn address(argument: &str) -> String {
+    let address = argument.split_whitespace().next().unwrap_or_default();
+    address.trim_matches(|c| c == '<' || c == '>').to_owned()
+}
+
+/// The 6-digit code of a password reset mail ("... reset code is NNNNNN").
+pub fn reset_code_in(text: &str) -> Option<String> {
+    let at = text.find("reset code is ")? + "reset code is ".len();
+    let code: String = text[at..].chars().take(6).collect();
+    (code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit())).then_some(code)
 }
