@@ -397,7 +397,7 @@ impl Hooks for BillingHooks {
                 problem(&mut errors, "patient_visit_id", "The visit is not this patient's.");
             }
         }
-        let today = writer.branch_route().await?.today(tx).await?;
+        let today = writer.branch_route()?.today(tx).await?;
         match billed.transaction_date.as_deref().and_then(crate::http::list::parse_date) {
             Some(date) if date > today => {
                 problem(&mut errors, "transaction_date", "The transaction date may not be in the future.")

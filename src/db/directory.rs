@@ -45,6 +45,17 @@ impl BranchRoute {
     }
 }
 
+/// The code of branch `id` and its local date now, read in the registry through `client` (a
+/// registry write's own transaction: no other connection is taken while it holds one).
+pub async fn code_and_today(client: &impl super::Queries, id: i64) -> ApiResult<(String, time::Date)> {
+    let stmt = client
+        .prepare_cached("SELECT code, (now() AT TIME ZONE timezone)::date FROM branches WHERE id = $1")
+        .await?;
+    let row = client.query_opt(&stmt, &[&id]).await?;
+    let row = row.ok_or_else(|| ApiError::field("branch_id", "The branch does not exist."))?;
+    Ok((row.get(0), row.get(1)))
+}
+
 impl std::fmt::Debug for BranchRoute {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BranchRoute").field("id", &self.id).field("schema", &self.schema).finish()

@@ -293,6 +293,34 @@ pub fn envelope(
     total: i64,
     data: Vec<Value>,
 ) -> Value {
+    let (links, meta) = links_and_meta(base_url, path, pairs, query, total, data.len() as i64);
+    json!({ "data": data, "links": links, "meta": meta })
+}
+
+/// [`envelope`] around a page that is already JSON text (an array PostgreSQL made of the
+/// rows, `count` of them): written as it is, never parsed.
+pub fn raw_envelope(
+    base_url: &str,
+    path: &str,
+    pairs: &[(String, String)],
+    query: &ListQuery,
+    total: i64,
+    count: i64,
+    data: &str,
+) -> String {
+    let (links, meta) = links_and_meta(base_url, path, pairs, query, total, count);
+    format!("{{\"data\":{data},\"links\":{links},\"meta\":{meta}}}")
+}
+
+/// The `links` and `meta` of a list answer holding `count` rows.
+fn links_and_meta(
+    base_url: &str,
+    path: &str,
+    pairs: &[(String, String)],
+    query: &ListQuery,
+    total: i64,
+    count: i64,
+) -> (Value, Value) {
     let last_page = ((total + query.per_page - 1) / query.per_page).max(1);
     let link = |page: i64| {
         let mut serializer = form_urlencoded::Serializer::new(String::new());
@@ -312,29 +340,27 @@ pub fn envelope(
         }
         format!("{base_url}{path}?{}", serializer.finish())
     };
-    let count = data.len() as i64;
     let (from, to) = if count == 0 {
         (Value::Null, Value::Null)
     } else {
         (json!(query.offset() + 1), json!(query.offset() + count))
     };
-    json!({
-        "data": data,
-        "links": {
+    (
+        json!({
             "first": link(1),
             "last": link(last_page),
             "prev": if query.page > 1 { json!(link((query.page - 1).min(last_page))) } else { Value::Null },
             "next": if query.page < last_page { json!(link(query.page + 1)) } else { Value::Null },
-        },
-        "meta": {
+        }),
+        json!({
             "current_page": query.page,
             "from": from,
             "last_page": last_page,
             "per_page": query.per_page,
             "to": to,
             "total": total,
-        },
-    })
+        }),
+    )
 }
 
 #[cfg(test)]

@@ -184,7 +184,7 @@ impl Hooks for DeliveryHooks {
         };
         let Some(lines) = lines_of(input).cloned() else { return Ok(()) };
         let items = check_items(tx, &lines, &mut errors).await?;
-        let today = branch_today(unit.writer(), tx, branch).await?;
+        let today = branch_today(tx, branch).await?;
         let mut resolved = Vec::with_capacity(lines.len());
         for (i, line) in lines.into_iter().enumerate() {
             let item = typed::<ItemLine>(&line)?.pharmacy_item_id;

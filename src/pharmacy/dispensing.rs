@@ -251,7 +251,7 @@ impl Hooks for DispensingHooks {
         let mut errors = FieldErrors::new();
         let sent: Dispensing = typed(record)?;
         let branch = sent.branch_id;
-        let today = branch_today(writer, tx, branch).await?;
+        let today = branch_today(tx, branch).await?;
         if let Some(prescription) = sent.prescribed_medicine_id {
             let owner = patient_of_prescription(writer, branch, prescription).await?;
             match (owner, sent.patient_id) {
@@ -350,7 +350,7 @@ async fn dispense(tx: &Transaction<'_>, writer: &Writer, id: i64, branch: i64) -
     let mut items: Vec<i64> = lines.iter().map(|l| l.item).collect();
     items.sort_unstable();
     items.dedup();
-    let today = branch_today(writer, tx, branch).await?;
+    let today = branch_today(tx, branch).await?;
     let mut lots = ledger::lock_lots_of_items(tx, branch, &items).await?;
     still_dispensable(tx, &lines, &lots, today).await?;
     let plan = allocate(&lines, &mut lots.clone(), today)?;

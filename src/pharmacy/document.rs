@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::permissions::{PHARMACY_READ, PHARMACY_WRITE};
-use crate::resource::{Resource, Scope, Writer};
+use crate::resource::{Resource, Scope};
 
 /// Pharmacy rows live in the registry, belong to a branch, and are read and written with
 /// the pharmacy permissions.
@@ -52,13 +52,10 @@ pub(super) fn cents(amount: Decimal) -> Decimal {
     amount.round_dp_with_strategy(2, RoundingStrategy::MidpointAwayFromZero)
 }
 
-/// The local date today of the branch a document belongs to.
-pub(super) async fn branch_today(
-    writer: &Writer,
-    tx: &Transaction<'_>,
-    branch: i64,
-) -> ApiResult<time::Date> {
-    writer.route_of(branch).await?.today(tx).await
+/// The local date today of the branch a document belongs to, read in the document's own
+/// transaction.
+pub(super) async fn branch_today(tx: &Transaction<'_>, branch: i64) -> ApiResult<time::Date> {
+    Ok(crate::db::directory::code_and_today(tx, branch).await?.1)
 }
 
 /// The lines a request sent, as objects.

@@ -246,7 +246,7 @@ impl Hooks for OrderHooks {
         )?;
         if given(record, "order_date").is_none() {
             let branch = typed::<Header>(record)?.branch_id;
-            let today = branch_today(unit.writer(), tx, branch).await?;
+            let today = branch_today(tx, branch).await?;
             input.insert("order_date".into(), Value::String(today.to_string()));
         }
         Ok(())

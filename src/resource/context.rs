@@ -45,6 +45,8 @@ pub struct Writer {
     pub state: Arc<AppState>,
     /// The branch being written, on branch routes.
     pub branch_id: Option<i64>,
+    /// Its route, on branch routes.
+    pub route: Option<Arc<BranchRoute>>,
     /// The `Idempotency-Key` claim of a POST, if it sent one.
     pub idempotency: Option<std::sync::Arc<Idempotency>>,
     /// The active branches the writer may work in (rows that belong to a branch).
@@ -53,16 +55,8 @@ pub struct Writer {
 
 impl Writer {
     /// The route of the branch being written, on branch routes.
-    pub async fn branch_route(&self) -> ApiResult<Arc<BranchRoute>> {
-        let branch =
-            self.branch_id.ok_or_else(|| ApiError::Internal(anyhow::anyhow!("no branch being written")))?;
-        self.route_of(branch).await
-    }
-
-    /// The route of a branch a record is written for (checked accessible before this).
-    pub async fn route_of(&self, branch: i64) -> ApiResult<Arc<BranchRoute>> {
-        let route = self.state.directory.route(branch).await?;
-        route.map_err(|_| ApiError::field("branch_id", "The branch is not active."))
+    pub fn branch_route(&self) -> ApiResult<Arc<BranchRoute>> {
+        self.route.clone().ok_or_else(|| ApiError::Internal(anyhow::anyhow!("no branch being written")))
     }
 }
 
@@ -124,6 +118,7 @@ impl Context {
             user_id: self.user.id,
             state: self.state.clone(),
             branch_id: self.branch.as_ref().map(|b| b.id),
+            route: self.branch.clone(),
             idempotency: self.idempotency.clone(),
             branches: self.accessible_branches(),
         }

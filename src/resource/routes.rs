@@ -146,12 +146,14 @@ impl ResourceHandler {
         let pairs = list::query_pairs(req);
         let query = list::parse(&pairs, &list_rules(self.resource))?;
         let mut conn = self.connect(ctx, within).await?;
-        let (total, rows) = store::list(&mut conn, self.resource, within, &query).await?;
+        let page = store::list(&*conn.client(), self.resource, within, &query).await?;
         if self.resource.audit_reads {
-            audit_seen(&mut conn, ctx, self.resource, &rows, &pairs).await?;
+            audit_seen(&mut conn, ctx, self.resource, &page.ids, &pairs).await?;
         }
         let base = web::base_url(req, ctx.state.trusts_forwarded_headers(req));
-        res.render(Json(list::envelope(&base, req.uri().path(), &pairs, &query, total, rows)));
+        let count = page.ids.len() as i64;
+        let body = list::raw_envelope(&base, req.uri().path(), &pairs, &query, page.total, count, &page.data);
+        res.render(Text::Json(body));
         Ok(())
     }
 
@@ -244,14 +246,13 @@ pub async fn audit_seen(
     conn: &mut Conn,
     ctx: &Context,
     resource: &Resource,
-    rows: &[Value],
+    ids: &[i64],
     query: &[(String, String)],
 ) -> ApiResult<()> {
-    let ids: Vec<i64> = rows.iter().filter_map(|r| r.get("id").and_then(Value::as_i64)).collect();
     let action =
         if query.iter().any(|(k, v)| k == "search" && !v.trim().is_empty()) { "search" } else { "list" };
     let details = serde_json::json!({ "ids": ids, "query": query });
-    store::audit_event(&*conn.client(), Some(ctx.user.id), action, resource, None, details).await
+    store::audit_read(conn.client(), Some(ctx.user.id), action, resource, None, details).await
 }
 
 /// The body checked against the declaration and prepared by the resource's hooks (`id` is

@@ -1262,7 +1262,7 @@ async fn an_unreachable_database_is_a_503_with_retry_after() {
         .post(
             "/api/v1/patients",
             Some(branch),
-            json!({ "first_name": "Ana", "last_name": "Cruz", "sex": "female" }),
+            json!({ "first_name": "Ana", "last_name": "Cruz", "birth_date": "1990-01-01", "sex": "female" }),
         )
         .await;
     app.database_reachable(true).await;

@@ -23,6 +23,7 @@ mod parameters;
 mod patients;
 mod pharmacy;
 mod queue;
+mod read_audit;
 mod reliability;
 mod security;
 mod servers;

@@ -10,6 +10,7 @@ use super::checks::{
 use super::references::check_references;
 use super::select::reload;
 use super::{Within, db_span};
+use crate::db::directory::code_and_today;
 use crate::http::error::{ApiError, ApiResult};
 use crate::resource::context::{Conn, Scope, Writer};
 use crate::resource::idempotency::Answer;
@@ -88,8 +89,11 @@ async fn assign_number(
     if sent && numbering.typed {
         return Ok(());
     }
-    let (route, counted_in) = match resource.scope {
-        Scope::Branch => (unit.writer().branch_route().await?, None),
+    let (code, today, counted_in) = match resource.scope {
+        Scope::Branch => {
+            let route = unit.writer().branch_route()?;
+            (route.code.clone(), route.today(&**unit).await?, None)
+        }
         Scope::Registry => {
             let branch = input.get("branch_id").and_then(Value::as_i64).ok_or_else(|| {
                 ApiError::Internal(anyhow::anyhow!(
@@ -97,13 +101,14 @@ async fn assign_number(
                     resource.path
                 ))
             })?;
-            (unit.writer().route_of(branch).await?, Some(branch))
+            let (code, today) = code_and_today(&**unit, branch).await?;
+            (code, today, Some(branch))
         }
     };
-    let year = if numbering.yearly { route.today(&**unit).await?.year() } else { numbers::ONCE };
+    let year = if numbering.yearly { today.year() } else { numbers::ONCE };
     loop {
         let n = numbers::next(&**unit, counted_in, numbering.series, year).await?;
-        let number = numbering.render(&route.code, year, n);
+        let number = numbering.render(&code, year, n);
         if !numbering.typed || !numbers::taken(&**unit, resource.table, numbering.field, &number).await? {
             input.insert(numbering.field.into(), Value::String(number));
             return Ok(());

@@ -144,7 +144,7 @@ impl Selection {
         if self.conditions.is_empty() { "true".to_owned() } else { self.conditions.join(" AND ") }
     }
 
-    /// One statement answering `(total, page as a JSON array)`; see [`list`].
+    /// One statement answering `(total, page as JSON text, the page's ids)`; see [`list`].
     fn matches_sql(&self, resource: &Resource, query: &ListQuery) -> String {
         let dir = query.sort_direction.sql();
         let table = resource.table;
@@ -152,21 +152,36 @@ impl Selection {
         format!(
             "WITH matches AS MATERIALIZED (SELECT t.id, t.{sort} AS sort_key FROM {table} t WHERE {filter}),
                   page AS (SELECT id, sort_key FROM matches ORDER BY sort_key {dir}, id {dir} LIMIT {limit} OFFSET {offset})
-             SELECT (SELECT count(*) FROM matches),
-                    (SELECT jsonb_agg(to_jsonb(r) - 'page_key' ORDER BY r.page_key {dir}, r.id {dir})
-                       FROM (SELECT {columns}, page.sort_key AS page_key FROM page JOIN {table} t ON t.id = page.id) r)",
+             SELECT (SELECT count(*) FROM matches), p.data, p.ids
+               FROM ({aggregate} FROM (SELECT {columns} FROM page JOIN {table} t ON t.id = page.id
+                                        ORDER BY page.sort_key {dir}, page.id {dir}) r) p",
             filter = self.filter(),
             limit = query.per_page,
             offset = query.offset(),
             columns = select_columns(resource),
+            aggregate = PAGE_AGGREGATE,
         )
     }
 
-    fn sql(&self, resource: &Resource, query: &ListQuery, page: Option<(i64, i64)>) -> String {
+    /// One statement answering `(page as JSON text, the page's ids)`; see [`list`].
+    fn page_sql(&self, resource: &Resource, query: &ListQuery) -> String {
         let dir = query.sort_direction.sql();
-        let limit = page.map(|(limit, offset)| format!(" LIMIT {limit} OFFSET {offset}")).unwrap_or_default();
         format!(
-            "SELECT to_jsonb(r) FROM (SELECT {} FROM {} t WHERE {} ORDER BY {} {dir}, id {dir}{limit}) r",
+            "{PAGE_AGGREGATE} FROM (SELECT {} FROM {} t WHERE {} ORDER BY {} {dir}, id {dir} LIMIT {} OFFSET {}) r",
+            select_columns(resource),
+            resource.table,
+            self.filter(),
+            query.sort_field,
+            query.per_page,
+            query.offset(),
+        )
+    }
+
+    /// Every matching row, in list order, as one JSON value each (exports).
+    fn sql(&self, resource: &Resource, query: &ListQuery) -> String {
+        let dir = query.sort_direction.sql();
+        format!(
+            "SELECT to_jsonb(r) FROM (SELECT {} FROM {} t WHERE {} ORDER BY {} {dir}, id {dir}) r",
             select_columns(resource),
             resource.table,
             self.filter(),
@@ -181,6 +196,19 @@ impl Selection {
             format!("SELECT count(*) FROM {} t WHERE {}", resource.table, self.filter())
         }
     }
+}
+
+/// The rows `r` of a page, in their order, as the JSON array text PostgreSQL makes of them and
+/// as ids: the server writes the text into its answer without parsing it.
+const PAGE_AGGREGATE: &str =
+    "SELECT coalesce(json_agg(r), '[]')::text AS data, coalesce(array_agg(r.id), '{}') AS ids";
+
+/// One page of a list: the total, the page's rows as a JSON array (text made by PostgreSQL)
+/// and their ids.
+pub struct Page {
+    pub total: i64,
+    pub data: String,
+    pub ids: Vec<i64>,
 }
 
 /// A filter's value as its kind: `Ok(None)` for kinds that cannot be filtered on.
@@ -227,25 +255,20 @@ fn filter_value(kind: Kind, name: &str, raw: &str) -> Result<Option<Param>, Stri
 /// (tens of milliseconds on 100k rows), so the matches are found once through the trigram
 /// index, materialised as (id, sort key), counted, and only the page's rows are read.
 pub async fn list(
-    conn: &mut Conn,
+    client: &impl Queries,
     resource: &Resource,
     within: Within<'_>,
     query: &ListQuery,
-) -> ApiResult<(i64, Vec<Value>)> {
+) -> ApiResult<Page> {
     let selection = Selection::new(resource, within, query)?;
     let searching =
         query.search.is_some() && (resource.search_words.is_some() || !resource.search.is_empty());
-    let client = conn.client();
     async {
         let refs = as_refs(&selection.params);
         if searching {
             let stmt = client.prepare_cached(&selection.matches_sql(resource, query)).await?;
             let row = client.query_one(&stmt, &refs).await?;
-            let rows = match row.get::<_, Option<Value>>(1) {
-                Some(Value::Array(rows)) => rows,
-                _ => Vec::new(),
-            };
-            return Ok((row.get(0), rows));
+            return Ok(Page { total: row.get(0), data: row.get(1), ids: row.get(2) });
         }
         let unfiltered = query.filters.is_empty()
             && query.search.is_none()
@@ -256,14 +279,12 @@ pub async fn list(
         let count_stmt = client.prepare_cached(&count_sql).await?;
         let count_params: &[&(dyn ToSql + Sync)] = if count_sql.contains('$') { &refs } else { &[] };
         let total: i64 = client.query_one(&count_stmt, count_params).await?.get(0);
-        let rows = if query.offset() < total {
-            let page_sql = selection.sql(resource, query, Some((query.per_page, query.offset())));
-            let page_stmt = client.prepare_cached(&page_sql).await?;
-            client.query(&page_stmt, &refs).await?.into_iter().map(|r| r.get::<_, Value>(0)).collect()
-        } else {
-            Vec::new()
-        };
-        Ok((total, rows))
+        if query.offset() >= total {
+            return Ok(Page { total, data: "[]".into(), ids: Vec::new() });
+        }
+        let page_stmt = client.prepare_cached(&selection.page_sql(resource, query)).await?;
+        let row = client.query_one(&page_stmt, &refs).await?;
+        Ok(Page { total, data: row.get(0), ids: row.get(1) })
     }
     .instrument(db_span(resource, "SELECT"))
     .await
@@ -278,7 +299,7 @@ pub async fn stream(
     query: &ListQuery,
 ) -> ApiResult<tokio_postgres::RowStream> {
     let selection = Selection::new(resource, within, query)?;
-    let sql = selection.sql(resource, query, None);
+    let sql = selection.sql(resource, query);
     let client = conn.client();
     let stmt = client.prepare_cached(&sql).await?;
     Ok(client.query_raw(&stmt, selection.params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync))).await?)
@@ -325,7 +346,7 @@ pub async fn fetch(
     async {
         let row = select_one(&*client, resource, within, id, false).await?.ok_or(ApiError::NotFound)?;
         if resource.audit_reads {
-            super::audit::audit(&*client, Some(reader), "view", resource, id, None, None).await?;
+            super::audit::audit_read(client, Some(reader), "view", resource, Some(id), Value::Null).await?;
         }
         Ok(row)
     }
