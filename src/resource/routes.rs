@@ -166,9 +166,12 @@ impl ResourceHandler {
     ) -> ApiResult<()> {
         let id = web::path_id(req, "id")?;
         let mut conn = self.connect(ctx, within).await?;
-        let record = store::fetch(&mut conn, self.resource, within, id, ctx.user.id).await?;
-        set_etag(res, &record);
-        web::ok(res, &format!("{} retrieved.", self.resource.label), record);
+        let (data, version) = store::fetch(&mut conn, self.resource, within, id, ctx.user.id).await?;
+        if let Some(tag) = version.and_then(|v| HeaderValue::from_str(&format!("\"{v}\"")).ok()) {
+            res.headers_mut().insert(ETAG, tag);
+        }
+        let message = Value::String(format!("{} retrieved.", self.resource.label));
+        res.render(Text::Json(format!("{{\"data\":{data},\"message\":{message}}}")));
         Ok(())
     }
 

@@ -54,10 +54,13 @@ pub struct Selection {
 
 /// SQL for "the normalised column contains the normalised word in `param` literally": the
 /// word is normalised first and escaped after, because normalising turns the fullwidth
-/// ＿ and ％ into the LIKE wildcards _ and %.
+/// ＿ and ％ into the LIKE wildcards _ and %. The pattern is a sub-select so that it is
+/// computed once per statement: in the generic plan of a prepared statement, an expression
+/// of a parameter would be computed again for every row the trigram index hands over (four
+/// times slower for a word in 4% of 100,000 patients).
 pub fn normalized_contains(column: &str, param: &str) -> String {
     format!(
-        "{column} LIKE '%' || replace(replace(replace(search_normalize({param}), '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%'"
+        "{column} LIKE (SELECT '%' || replace(replace(replace(search_normalize({param}), '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%')"
     )
 }
 
@@ -334,21 +337,35 @@ pub async fn reload(client: &impl Queries, resource: &Resource, id: i64) -> ApiR
     select_one(client, resource, Within::default(), id, false).await?.ok_or(ApiError::NotFound)
 }
 
-/// One record; opening a record of a resource that audits reads is recorded.
+/// One record as the JSON text PostgreSQL makes of it, with its version (a GET writes the
+/// text into its answer without parsing it); opening a record of a resource that audits
+/// reads is recorded.
 pub async fn fetch(
     conn: &mut Conn,
     resource: &Resource,
     within: Within<'_>,
     id: i64,
     reader: i64,
-) -> ApiResult<Value> {
+) -> ApiResult<(String, Option<i32>)> {
+    let (conditions, params) = within.conditions(1);
+    let version = if resource.trailing.contains(&"version") { "r.version" } else { "NULL::int" };
+    let sql = format!(
+        "SELECT row_to_json(r)::text, {version} FROM (SELECT {} FROM {} t WHERE t.id = $1{}{}) r",
+        select_columns(resource),
+        resource.table,
+        if resource.soft_delete { " AND t.deleted_at IS NULL" } else { "" },
+        conditions.iter().map(|c| format!(" AND {c}")).collect::<String>(),
+    );
     let client = conn.client();
     async {
-        let row = select_one(&*client, resource, within, id, false).await?.ok_or(ApiError::NotFound)?;
+        let stmt = client.prepare_cached(&sql).await?;
+        let mut refs: Vec<&(dyn ToSql + Sync)> = vec![&id];
+        refs.extend(as_refs(&params));
+        let row = client.query_opt(&stmt, &refs).await?.ok_or(ApiError::NotFound)?;
         if resource.audit_reads {
             super::audit::audit_read(client, Some(reader), "view", resource, Some(id), Value::Null).await?;
         }
-        Ok(row)
+        Ok((row.get(0), row.get(1)))
     }
     .instrument(db_span(resource, "SELECT"))
     .await

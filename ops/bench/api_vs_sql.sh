@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Each request against its own SQL: wrk through the API, then pgbench sending exactly the
+# statements the server sent for that request, in the same run, and the ratio.
+#
+#   ops/bench/api_vs_sql.sh          # 100,000 patients, 8 connections, 10 s per side
+#   CASES="get list" ops/bench/api_vs_sql.sh
+#
+# The server's SQL is read from PostgreSQL's own log: the script turns on
+# log_min_duration_statement for the bench database, sends each request once, turns it off,
+# and makes a pgbench script of what was executed (ops/bench/sql_of.py), with the ids that
+# vary turned into pgbench variables. Read audits are on both sides. Needs wrk, pgbench,
+# psql, python3, and read access to PostgreSQL's log (PGLOG).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+COUNT=${COUNT:-100000}
+DURATION=${DURATION:-10}
+CONNECTIONS=${CONNECTIONS:-8}
+PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
+PGLOG=${PGLOG:-$(ls /var/log/postgresql/postgresql-*-main.log | sort -V | tail -1)}
+PORT=${PORT:-18097}
+CASES=${CASES:-"get list list_sql_only search lookup create_patient create_complaint"}
+DB=clinic_bench_sql_$$
+DB_URL="${PGURL%/*}/$DB"
+BASE="http://127.0.0.1:$PORT/api/v1"
+PASSWORD=bench-password-1
+BIN=${CARGO_TARGET_DIR:-target}/release/clinic-server
+WORK=$(mktemp -d)
+
+cargo build --release --quiet
+psql "$PGURL" -qc "CREATE DATABASE $DB"
+cleanup() {
+  stop_server
+  psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
+  rm -rf "$WORK"
+}
+start_server() {
+  DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
+    RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn "$BIN" serve >>/tmp/clinic-bench-sql.log 2>&1 &
+  SERVER=$!
+  for _ in $(seq 1 100); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
+}
+stop_server() {
+  if [ -n "${SERVER:-}" ]; then kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null || true; fi
+  SERVER=
+}
+trap cleanup EXIT
+
+start_server
+psql "$DB_URL" -q -v schema=branch_1 -v count="$COUNT" -f ops/bench/seed_patients.sql
+psql "$DB_URL" -q <<'SQL'
+SET search_path TO branch_1;
+INSERT INTO patient_visits (patient_id, visit_date, visit_type) SELECT i, current_date, 'new' FROM generate_series(1, 1000) i;
+ANALYZE patient_visits;
+SQL
+TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \
+  -d "{\"username\":\"admin\",\"password\":\"$PASSWORD\"}" | sed 's/.*"token":"\([^"]*\)".*/\1/')
+AUTH=(-H "Authorization: Bearer $TOKEN" -H 'X-Branch-Id: 1' -H 'Accept: application/json')
+
+# Each case: the request (method, path, body) and the values that vary.
+request() {
+  case $1 in
+    get) echo "GET /patients/4242" ;;
+    list | list_sql_only) echo "GET /patients" ;;
+    search) echo "GET /patients?search=pena" ;;
+    lookup) echo "GET /patients/search?search=ana%20pe&limit=10" ;;
+    create_patient) echo 'POST /patients {"first_name":"Bench","last_name":"Writer","birth_date":"1990-01-01","sex":"female"}' ;;
+    create_complaint) echo 'POST /complaints {"patient_visit_id":777,"complaint":"Blurred vision","eye":"left"}' ;;
+  esac
+}
+variables() {
+  case $1 in
+    get) echo "--var id=4242" ;;
+    create_complaint) echo "--var visit=777" ;;
+    *) echo "" ;;
+  esac
+}
+pgbench_header() {
+  case $1 in
+    get) echo "\\set id random(1, $COUNT)" ;;
+    create_complaint) echo "\\set visit random(1, 1000)" ;;
+  esac
+}
+
+# 1. The SQL of each case, from the log, with the server's sessions logging every statement.
+stop_server
+psql "$PGURL" -qc "ALTER DATABASE $DB SET log_min_duration_statement = 0"
+start_server
+for c in $CASES; do
+  read -r method path body <<<"$(request "$c")"
+  args=(-s -o /dev/null -X "$method" "${AUTH[@]}" "$BASE$path")
+  [ -n "${body:-}" ] && args+=(-H 'Content-Type: application/json' -d "$body")
+  curl "${args[@]}"   # warm: statements prepared, routes cached
+  sleep 0.3
+  offset=$(stat -c %s "$PGLOG")
+  curl "${args[@]}"
+  sleep 0.5
+  skip=(); [ "$c" = list_sql_only ] && skip=(--skip-audit)
+  { pgbench_header "$c"; python3 ops/bench/sql_of.py --log "$PGLOG" --from "$offset" --db "$DB" \
+      $(variables "$c") "${skip[@]}"; } >"$WORK/$c.sql"
+done
+stop_server
+psql "$PGURL" -qc "ALTER DATABASE $DB RESET log_min_duration_statement"
+start_server
+
+# 2. Both sides of each case.
+wrk_lua() {
+  local c=$1
+  read -r method path body <<<"$(request "$c")"
+  case $c in
+    get) cat <<LUA ;;
+request = function() return wrk.format("GET", "/api/v1/patients/" .. math.random(1, $COUNT)) end
+LUA
+    create_complaint) cat <<LUA ;;
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+request = function()
+  return wrk.format(nil, "/api/v1/complaints", nil,
+    '{"patient_visit_id":' .. math.random(1, 1000) .. ',"complaint":"Blurred vision","eye":"left"}')
+end
+LUA
+    *) cat <<LUA ;;
+wrk.method = "$method"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '${body:-}'
+request = function() return wrk.format(nil, "/api/v1${path}") end
+LUA
+  esac
+}
+
+printf '%-18s %12s %10s %12s %10s %8s\n' case "API req/s" "API p99" "SQL tps" "SQL p99" ratio
+for c in $CASES; do
+  [ "$c" = list_sql_only ] && continue
+  wrk_lua "$c" >"$WORK/$c.lua"
+  api=$(wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/$c.lua" "${AUTH[@]}" "http://127.0.0.1:$PORT")
+  rps=$(echo "$api" | awk '/Requests\/sec/ {print $2}')
+  p99=$(echo "$api" | awk '$1 == "99%" {print $2}')
+  for side in "$c" $([ "$c" = list ] && echo list_sql_only); do
+    sql=$(pgbench -n -M prepared -c "$CONNECTIONS" -j 2 -T "$DURATION" -r -f "$WORK/$side.sql" \
+          --log --log-prefix="$WORK/pgbench_$side" "$DB_URL" 2>/dev/null)
+    tps=$(echo "$sql" | awk '/^tps/ {print $3; exit}')
+    sp99=$(cat "$WORK"/pgbench_"$side".* | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {printf "%.2fms", a[int(NR*0.99)]/1000}')
+    rm -f "$WORK"/pgbench_"$side".*
+    ratio=$(echo "scale=2; $rps / $tps" | bc)
+    label=$c; [ "$side" = list_sql_only ] && label="list vs page SQL"
+    printf '%-18s %12s %10s %12s %10s %8s\n' "$label" "$rps" "$p99" "$tps" "$sp99" "$ratio"
+  done
+done
