@@ -86,7 +86,16 @@ def main():
             out.extend(part.strip() + ";" for part in text.split(";") if part.strip())
         else:
             out.append(text + ";")
-    print("\n".join(out))
+    # The server sends a read's audit (BEGIN, SET LOCAL, INSERT, COMMIT) in one round trip:
+    # so does pgbench.
+    piped = []
+    for i, line in enumerate(out):
+        if line == "BEGIN;" and i + 1 < len(out) and "synchronous_commit" in out[i + 1]:
+            piped.append("\\startpipeline")
+        piped.append(line)
+        if line == "COMMIT;" and "\\startpipeline" in piped and piped.count("\\startpipeline") > piped.count("\\endpipeline"):
+            piped.append("\\endpipeline")
+    print("\n".join(piped))
 
 
 if __name__ == "__main__":
