@@ -3,11 +3,14 @@
 # to one branch, then spread round-robin over BRANCHES branches (every checkout may have to
 # switch the connection's search_path, and PostgreSQL re-plans cached statements).
 #
-#   ops/bench/branches.sh            # 50 branches, 20 patients each, 10 s per case
+#   ops/bench/branches.sh            # 1,000 branches, 20 patients each, 10 s per case
+#
+# Then a skewed mix (Zipf, s = 1.1: a few busy branches, a long tail of quiet ones), the
+# ratio of each to one branch, the connections the server held and its resident memory.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-BRANCHES=${BRANCHES:-50}
+BRANCHES=${BRANCHES:-1000}
 DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-8}
 PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
@@ -43,9 +46,29 @@ for i in $(seq 2 "$BRANCHES"); do
   ids+=("$id")
 done
 echo "provisioned in $(echo "$(date +%s.%N) - $start" | bc) s"
+echo "seeding 20 patients into each branch..."
 for id in "${ids[@]}"; do
-  psql "$DB_URL" -q -v schema="branch_$id" -v count=20 -f ops/bench/seed_patients.sql
-done
+  echo "\\set schema branch_$id"
+  echo "\\set count 20"
+  echo "\\ir seed_patients.sql"
+done >"$LUA.seed.sql"
+(cd ops/bench && psql "$DB_URL" -q -f "$LUA.seed.sql" >/dev/null)
+rm -f "$LUA.seed.sql"
+ZIPF=$(mktemp --suffix .lua)
+cat > "$ZIPF" <<LUA
+local ids = { $(IFS=,; echo "${ids[*]}") }
+-- Zipf, s = 1.1, over the branches in a shuffled order: cumulative weights, drawn by bisection.
+local cdf, total = {}, 0
+for k = 1, #ids do total = total + 1 / k ^ 1.1; cdf[k] = total end
+math.randomseed(7)
+for k = #ids, 2, -1 do local j = math.random(k); ids[k], ids[j] = ids[j], ids[k] end
+request = function()
+  local x, lo, hi = math.random() * total, 1, #ids
+  while lo < hi do local mid = math.floor((lo + hi) / 2); if cdf[mid] < x then lo = mid + 1 else hi = mid end end
+  wrk.headers["X-Branch-Id"] = tostring(ids[lo])
+  return wrk.format("GET", "/api/v1/patients")
+end
+LUA
 
 cat > "$LUA" <<LUA
 local ids = { $(IFS=,; echo "${ids[*]}") }
@@ -57,19 +80,25 @@ request = function()
 end
 LUA
 
+ONE=
 run() {
   local name=$1; shift
-  local out
+  local out rps
   out=$(wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency -H "Authorization: Bearer $TOKEN" \
         -H 'Accept: application/json' "$@")
-  printf '%-36s %10s req/s   p50 %8s   p99 %8s\n' "$name" \
-    "$(echo "$out" | awk '/Requests\/sec/ {print $2}')" \
+  rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+  [ -z "$ONE" ] && ONE=$rps
+  printf '%-40s %10s req/s   p50 %8s   p99 %8s   ratio to one branch %s\n' "$name" "$rps" \
     "$(echo "$out" | awk '$1 == "50%" {print $2}')" \
-    "$(echo "$out" | awk '$1 == "99%" {print $2}')"
+    "$(echo "$out" | awk '$1 == "99%" {print $2}')" \
+    "$(echo "scale=2; $rps / $ONE" | bc)"
 }
 
 echo
 run "list, one branch" -H 'X-Branch-Id: 1' "$BASE/patients"
 run "list, round-robin over $BRANCHES branches" -s "$LUA" "$BASE/patients"
+run "list, Zipf over $BRANCHES branches" -s "$ZIPF" "$BASE/patients"
+rm -f "$ZIPF"
 echo
+echo "server resident memory after the runs: $(awk '/VmRSS/ {print $2 / 1024 " MiB"}' /proc/$SERVER/status)"
 psql "$DB_URL" -Atc "SELECT 'server connections held: ' || count(*) FROM pg_stat_activity WHERE datname = '$DB'"
