@@ -210,7 +210,11 @@ pub fn service(state: Arc<AppState>) -> Service {
             SwaggerUi::new(Config::new(["/docs/api/openapi.json"]).validator_url("none"))
                 .into_router("docs/api"),
         );
-    let service = Service::new(router).hoop(measure).hoop(CatchPanic::new()).hoop(trace::RequestSpan);
+    let service = Service::new(router)
+        .hoop(measure)
+        .hoop(CatchPanic::new())
+        .hoop(trace::RequestSpan)
+        .hoop(crate::http::compression::compression());
     let service = match cors {
         Some(cors) => service.hoop(cors),
         None => service,

@@ -51,6 +51,20 @@ impl Cidr {
     }
 }
 
+/// How many password hashes run at once and how many more may wait for their turn.
+#[derive(Debug, Clone, Copy)]
+pub struct HashLimits {
+    pub concurrency: usize,
+    pub queue: usize,
+}
+
+impl HashLimits {
+    /// One core fewer than the machine has (at least one): logins never take every core.
+    pub fn default_concurrency() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Registry database. `None` means: run on the embedded cluster under `./var/pg`.
@@ -80,6 +94,8 @@ pub struct Settings {
     pub migrate_parallelism: usize,
     /// scrypt cost as log2(N); 17 in production, tests use a cheap one.
     pub password_hash_log_n: u8,
+    /// Password hashes computed at once, and how many more may wait for their turn.
+    pub password_hash_limits: HashLimits,
     /// Largest accepted request body in bytes.
     pub max_body_bytes: usize,
     /// Where the embedded cluster and the mail drop live.
@@ -164,6 +180,10 @@ impl Settings {
             pool_wait: Duration::from_millis(parsed("POOL_WAIT_TIMEOUT_MS", 5000)?),
             migrate_parallelism: parsed("MIGRATE_PARALLELISM", 4)?,
             password_hash_log_n: parsed("PASSWORD_HASH_COST", 15)?,
+            password_hash_limits: HashLimits {
+                concurrency: parsed("PASSWORD_HASH_CONCURRENCY", HashLimits::default_concurrency())?,
+                queue: parsed("PASSWORD_HASH_QUEUE", 32)?,
+            },
             max_body_bytes: parsed("MAX_BODY_BYTES", 1024 * 1024)?,
             var_dir: var("CLINIC_VAR_DIR").map(Into::into).unwrap_or_else(|| "var".into()),
             branch_pool_share_percent: parsed("BRANCH_POOL_SHARE_PERCENT", 50)?,
@@ -192,6 +212,9 @@ impl Settings {
         }
         if !(1..=20).contains(&self.password_hash_log_n) {
             bail!("PASSWORD_HASH_COST must be between 1 and 20");
+        }
+        if self.password_hash_limits.concurrency == 0 {
+            bail!("PASSWORD_HASH_CONCURRENCY must be at least 1");
         }
         if self.migrate_parallelism == 0 {
             bail!("MIGRATE_PARALLELISM must be at least 1");
@@ -231,6 +254,7 @@ impl Settings {
             pool_wait: Duration::from_secs(5),
             migrate_parallelism: 4,
             password_hash_log_n: 15,
+            password_hash_limits: HashLimits { concurrency: HashLimits::default_concurrency(), queue: 32 },
             max_body_bytes: 1024 * 1024,
             var_dir: "var".into(),
             branch_pool_share_percent: 50,

@@ -2,6 +2,7 @@
 //! client addresses, rate limits, request spans and the API description.
 
 pub mod catcher;
+pub mod compression;
 pub mod cors;
 pub mod docs;
 pub mod endpoints;

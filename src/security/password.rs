@@ -1,5 +1,10 @@
 //! Password hashing: scrypt PHC strings, computed on the blocking pool (a hash costs tens of
 //! milliseconds and megabytes of memory), a few at a time.
+//!
+//! Fewer hashes run at once than there are cores, so a flood of logins leaves a core to
+//! the rest of the API; the line of hashes waiting for their turn is bounded, and a hash
+//! that would join a full line is refused at once (503 `busy_hashing`, with Retry-After)
+//! rather than holding its connection for seconds.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,6 +16,9 @@ use scrypt::phc::PasswordHash;
 use scrypt::{Params, Scrypt};
 use tokio::sync::Semaphore;
 
+use crate::config::HashLimits;
+use crate::http::error::ApiError;
+
 #[derive(Clone)]
 pub struct Hasher {
     params: Params,
@@ -21,15 +29,26 @@ pub struct Hasher {
     decoy: Arc<String>,
     /// Hashes waiting for a permit or being computed (for the metrics).
     queued: Arc<AtomicUsize>,
+    /// Most hashes waiting or running at once; one more is refused.
+    bound: usize,
 }
 
 /// Counts one hash in the queue while it lives.
 struct Queued(Arc<AtomicUsize>);
 
 impl Queued {
-    fn join(queue: &Arc<AtomicUsize>) -> Self {
-        queue.fetch_add(1, Ordering::Relaxed);
-        Self(queue.clone())
+    /// A place in the line, or `busy_hashing` when `bound` hashes already wait or run.
+    fn join(queue: &Arc<AtomicUsize>, bound: usize) -> Result<Self, ApiError> {
+        let place = Self(queue.clone());
+        if queue.fetch_add(1, Ordering::Relaxed) >= bound {
+            // Dropping the place gives it back.
+            return Err(ApiError::Unavailable {
+                code: "busy_hashing",
+                message: "Too many passwords are being checked right now; try again shortly.".into(),
+                retry_after_secs: 1,
+            });
+        }
+        Ok(place)
     }
 }
 
@@ -94,11 +113,18 @@ pub fn check_strength(password: &str, identities: &[&str]) -> Result<(), String>
 }
 
 impl Hasher {
-    pub fn new(log_n: u8) -> anyhow::Result<Self> {
+    pub fn new(log_n: u8, limits: HashLimits) -> anyhow::Result<Self> {
         let params = Params::new(log_n, 8, 1).context("scrypt parameters")?;
-        let permits = Arc::new(Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get())));
+        let concurrency = limits.concurrency.max(1);
+        let permits = Arc::new(Semaphore::new(concurrency));
         let decoy = hash_with(&params, &super::tokens::random_secret())?;
-        Ok(Self { params, permits, decoy: Arc::new(decoy), queued: Arc::new(AtomicUsize::new(0)) })
+        Ok(Self {
+            params,
+            permits,
+            decoy: Arc::new(decoy),
+            queued: Arc::new(AtomicUsize::new(0)),
+            bound: concurrency + limits.queue,
+        })
     }
 
     /// Hashes and checks waiting for their turn or being computed now.
@@ -106,19 +132,21 @@ impl Hasher {
         self.queued.load(Ordering::Relaxed)
     }
 
-    pub async fn hash(&self, password: &str) -> anyhow::Result<String> {
-        let _queued = Queued::join(&self.queued);
-        let _permit = self.permits.acquire().await?;
+    pub async fn hash(&self, password: &str) -> Result<String, ApiError> {
+        let _queued = Queued::join(&self.queued, self.bound)?;
+        let _permit = self.permits.acquire().await.map_err(anyhow::Error::from)?;
         let params = self.params;
         let password = password.to_owned();
-        tokio::task::spawn_blocking(move || hash_with(&params, &password)).await?
+        Ok(tokio::task::spawn_blocking(move || hash_with(&params, &password))
+            .await
+            .map_err(anyhow::Error::from)??)
     }
 
     /// Checks `password` against a stored PHC string, or against the decoy when `stored` is
     /// `None`, in which case the answer is always false.
-    pub async fn verify(&self, password: &str, stored: Option<&str>) -> anyhow::Result<bool> {
-        let _queued = Queued::join(&self.queued);
-        let _permit = self.permits.acquire().await?;
+    pub async fn verify(&self, password: &str, stored: Option<&str>) -> Result<bool, ApiError> {
+        let _queued = Queued::join(&self.queued, self.bound)?;
+        let _permit = self.permits.acquire().await.map_err(anyhow::Error::from)?;
         // A missing or unusable stored hash (an account without a password) is checked
         // against the decoy, so it costs the same and never matches.
         let parsed = stored.filter(|s| PasswordHash::new(s).is_ok());
@@ -129,7 +157,8 @@ impl Hasher {
             let hash = PasswordHash::new(&stored).map_err(|e| anyhow::anyhow!("stored hash: {e}"))?;
             anyhow::Ok(Scrypt::new().verify_password(password.as_bytes(), &hash).is_ok())
         })
-        .await??;
+        .await
+        .map_err(anyhow::Error::from)??;
         Ok(usable && matches)
     }
 }
@@ -145,11 +174,11 @@ fn hash_with(params: &Params, password: &str) -> anyhow::Result<String> {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::{Hasher, check_strength};
+    use super::{HashLimits, Hasher, check_strength};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_queue_counts_hashes_waiting_and_running() {
-        let hasher = Hasher::new(4).unwrap();
+        let hasher = Hasher::new(4, HashLimits { concurrency: 2, queue: 4 }).unwrap();
         // Every permit held: a hash waits in the queue.
         let all = hasher.permits.available_permits() as u32;
         let held = hasher.permits.clone().acquire_many_owned(all).await.unwrap();
@@ -166,6 +195,36 @@ mod tests {
         drop(held);
         waiting.await.unwrap().unwrap();
         assert_eq!(hasher.queue(), 0, "a finished hash leaves the queue");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hash_past_a_full_line_is_refused_at_once_and_the_line_recovers() {
+        let hasher = Hasher::new(4, HashLimits { concurrency: 1, queue: 2 }).unwrap();
+        let held = hasher.permits.clone().acquire_owned().await.unwrap();
+        // One place computing (held above, so nothing runs) and two waiting fill the line.
+        let waiting: Vec<_> = (0..3)
+            .map(|_| {
+                let hasher = hasher.clone();
+                tokio::spawn(async move { hasher.hash("violet-harbour-27").await })
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while hasher.queue() < 3 {
+            assert!(Instant::now() < deadline, "the waiting hashes were not counted");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let refused = hasher.verify("violet-harbour-27", None).await.unwrap_err();
+        assert!(
+            matches!(refused, crate::http::error::ApiError::Unavailable { code: "busy_hashing", .. }),
+            "{refused:?}"
+        );
+        assert_eq!(hasher.queue(), 3, "a refused hash takes no place");
+        drop(held);
+        for hash in waiting {
+            hash.await.unwrap().unwrap();
+        }
+        assert_eq!(hasher.queue(), 0);
+        hasher.hash("violet-harbour-27").await.expect("the line takes hashes again");
     }
 
     #[test]

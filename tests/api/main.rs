@@ -9,6 +9,7 @@ mod audit_archive;
 mod auth;
 mod billing;
 mod cli;
+mod compression;
 mod conformance;
 mod contract;
 mod dashboard;

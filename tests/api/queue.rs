@@ -368,11 +368,14 @@ async fn a_display_sees_a_call_within_a_second() {
     let res = app
         .request(Method::GET, &format!("/api/v1/queue/branch-services/{reception}/events"), Some(branch))
         .header("accept", "text/event-stream")
+        // A display that accepts compression still gets each event as it is sent.
+        .header("accept-encoding", "zstd, br, gzip")
         .send()
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
     assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    assert!(res.headers().get("content-encoding").is_none(), "event streams are not compressed");
     let mut stream = res;
     let mut buffer = String::new();
     let snapshot = next_event(&mut stream, &mut buffer, "snapshot").await;

@@ -1,0 +1,112 @@
+//! Compressed answers and the bounded line of password hashes.
+
+use std::io::Read;
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::support::*;
+
+/// `path` as the admin in `branch`, sent with `Accept-Encoding: encoding` (or none): the
+/// status, the `Content-Encoding` and the bytes as they came over the wire.
+async fn raw(
+    app: &TestApp,
+    path: &str,
+    branch: i64,
+    encoding: Option<&str>,
+) -> (u16, Option<String>, Vec<u8>) {
+    let mut req = app.request(Method::GET, path, Some(branch));
+    if let Some(encoding) = encoding {
+        req = req.header("accept-encoding", encoding);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    let content_encoding = res.headers().get("content-encoding").map(|v| v.to_str().unwrap().to_owned());
+    (status, content_encoding, res.bytes().await.unwrap().to_vec())
+}
+
+fn decoded(encoding: &str, bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    match encoding {
+        "gzip" => flate2::read::GzDecoder::new(bytes).read_to_end(&mut out).unwrap(),
+        "br" => brotli::Decompressor::new(bytes, 4096).read_to_end(&mut out).unwrap(),
+        "zstd" => zstd::stream::read::Decoder::new(bytes).unwrap().read_to_end(&mut out).unwrap(),
+        other => panic!("no decoder for {other}"),
+    };
+    out
+}
+
+#[tokio::test]
+async fn a_page_comes_in_the_encoding_the_client_asks_for_and_decodes_to_the_same_bytes() {
+    let app = TestApp::spawn().await;
+    let branch = app.main_branch().await;
+    for i in 0..30 {
+        app.create_patient(branch, &format!("Nguyễn{i}"), "Peña").await;
+    }
+    let page = "/api/v1/patients?perPage=30";
+    let (status, encoding, plain) = raw(&app, page, branch, None).await;
+    assert_eq!((status, encoding), (200, None), "no Accept-Encoding: no compression");
+    assert!(plain.len() > 1024, "the page is worth compressing: {} bytes", plain.len());
+
+    for wanted in ["zstd", "br", "gzip"] {
+        let (status, encoding, wire) = raw(&app, page, branch, Some(wanted)).await;
+        assert_eq!((status, encoding.as_deref()), (200, Some(wanted)));
+        assert!(wire.len() * 3 < plain.len(), "{wanted}: {} bytes of {}", wire.len(), plain.len());
+        assert_eq!(decoded(wanted, &wire), plain, "{wanted} decodes to the same answer");
+    }
+    // The client's order of preference wins; an encoding refused with q=0 is never used.
+    let (_, encoding, _) = raw(&app, page, branch, Some("gzip;q=1, zstd;q=0.5")).await;
+    assert_eq!(encoding.as_deref(), Some("gzip"));
+    let (_, encoding, _) = raw(&app, page, branch, Some("zstd;q=0, br;q=0, gzip;q=0")).await;
+    assert_eq!(encoding, None);
+}
+
+#[tokio::test]
+async fn an_answer_under_one_kilobyte_is_sent_as_it_is() {
+    let app = TestApp::spawn().await;
+    let branch = app.main_branch().await;
+    let id = id_of(&app.create_patient(branch, "Ana", "Cruz").await);
+    let (status, encoding, plain) = raw(&app, &format!("/api/v1/patients/{id}"), branch, Some("gzip")).await;
+    assert_eq!((status, encoding), (200, None));
+    assert!(plain.len() < 1024);
+}
+
+#[tokio::test]
+async fn a_login_that_finds_the_hashing_line_full_is_503_busy_hashing_and_the_line_recovers() {
+    // One hash at a time, nobody waiting, and a hash slow enough (scrypt 2^17) to be caught
+    // running.
+    let app = TestApp::spawn_with(|s| {
+        s.password_hash_limits = clinic_server::config::HashLimits { concurrency: 1, queue: 0 };
+        s.rate_limit_login = 1000;
+    })
+    .await;
+    app.create_user("slow.hash", &["viewer"], &[]).await;
+    let password = "user-password-1".to_owned();
+    let stored = clinic_server::security::password::Hasher::new(
+        17,
+        clinic_server::config::HashLimits { concurrency: 1, queue: 0 },
+    )
+    .unwrap()
+    .hash(&password)
+    .await
+    .unwrap();
+    let db = app.state.registry.get().await.unwrap();
+    db.execute("UPDATE users SET password_hash = $1 WHERE username = 'slow.hash'", &[&stored]).await.unwrap();
+
+    let first = {
+        let http = app.http.clone();
+        let url = app.url("/api/v1/auth/login");
+        let password = password.clone();
+        tokio::spawn(async move {
+            reply(http.post(url).json(&json!({ "username": "slow.hash", "password": password }))).await
+        })
+    };
+    while app.state.hasher.queue() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let refused = app.login_reply("slow.hash", &password).await;
+    assert_error(&refused, 503, "busy_hashing");
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert_status(&first.await.unwrap(), 200);
+    assert_status(&app.login_reply("slow.hash", &password).await, 200);
+}
