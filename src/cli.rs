@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -191,6 +192,13 @@ async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
     let result = async {
         let state = app::prepare(settings.clone(), &url).await?;
         let outcome = execute(command, &state).await;
+        // Reads answered before the stop keep their audit records.
+        if tokio::time::timeout(Duration::from_secs(10), state.read_audit.flush()).await.is_err() {
+            tracing::error!(
+                records = state.read_audit.queued(),
+                "read audit records could not be written before exit"
+            );
+        }
         state.shutdown();
         outcome
     }

@@ -85,7 +85,8 @@ pub async fn lookup(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     let mut conn = ctx.conn(PATIENTS.scope).await?;
     let rows = matching(&mut conn, &term, limit).await?;
     let ids: Vec<i64> = rows.iter().filter_map(|r| r.get("id").and_then(Value::as_i64)).collect();
-    audit_seen(&mut conn, &ctx, &PATIENTS, &ids, &pairs).await?;
+    drop(conn);
+    audit_seen(&ctx, &PATIENTS, &ids, &pairs).await?;
     web::ok(res, "Patients found.", rows);
     Ok(())
 }

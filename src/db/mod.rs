@@ -8,6 +8,7 @@
 
 pub mod directory;
 pub mod migrate;
+pub mod read_audit;
 pub mod waits;
 
 use std::ops::{Deref, DerefMut};
@@ -192,6 +193,12 @@ pub fn branch_pool(url: &str, settings: &Settings, waits: &Waits) -> anyhow::Res
         .context("building a branch pool")
 }
 
+/// `name` as a quoted SQL identifier (schema names are made by the server; quoting keeps
+/// that from being load-bearing).
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
 /// A connection whose search_path is exactly one branch's schema.
 pub struct BranchConn {
     conn: managed::Object<BranchManager>,
@@ -212,8 +219,8 @@ impl BranchConn {
             // Forget the old schema first: if the switch fails halfway, the next checkout must
             // not trust this connection.
             conn.schema = None;
-            let sql = "SELECT pg_catalog.set_config('search_path', pg_catalog.quote_ident($1), false)";
-            conn.client.query_one(sql, &[&&**schema]).await?;
+            // One simple-protocol round trip; an unnamed prepared statement would take two.
+            conn.client.batch_execute(&format!("SET search_path TO {}", quote_ident(schema))).await?;
             conn.schema = Some(schema.clone());
         }
         Ok(Self { conn, _share: None })

@@ -12,6 +12,7 @@ use super::idempotency::Answer;
 use super::store::{self, Conn, Within};
 use super::unit::Written;
 use super::validate::{check_fields, validate_fields};
+use crate::db::read_audit::ReadRecord;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
 
@@ -147,8 +148,9 @@ impl ResourceHandler {
         let query = list::parse(&pairs, &list_rules(self.resource))?;
         let mut conn = self.connect(ctx, within).await?;
         let page = store::list(&*conn.client(), self.resource, within, &query).await?;
+        drop(conn);
         if self.resource.audit_reads {
-            audit_seen(&mut conn, ctx, self.resource, &page.ids, &pairs).await?;
+            audit_seen(ctx, self.resource, &page.ids, &pairs).await?;
         }
         let base = web::base_url(req, ctx.state.trusts_forwarded_headers(req));
         let count = page.ids.len() as i64;
@@ -166,7 +168,11 @@ impl ResourceHandler {
     ) -> ApiResult<()> {
         let id = web::path_id(req, "id")?;
         let mut conn = self.connect(ctx, within).await?;
-        let (data, version) = store::fetch(&mut conn, self.resource, within, id, ctx.user.id).await?;
+        let (data, version) = store::fetch(&mut conn, self.resource, within, id).await?;
+        drop(conn);
+        if self.resource.audit_reads {
+            audit_read(ctx, self.resource, "view", Some(id), None).await?;
+        }
         if let Some(tag) = version.and_then(|v| HeaderValue::from_str(&format!("\"{v}\"")).ok()) {
             res.headers_mut().insert(ETAG, tag);
         }
@@ -246,16 +252,39 @@ async fn sent_with_delete(ctx: &Context, req: &mut Request) -> ApiResult<Map<Str
 /// Records who was shown which records of a resource that audits reads (patients): one row
 /// per answer, with the ids it held and the query that selected them.
 pub async fn audit_seen(
-    conn: &mut Conn,
     ctx: &Context,
-    resource: &Resource,
+    resource: &'static Resource,
     ids: &[i64],
     query: &[(String, String)],
 ) -> ApiResult<()> {
     let action =
         if query.iter().any(|(k, v)| k == "search" && !v.trim().is_empty()) { "search" } else { "list" };
     let details = serde_json::json!({ "ids": ids, "query": query });
-    store::audit_read(conn.client(), Some(ctx.user.id), action, resource, None, details).await
+    audit_read(ctx, resource, action, None, Some(details)).await
+}
+
+/// Hands the record of a read to the instance's read audit queue (`db::read_audit`), which
+/// writes it to the branch's audit log within milliseconds.
+async fn audit_read(
+    ctx: &Context,
+    resource: &'static Resource,
+    action: &'static str,
+    record_id: Option<i64>,
+    details: Option<Value>,
+) -> ApiResult<()> {
+    let branch =
+        ctx.branch.as_ref().ok_or_else(|| anyhow::anyhow!("a read of {} outside a branch", resource.path))?;
+    let record = ReadRecord {
+        branch: branch.id,
+        at: time::OffsetDateTime::now_utc(),
+        user_id: Some(ctx.user.id),
+        action,
+        resource: resource.path,
+        record_id,
+        details,
+    };
+    ctx.state.read_audit.record(record).await?;
+    Ok(())
 }
 
 /// The body checked against the declaration and prepared by the resource's hooks (`id` is

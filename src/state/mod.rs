@@ -13,6 +13,7 @@ use salvo::prelude::*;
 use crate::config::Settings;
 use crate::db::RegistryPool;
 use crate::db::directory::Directory;
+use crate::db::read_audit::ReadAudit;
 use crate::http::error::ApiResult;
 use crate::http::rate_limit::Limits;
 use crate::mail::Mailer;
@@ -38,6 +39,8 @@ pub struct AppState {
     pub invalidations: tokio::sync::broadcast::Sender<Topic>,
     /// Started when the instance begins shutting down (see `app::Running`).
     pub drain: drain::Drain,
+    /// Records of reads, written in batches (`db::read_audit`).
+    pub read_audit: ReadAudit,
     background: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -61,7 +64,9 @@ impl AppState {
         let hasher = Hasher::new(settings.password_hash_log_n, settings.password_hash_limits)?;
         let limits = Arc::new(Limits::new(&settings));
         metrics.observe(&directory, &hasher, &limits);
+        let (read_audit, read_audit_writer) = ReadAudit::start(directory.clone());
         Ok(Self {
+            read_audit,
             hasher,
             limits,
             metrics,
@@ -73,7 +78,7 @@ impl AppState {
             registry,
             directory,
             settings,
-            background: std::sync::Mutex::new(Vec::new()),
+            background: std::sync::Mutex::new(vec![read_audit_writer]),
         })
     }
 

@@ -1091,6 +1091,7 @@ async fn complaint_writes_are_audited_with_before_and_after() {
 }
 
 async fn patient_views(app: &TestApp, branch: i64) -> Vec<(Option<i64>, Option<i64>)> {
+    app.state.read_audit.flush().await;
     let client = app.state.registry.get().await.unwrap();
     let sql = format!(
         "SELECT record_id, user_id FROM branch_{branch}.audit_log

@@ -90,6 +90,7 @@ fn today() -> time::Date {
 }
 
 async fn audit_rows(app: &TestApp, branch: i64, query: &str) -> Reply {
+    app.state.read_audit.flush().await;
     reply(app.request(Method::GET, &format!("{AUDIT}?perPage=100&{query}"), Some(branch))).await
 }
 

@@ -45,37 +45,6 @@ pub async fn audit_event(
     Ok(())
 }
 
-/// Records a read (who opened or was shown which records), committed without waiting for
-/// the disk (`synchronous_commit` off, for this transaction only): the row is in the
-/// database at once, and only a crash of PostgreSQL itself can lose the last fraction of a
-/// second of read records. The three statements go out in one round trip.
-pub async fn audit_read(
-    client: &deadpool_postgres::ClientWrapper,
-    actor: Option<i64>,
-    action: &str,
-    resource: &Resource,
-    record: Option<i64>,
-    details: Value,
-) -> ApiResult<()> {
-    let stmt = client
-        .prepare_cached(
-            "INSERT INTO audit_log (user_id, action, resource, record_id, after) VALUES ($1, $2, $3, $4, $5)",
-        )
-        .await?;
-    let details = (!details.is_null()).then_some(details);
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-        [&actor, &action, &resource.path, &record, &details];
-    let (begun, inserted, committed) = tokio::join!(
-        client.batch_execute("BEGIN; SET LOCAL synchronous_commit TO off"),
-        client.execute(&stmt, &params),
-        client.batch_execute("COMMIT"),
-    );
-    begun?;
-    inserted?;
-    committed?;
-    Ok(())
-}
-
 impl Unit<'_> {
     /// Appends the audit record of a change this unit made that is not a declared write (a
     /// user assigned to a service).

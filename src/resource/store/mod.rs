@@ -21,7 +21,7 @@ mod select;
 
 use tokio_postgres::types::ToSql;
 
-pub use audit::{audit_event, audit_read};
+pub use audit::audit_event;
 pub use change::{act, update, updated_message};
 pub use checks::state_conflict;
 pub use delete::{delete, deleted_answer};

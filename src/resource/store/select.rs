@@ -338,14 +338,12 @@ pub async fn reload(client: &impl Queries, resource: &Resource, id: i64) -> ApiR
 }
 
 /// One record as the JSON text PostgreSQL makes of it, with its version (a GET writes the
-/// text into its answer without parsing it); opening a record of a resource that audits
-/// reads is recorded.
+/// text into its answer without parsing it).
 pub async fn fetch(
     conn: &mut Conn,
     resource: &Resource,
     within: Within<'_>,
     id: i64,
-    reader: i64,
 ) -> ApiResult<(String, Option<i32>)> {
     let (conditions, params) = within.conditions(1);
     let version = if resource.trailing.contains(&"version") { "r.version" } else { "NULL::int" };
@@ -362,9 +360,6 @@ pub async fn fetch(
         let mut refs: Vec<&(dyn ToSql + Sync)> = vec![&id];
         refs.extend(as_refs(&params));
         let row = client.query_opt(&stmt, &refs).await?.ok_or(ApiError::NotFound)?;
-        if resource.audit_reads {
-            super::audit::audit_read(client, Some(reader), "view", resource, Some(id), Value::Null).await?;
-        }
         Ok((row.get(0), row.get(1)))
     }
     .instrument(db_span(resource, "SELECT"))

@@ -1,7 +1,7 @@
 //! Graceful shutdown: new connections are refused, what is in flight (a streamed export)
 //! finishes, waiting-room displays get `end` and close, readiness answers 503, and the
-//! server stops within `SHUTDOWN_GRACE_SECONDS`; the binary does the same on SIGTERM and
-//! exits 0.
+//! server stops within `SHUTDOWN_GRACE_SECONDS`; the binary does the same on SIGTERM, writes
+//! the audit records of the reads it answered, and exits 0.
 
 use std::time::{Duration, Instant};
 
@@ -280,6 +280,16 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
         .unwrap()
         .get(0);
     let display = Display::open(&http, &format!("http://{addr}"), &token, branch).await;
+    // Reads answered just before the signal: their audit records are still queued.
+    let reads = (0..200).map(|_| {
+        http.get(format!("http://{addr}/api/v1/patients"))
+            .bearer_auth(&token)
+            .header("x-branch-id", branch.to_string())
+            .send()
+    });
+    for read in futures_util::future::join_all(reads).await {
+        assert_eq!(read.unwrap().status(), 200);
+    }
 
     let started = Instant::now();
     // SAFETY: kill has no memory preconditions; the pid is our own child's.
@@ -295,4 +305,15 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
     assert_eq!(status.code(), Some(0), "exit status {status:?}");
     let log = log.join().unwrap().join("\n");
     assert!(log.contains("shutting down") && log.contains("drained"), "{log}");
+    let recorded: i64 = clinic_server::db::connect(&db.url)
+        .await
+        .unwrap()
+        .query_one(
+            &format!("SELECT count(*) FROM branch_{branch}.audit_log WHERE resource = 'patients' AND action = 'list'"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(recorded, 200, "every read answered before the stop is recorded");
 }

@@ -401,6 +401,8 @@ impl TestApp {
         resource: &str,
         record: i64,
     ) -> Vec<Value> {
+        // Reads are recorded within milliseconds, by the instance's writer.
+        self.state.read_audit.flush().await;
         let resource: String = form_urlencoded::byte_serialize(resource.as_bytes()).collect();
         let path = format!(
             "{trail}?perPage=100&sortField=id&sortDirection=asc&filters[resource]={resource}&filters[record_id]={record}"

@@ -1,0 +1,195 @@
+//! Audit records of reads (a list, a search, a patient opened), written in batches off the
+//! request's path.
+//!
+//! A read hands its record to a bounded queue and answers; one task per instance writes what
+//! has queued, many records per `INSERT`, grouped by branch. Nothing is dropped: when the
+//! queue is full a read waits for room, and a batch that cannot be written (the database is
+//! away, the branch is frozen for a move) is tried again until it is. A graceful stop writes
+//! every queued record before the instance exits ([`ReadAudit::flush`]).
+//!
+//! What a crash can lose: the records still queued when the server process itself dies
+//! (killed, out of memory), at most [`QUEUE`] and in practice the reads of the last few
+//! milliseconds. Batches commit synchronously, so a crash of PostgreSQL loses none that
+//! were written. A record's `at` is the moment of the read by this instance's clock, not
+//! the moment of the write. Writes are unaffected: their records are in their own
+//! transaction.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use time::OffsetDateTime;
+use tokio::sync::{mpsc, oneshot};
+
+use super::BranchConn;
+use super::directory::Directory;
+
+/// Records waiting to be written, at most; past it a read waits for room.
+pub const QUEUE: usize = 8192;
+
+/// Records written by one `INSERT`, at most.
+const BATCH: usize = 1000;
+
+/// One read: who saw what of which branch, and when.
+#[derive(Debug, Clone)]
+pub struct ReadRecord {
+    pub branch: i64,
+    pub at: OffsetDateTime,
+    pub user_id: Option<i64>,
+    pub action: &'static str,
+    pub resource: &'static str,
+    pub record_id: Option<i64>,
+    pub details: Option<Value>,
+}
+
+enum Message {
+    Record(ReadRecord),
+    /// Answered once every record queued before it is written.
+    Flush(oneshot::Sender<()>),
+}
+
+/// The sending side of the queue; cheap to clone.
+#[derive(Clone)]
+pub struct ReadAudit {
+    sender: mpsc::Sender<Message>,
+}
+
+impl ReadAudit {
+    /// The queue, and the task that writes it (to be kept with the instance's background
+    /// work, and stopped only after [`ReadAudit::flush`]).
+    pub fn start(directory: Arc<Directory>) -> (Self, tokio::task::JoinHandle<()>) {
+        let (sender, receiver) = mpsc::channel(QUEUE);
+        (Self { sender }, tokio::spawn(write_queued(receiver, directory)))
+    }
+
+    /// Queues `record`, waiting for room when the queue is full.
+    pub async fn record(&self, record: ReadRecord) -> anyhow::Result<()> {
+        self.sender
+            .send(Message::Record(record))
+            .await
+            .map_err(|_| anyhow::anyhow!("the read audit writer has stopped"))
+    }
+
+    /// Waits until every record queued so far is written (at shutdown, and for tests).
+    pub async fn flush(&self) {
+        let (done, written) = oneshot::channel();
+        if self.sender.send(Message::Flush(done)).await.is_ok() {
+            let _ = written.await;
+        }
+    }
+
+    /// Records waiting to be written.
+    pub fn queued(&self) -> usize {
+        self.sender.max_capacity() - self.sender.capacity()
+    }
+}
+
+async fn write_queued(mut receiver: mpsc::Receiver<Message>, directory: Arc<Directory>) {
+    let mut pending: Vec<ReadRecord> = Vec::new();
+    let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        // Block for the next message only when nothing is left to write.
+        if pending.is_empty() {
+            match receiver.recv().await {
+                Some(message) => take(message, &mut pending, &mut waiting),
+                None => return,
+            }
+        }
+        while pending.len() < BATCH {
+            match receiver.try_recv() {
+                Ok(message) => take(message, &mut pending, &mut waiting),
+                Err(_) => break,
+            }
+        }
+        pending = write(&directory, std::mem::take(&mut pending)).await;
+        if pending.is_empty() {
+            backoff = Duration::from_millis(50);
+            for done in waiting.drain(..) {
+                let _ = done.send(());
+            }
+        } else {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    }
+}
+
+fn take(message: Message, pending: &mut Vec<ReadRecord>, waiting: &mut Vec<oneshot::Sender<()>>) {
+    match message {
+        Message::Record(record) => pending.push(record),
+        Message::Flush(done) => waiting.push(done),
+    }
+}
+
+/// Writes `records` branch by branch; answers those that could not be written yet.
+async fn write(directory: &Directory, records: Vec<ReadRecord>) -> Vec<ReadRecord> {
+    let mut by_branch: BTreeMap<i64, Vec<ReadRecord>> = BTreeMap::new();
+    for record in records {
+        by_branch.entry(record.branch).or_default().push(record);
+    }
+    let mut left = Vec::new();
+    for (branch, records) in by_branch {
+        match write_branch(directory, branch, &records).await {
+            Ok(()) => {}
+            Err(Retry::Later(e)) => {
+                tracing::warn!(branch, records = records.len(), error = %e, "read audit records wait to be written");
+                left.extend(records);
+            }
+            Err(Retry::Never) => {
+                tracing::warn!(
+                    branch,
+                    records = records.len(),
+                    "read audit records of a branch that is gone"
+                );
+            }
+        }
+    }
+    left
+}
+
+enum Retry {
+    Later(anyhow::Error),
+    /// The branch was dropped: there is nowhere to write its records.
+    Never,
+}
+
+async fn write_branch(directory: &Directory, branch: i64, records: &[ReadRecord]) -> Result<(), Retry> {
+    let later = |e: anyhow::Error| Retry::Later(e);
+    let route = match directory.route(branch).await.map_err(|e| later(e.into()))? {
+        Ok(route) => route,
+        Err(_) => return Err(Retry::Never),
+    };
+    if route.frozen {
+        // Its last copy is being made elsewhere; written after the move, they travel with it.
+        directory.invalidate(branch).await;
+        return Err(later(anyhow::anyhow!("the branch is moving")));
+    }
+    let conn = BranchConn::checkout(&route.pool, &route.schema).await.map_err(|e| later(e.into()))?;
+    let mut at = Vec::with_capacity(records.len());
+    let mut user_id = Vec::with_capacity(records.len());
+    let mut action = Vec::with_capacity(records.len());
+    let mut resource = Vec::with_capacity(records.len());
+    let mut record_id = Vec::with_capacity(records.len());
+    let mut details = Vec::with_capacity(records.len());
+    for r in records {
+        at.push(r.at);
+        user_id.push(r.user_id);
+        action.push(r.action);
+        resource.push(r.resource);
+        record_id.push(r.record_id);
+        details.push(r.details.clone());
+    }
+    let stmt = conn
+        .prepare_cached(
+            "INSERT INTO audit_log (at, user_id, action, resource, record_id, after)
+             SELECT * FROM unnest($1::timestamptz[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::jsonb[])",
+        )
+        .await
+        .map_err(|e| later(e.into()))?;
+    conn.execute(&stmt, &[&at, &user_id, &action, &resource, &record_id, &details])
+        .await
+        .map_err(|e| later(e.into()))?;
+    Ok(())
+}
