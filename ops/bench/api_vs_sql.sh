@@ -8,7 +8,9 @@
 # The server's SQL is read from PostgreSQL's own log: the script turns on
 # log_min_duration_statement for the bench database, sends each request once, turns it off,
 # and makes a pgbench script of what was executed (ops/bench/sql_of.py), with the ids that
-# vary turned into pgbench variables. Read audits are on both sides. Needs wrk, pgbench,
+# vary turned into pgbench variables. The read audit is on both sides (the server's batched
+# INSERT, once per request on the SQL side), and reads are also measured against their
+# query alone. Needs wrk, pgbench,
 # psql, python3, and read access to PostgreSQL's log (PGLOG).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -102,9 +104,12 @@ for c in $CASES; do
   if [ "$c" = search ]; then
     sed -E "s/LIKE \(SELECT ('%' \|\| .* \|\| '%')\)/LIKE \1/" "$WORK/search.sql" >"$WORK/search_before.sql"
   fi
-  # The list beside its page query alone: the same statements without the read audit.
-  if [ "$c" = list ]; then
-    python3 ops/bench/sql_of.py --log "$PGLOG" --from "$offset" --db "$DB" --skip-audit >"$WORK/list_sql_only.sql"
+  # A read beside its query alone: the same statements without the read audit (the server
+  # writes read records in batches, off the request's path; the case's own SQL above writes
+  # one per request, as the batch of a quiet server would).
+  if [ "$c" = list ] || [ "$c" = get ]; then
+    { pgbench_header "$c"; python3 ops/bench/sql_of.py --log "$PGLOG" --from "$offset" --db "$DB" \
+        $(variables "$c") --skip-audit; } >"$WORK/${c}_sql_only.sql"
   fi
 done
 stop_server
@@ -142,7 +147,8 @@ for c in $CASES; do
   api=$(wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/$c.lua" "${AUTH[@]}" "http://127.0.0.1:$PORT")
   rps=$(echo "$api" | awk '/Requests\/sec/ {print $2}')
   p99=$(echo "$api" | awk '$1 == "99%" {print $2}')
-  others=""; [ "$c" = list ] && others=list_sql_only; [ "$c" = search ] && others=search_before
+  others=""; [ "$c" = list ] && others=list_sql_only; [ "$c" = get ] && others=get_sql_only
+  [ "$c" = search ] && others=search_before
   for side in "$c" $others; do
     # The server's branch connections: the branch's schema, UTC, SSD costs.
     sql=$(PGOPTIONS="-c search_path=branch_1 -c TimeZone=UTC -c random_page_cost=1.1" pgbench -n -M prepared -c "$CONNECTIONS" -j 2 -T "$DURATION" -r -f "$WORK/$side.sql" \
@@ -153,6 +159,7 @@ for c in $CASES; do
     rm -f "$WORK"/pgbench_"$side".*
     ratio=$(echo "scale=2; $rps / $tps" | bc)
     label=$c; [ "$side" = list_sql_only ] && label="list vs page SQL"
+    [ "$side" = get_sql_only ] && label="get vs SELECT"
     [ "$side" = search_before ] && label="search vs old SQL"
     printf '%-18s %12s %10s %12s %10s %8s\n' "$label" "$rps" "$p99" "$tps" "$sp99" "$ratio"
   done

@@ -86,8 +86,8 @@ def main():
             out.extend(part.strip() + ";" for part in text.split(";") if part.strip())
         else:
             out.append(text + ";")
-    # The server sends a read's audit (BEGIN, SET LOCAL, INSERT, COMMIT) in one round trip:
-    # so does pgbench.
+    # A transaction the server sends in one round trip (BEGIN, SET LOCAL, ..., COMMIT) is
+    # pipelined by pgbench too.
     piped = []
     for i, line in enumerate(out):
         if line == "BEGIN;" and i + 1 < len(out) and "synchronous_commit" in out[i + 1]:

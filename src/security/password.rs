@@ -1,10 +1,11 @@
-//! Password hashing: scrypt PHC strings, computed on the blocking pool (a hash costs tens of
-//! milliseconds and megabytes of memory), a few at a time.
+//! Password hashing: scrypt PHC strings, computed off the async runtime (a hash costs tens
+//! of milliseconds and megabytes of memory), a few at a time.
 //!
-//! Fewer hashes run at once than there are cores, so a flood of logins leaves a core to
-//! the rest of the API; the line of hashes waiting for their turn is bounded, and a hash
-//! that would join a full line is refused at once (503 `busy_hashing`, with Retry-After)
-//! rather than holding its connection for seconds.
+//! Fewer hashes run at once than there are cores, on threads of their own at a lower CPU
+//! priority (nice 10), so a flood of logins leaves the cores to the rest of the API and takes
+//! what it leaves; the line of hashes waiting for their turn is bounded, and a hash that
+//! would join a full line is refused at once (503 `busy_hashing`, with Retry-After) rather
+//! than holding its connection for seconds.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,6 +23,8 @@ use crate::http::error::ApiError;
 #[derive(Clone)]
 pub struct Hasher {
     params: Params,
+    /// The threads that compute hashes.
+    threads: HashThreads,
     /// Bounds memory: each hash holds 128 * r * N bytes.
     permits: Arc<Semaphore>,
     /// A hash of a random password, verified against when a login names no user, so that
@@ -50,6 +53,57 @@ impl Queued {
         }
         Ok(place)
     }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Threads that compute hashes and nothing else, at a lower CPU priority than the threads
+/// that serve requests (tokio's blocking pool serves other work too, so its threads keep
+/// their priority).
+#[derive(Clone)]
+struct HashThreads {
+    jobs: std::sync::mpsc::Sender<Job>,
+}
+
+impl HashThreads {
+    fn start(count: usize) -> anyhow::Result<Self> {
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        let queue = Arc::new(std::sync::Mutex::new(queue));
+        for _ in 0..count {
+            let queue = queue.clone();
+            std::thread::Builder::new()
+                .name("password-hash".into())
+                .spawn(move || {
+                    lower_priority();
+                    loop {
+                        let job = queue.lock().expect("hash queue").recv();
+                        match job {
+                            Ok(job) => job(),
+                            Err(_) => return,
+                        }
+                    }
+                })
+                .context("starting a hashing thread")?;
+        }
+        Ok(Self { jobs })
+    }
+
+    async fn run<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> anyhow::Result<T> {
+        let (done, answer) = tokio::sync::oneshot::channel();
+        self.jobs
+            .send(Box::new(move || {
+                let _ = done.send(work());
+            }))
+            .map_err(|_| anyhow::anyhow!("the hashing threads have stopped"))?;
+        Ok(answer.await?)
+    }
+}
+
+/// Nice 10 for the calling thread (on Linux a thread has its own nice value). Raising it
+/// needs no privilege; a failure leaves the thread as it was.
+fn lower_priority() {
+    // SAFETY: setpriority reads no memory; `who = 0` is the calling thread.
+    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
 }
 
 impl Drop for Queued {
@@ -120,6 +174,7 @@ impl Hasher {
         let decoy = hash_with(&params, &super::tokens::random_secret())?;
         Ok(Self {
             params,
+            threads: HashThreads::start(concurrency)?,
             permits,
             decoy: Arc::new(decoy),
             queued: Arc::new(AtomicUsize::new(0)),
@@ -137,9 +192,7 @@ impl Hasher {
         let _permit = self.permits.acquire().await.map_err(anyhow::Error::from)?;
         let params = self.params;
         let password = password.to_owned();
-        Ok(tokio::task::spawn_blocking(move || hash_with(&params, &password))
-            .await
-            .map_err(anyhow::Error::from)??)
+        Ok(self.threads.run(move || hash_with(&params, &password)).await??)
     }
 
     /// Checks `password` against a stored PHC string, or against the decoy when `stored` is
@@ -153,12 +206,13 @@ impl Hasher {
         let usable = parsed.is_some();
         let stored = parsed.map_or_else(|| (*self.decoy).clone(), str::to_owned);
         let password = password.to_owned();
-        let matches = tokio::task::spawn_blocking(move || {
-            let hash = PasswordHash::new(&stored).map_err(|e| anyhow::anyhow!("stored hash: {e}"))?;
-            anyhow::Ok(Scrypt::new().verify_password(password.as_bytes(), &hash).is_ok())
-        })
-        .await
-        .map_err(anyhow::Error::from)??;
+        let matches = self
+            .threads
+            .run(move || {
+                let hash = PasswordHash::new(&stored).map_err(|e| anyhow::anyhow!("stored hash: {e}"))?;
+                anyhow::Ok(Scrypt::new().verify_password(password.as_bytes(), &hash).is_ok())
+            })
+            .await??;
         Ok(usable && matches)
     }
 }
