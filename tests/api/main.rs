@@ -12,6 +12,7 @@ mod cli;
 mod conformance;
 mod contract;
 mod dashboard;
+mod dashboard_rollups;
 mod drift;
 mod exams;
 mod idempotency;
