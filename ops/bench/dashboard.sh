@@ -36,7 +36,8 @@ trap cleanup EXIT
 DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
   RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn "$TARGET/release/clinic-server" serve >/tmp/clinic-bench.log 2>&1 &
 SERVER=$!
-for _ in $(seq 1 100); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
+for _ in $(seq 1 300); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
+curl -sf "$BASE/public/health" >/dev/null || { echo "the server did not start: $(tail -5 /tmp/clinic-bench.log)"; exit 1; }
 
 # Registry rows: four branch services for the queue; 2,000 surgeries over the last year
 # and the next 30 days.
@@ -57,7 +58,7 @@ psql "$DB_URL" -q -v ON_ERROR_STOP=1 -v movements="$MOVEMENTS" <<'SQL'
 INSERT INTO pharmacy_items (code, name, unit, sale_price, reorder_level)
 SELECT 'ITEM' || i, 'Item ' || i, 'box', 10, CASE WHEN i % 3 = 0 THEN 1000000 ELSE 1 END FROM generate_series(1, 500) AS i;
 INSERT INTO stock_availables (branch_id, pharmacy_item_id, lot_no, expiry_date)
-SELECT 1, it.id, 'LOT' || l, current_date + (it.id * 7 + l * 37) % 730 FROM pharmacy_items it, generate_series(1, 20) AS l;
+SELECT 1, it.id, 'LOT' || l, current_date + ((it.id * 7 + l * 37) % 730)::int FROM pharmacy_items it, generate_series(1, 20) AS l;
 INSERT INTO stock_movements (branch_id, stock_available_id, pharmacy_item_id, kind, quantity, quantity_after, reason)
 SELECT 1, a.id, a.pharmacy_item_id, 'receipt', 2, 2 * k, 'Seed'
   FROM stock_availables a, generate_series(1, :movements / 10000) AS k;
@@ -82,7 +83,7 @@ YEAR_AGO=$(date -d '-365 days' +%F)
 MONTH_AGO=$(date -d '-30 days' +%F)
 TODAY=$(date +%F)
 # The first request of each dashboard finds the registrations' zone unset and counts them.
-curl -sf -o /dev/null -H "Authorization: Bearer $TOKEN" -H 'X-Branch-Id: 1' "$BASE/dashboard/stats"
+echo "first dashboard read (registrations counted): $(curl -s -o /tmp/clinic-bench-first.json -w '%{http_code} %{time_total} s' -H "Authorization: Bearer $TOKEN" -H 'X-Branch-Id: 1' "$BASE/dashboard/stats")"
 
 # name, path, pgbench script and its range ("" for none).
 run() {
@@ -94,7 +95,7 @@ run() {
         -H 'X-Branch-Id: 1' -H 'Accept: application/json' "$BASE$path")
   api=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
   sql=$(PGOPTIONS='-c search_path=branch_1,public' pgbench -n -M prepared -c "$CONNECTIONS" -j 2 -T "${DURATION%s}" \
-        -D start="'$start'" -D end="'$end'" -D today="'$TODAY'" -D tz="'$ZONE'" -f "$SQL_DIR/$script" "$DB_URL" 2>&1)
+        -D start="$start" -D end="$end" -D today="$TODAY" -D tz="$ZONE" -f "$SQL_DIR/$script" "$DB_URL" 2>&1)
   tps=$(echo "$sql" | awk '/^tps/ {print $3}')
   [ -n "$tps" ] || { echo "$name: pgbench failed: $sql"; exit 1; }
   printf '%-40s %9s req/s  p50 %8s  p99 %8s | SQL %9s tx/s  API/SQL %5s\n' "$name" "$api" \
