@@ -13,6 +13,7 @@ mod compression;
 mod conformance;
 mod contract;
 mod dashboard;
+mod dashboard_rollups;
 mod drift;
 mod exams;
 mod idempotency;
