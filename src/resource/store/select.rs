@@ -281,12 +281,16 @@ pub async fn list(
         let count_sql = selection.count_sql(resource, unfiltered);
         let count_stmt = client.prepare_cached(&count_sql).await?;
         let count_params: &[&(dyn ToSql + Sync)] = if count_sql.contains('$') { &refs } else { &[] };
-        let total: i64 = client.query_one(&count_stmt, count_params).await?.get(0);
+        let page_stmt = client.prepare_cached(&selection.page_sql(resource, query)).await?;
+        // The count and the page go out together: one round trip, not two.
+        let (counted, row) = tokio::try_join!(
+            client.query_one(&count_stmt, count_params),
+            client.query_one(&page_stmt, &refs)
+        )?;
+        let total: i64 = counted.get(0);
         if query.offset() >= total {
             return Ok(Page { total, data: "[]".into(), ids: Vec::new() });
         }
-        let page_stmt = client.prepare_cached(&selection.page_sql(resource, query)).await?;
-        let row = client.query_one(&page_stmt, &refs).await?;
         Ok(Page { total, data: row.get(0), ids: row.get(1) })
     }
     .instrument(db_span(resource, "SELECT"))
