@@ -1,16 +1,19 @@
 //! Provisioning, listing and migrating branches.
 //!
 //! Creating a branch is all or nothing and safe to retry: the registry row is written as
-//! `provisioning`, the schema is built and migrated, and only then does the row become
-//! `active`. A failure drops the half-built schema and the row; a crash in between leaves a
-//! `provisioning` row that the next create with the same code resumes.
+//! `provisioning`, the schema is built at the latest tenant version in one transaction
+//! (`db::migrate::provision_branch_schema`), and only then does the row become `active`. A
+//! failure drops the schema and the row; a crash in between leaves a `provisioning` row that
+//! the next create with the same code resumes.
 
 use futures_util::StreamExt;
 use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::db::directory::Directory;
-use crate::db::migrate::{SchemaMigration, latest_tenant_version, migrate_branch_schema};
+use crate::db::migrate::{
+    SchemaMigration, latest_tenant_version, migrate_branch_schema, provision_branch_schema,
+};
 use crate::db::{BranchConn, RegistryPool};
 use crate::http::error::{ApiError, ApiResult};
 use crate::notify::{self, Invalidate};
@@ -258,7 +261,7 @@ async fn provision_schema(
     let pool = directory.pool_for(database_url)?;
     let mut conn = BranchConn::unrouted(&pool).await?;
     claim_schema(conn.client_mut(), id, schema).await?;
-    let migration = migrate_branch_schema(conn.client_mut(), schema).await?;
+    let migration = provision_branch_schema(conn.client_mut(), schema).await?;
     conn.execute(
         &format!(
             "INSERT INTO {schema}.branch_info (branch_id, code) VALUES ($1, $2)
