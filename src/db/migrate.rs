@@ -1,9 +1,19 @@
 //! Migrations: the registry (`migrations/`) and every branch schema (`tenants/`), both
 //! through refinery, each run under a PostgreSQL advisory lock so that instances starting
 //! together do not collide (refinery itself takes no lock).
+//!
+//! A new, empty branch schema is built in one transaction instead ([`provision_branch_schema`]):
+//! every tenant migration's SQL in one batch, with the history rows refinery would have
+//! written, so that refinery later finds them applied and runs only newer ones. It is the
+//! catalogue replaying the migrations makes (`tests/api/tenancy/catalogue.rs` compares the
+//! two) at one commit instead of one per migration. Most of what remains is PostgreSQL's:
+//! version 15 syncs each new B-tree index file to disk as its build ends, and a branch schema
+//! has about 140 of them (tables' keys and indexes, TOAST indexes, audit partitions).
 
 use anyhow::Context;
 use refinery::Runner;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 use tokio_postgres::Client;
 
 mod registry_set {
@@ -104,15 +114,19 @@ pub async fn migrate_branch_schema_to(
     without_statement_timeout(client, async |client| migrate_schema(client, schema, version).await).await
 }
 
+async fn create_extensions(client: &mut Client) -> anyhow::Result<()> {
+    with_advisory_lock(client, EXTENSIONS_LOCK, async |client| {
+        client.batch_execute(EXTENSIONS).await.context("creating the pg_trgm and unaccent extensions")
+    })
+    .await
+}
+
 async fn migrate_schema(
     client: &mut Client,
     schema: &str,
     version: Option<i32>,
 ) -> anyhow::Result<SchemaMigration> {
-    with_advisory_lock(client, EXTENSIONS_LOCK, async |client| {
-        client.batch_execute(EXTENSIONS).await.context("creating the pg_trgm and unaccent extensions")
-    })
-    .await?;
+    create_extensions(client).await?;
     with_advisory_lock(client, schema, async |client| {
         client
             .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path TO {schema}"))
@@ -131,6 +145,92 @@ async fn migrate_schema(
         Ok(SchemaMigration { version, applied: report.applied_migrations().len() })
     })
     .await
+}
+
+/// Brings a branch schema to the latest tenant version: built in one transaction when it is
+/// missing or empty, otherwise (a create interrupted under an older server left it half
+/// migrated) by refinery, like [`migrate_branch_schema`]. All or nothing in the first case: a
+/// failure leaves the schema as it was.
+pub async fn provision_branch_schema(client: &mut Client, schema: &str) -> anyhow::Result<SchemaMigration> {
+    anyhow::ensure!(is_branch_schema_name(schema), "refusing to provision schema {schema:?}");
+    without_statement_timeout(client, async |client| {
+        create_extensions(client).await?;
+        let built = with_advisory_lock(client, schema, async |client| build_schema(client, schema).await)
+            .await
+            .with_context(|| format!("building schema {schema}"))?;
+        match built {
+            Some(migration) => Ok(migration),
+            None => migrate_schema(client, schema, None).await,
+        }
+    })
+    .await
+}
+
+/// Refinery's history table, as its runner creates it (`version int4` without refinery's
+/// `int8-versions` feature).
+fn history_table(schema: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {schema}.refinery_schema_history(
+             version int4 PRIMARY KEY,
+             name VARCHAR(255),
+             applied_on VARCHAR(255),
+             checksum VARCHAR(255));"
+    )
+}
+
+/// The whole build of an empty schema as one batch: the history table, every migration in
+/// order, and one history row per migration with the values refinery's runner writes
+/// (checksum as decimal text, applied_on as RFC 3339).
+fn build_batch(schema: &str, applied_on: OffsetDateTime) -> anyhow::Result<(String, usize)> {
+    let runner = tenant_runner();
+    let mut migrations: Vec<_> = runner.get_migrations().iter().collect();
+    migrations.sort_by_key(|m| m.version());
+    let applied_on = applied_on.format(&Rfc3339)?;
+    let quote = |text: &str| format!("'{}'", text.replace('\'', "''"));
+    let mut batch = format!("CREATE SCHEMA IF NOT EXISTS {schema};\nSET LOCAL search_path TO {schema};\n");
+    batch.push_str(&history_table(schema));
+    let mut rows = Vec::with_capacity(migrations.len());
+    for m in &migrations {
+        let sql = m.sql().context("an embedded migration without SQL")?;
+        // A migration may end in a comment or without its last semicolon.
+        batch.push_str(&format!("\n{sql}\n;\n"));
+        rows.push(format!(
+            "({}, {}, {}, {})",
+            m.version(),
+            quote(m.name()),
+            quote(&applied_on),
+            quote(&m.checksum().to_string())
+        ));
+    }
+    if !rows.is_empty() {
+        batch.push_str(&format!(
+            "INSERT INTO {schema}.refinery_schema_history (version, name, applied_on, checksum) VALUES {};",
+            rows.join(", ")
+        ));
+    }
+    Ok((batch, migrations.len()))
+}
+
+/// Builds `schema` when it is missing or holds nothing; `None` when it holds anything.
+async fn build_schema(client: &mut Client, schema: &str) -> anyhow::Result<Option<SchemaMigration>> {
+    let tx = client.transaction().await?;
+    let empty: bool = tx
+        .query_one(
+            "SELECT coalesce((SELECT NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid)
+                                 AND NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = n.oid)
+                                 AND NOT EXISTS (SELECT 1 FROM pg_type t WHERE t.typnamespace = n.oid)
+                                FROM pg_namespace n WHERE n.nspname = $1), true)",
+            &[&schema],
+        )
+        .await?
+        .get(0);
+    if !empty {
+        return Ok(None);
+    }
+    let (batch, applied) = build_batch(schema, OffsetDateTime::now_utc())?;
+    tx.batch_execute(&batch).await?;
+    tx.commit().await?;
+    Ok(Some(SchemaMigration { version: latest_tenant_version(), applied }))
 }
 
 /// Schema names are made by the server: `branch_<digits>`, nothing else.

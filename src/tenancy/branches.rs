@@ -1,16 +1,19 @@
 //! Provisioning, listing and migrating branches.
 //!
 //! Creating a branch is all or nothing and safe to retry: the registry row is written as
-//! `provisioning`, the schema is built and migrated, and only then does the row become
-//! `active`. A failure drops the half-built schema and the row; a crash in between leaves a
-//! `provisioning` row that the next create with the same code resumes.
+//! `provisioning`, the schema is built at the latest tenant version in one transaction
+//! (`db::migrate::provision_branch_schema`), and only then does the row become `active`. A
+//! failure drops the schema and the row; a crash in between leaves a `provisioning` row that
+//! the next create with the same code resumes.
 
 use futures_util::StreamExt;
 use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::db::directory::Directory;
-use crate::db::migrate::{SchemaMigration, latest_tenant_version, migrate_branch_schema};
+use crate::db::migrate::{
+    SchemaMigration, latest_tenant_version, migrate_branch_schema, provision_branch_schema,
+};
 use crate::db::{BranchConn, RegistryPool};
 use crate::http::error::{ApiError, ApiResult};
 use crate::notify::{self, Invalidate};
@@ -133,18 +136,11 @@ pub async fn create(directory: &Directory, new: NewBranch, grant_to: &[i64]) -> 
 
     let registry = directory.registry();
     let timezone = new.timezone.clone().unwrap_or_else(|| directory.settings().clinic_timezone.clone());
-    {
-        let client = registry.get().await?;
-        let known: bool = client
-            .query_one("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1)", &[&timezone])
-            .await?
-            .get(0);
-        if !known || !crate::resource::check::is_iana_zone_name(&timezone) {
-            return Err(ApiError::field(
-                "timezone",
-                "The timezone must be an IANA time zone such as Asia/Manila.",
-            ));
-        }
+    if !crate::resource::check::is_iana_zone_name(&timezone) || !known_zone(registry, &timezone).await? {
+        return Err(ApiError::field(
+            "timezone",
+            "The timezone must be an IANA time zone such as Asia/Manila.",
+        ));
     }
     let (id, schema) = {
         let client = registry.get().await?;
@@ -204,6 +200,29 @@ pub async fn create(directory: &Directory, new: NewBranch, grant_to: &[i64]) -> 
     Ok(Branch::from_row(&row))
 }
 
+/// Zone names PostgreSQL knew when first asked. Reading `pg_timezone_names` walks the whole
+/// zone database (tens of milliseconds, more on a fresh connection); a name missing here is
+/// looked up again, so a zone added since is still found.
+static ZONE_NAMES: tokio::sync::OnceCell<std::collections::HashSet<String>> =
+    tokio::sync::OnceCell::const_new();
+
+async fn known_zone(registry: &RegistryPool, zone: &str) -> ApiResult<bool> {
+    let names = ZONE_NAMES
+        .get_or_try_init(|| async {
+            let client = registry.get().await?;
+            let rows = client.query("SELECT name FROM pg_timezone_names", &[]).await?;
+            ApiResult::Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+        })
+        .await?;
+    if names.contains(zone) {
+        return Ok(true);
+    }
+    let client = registry.get().await?;
+    let row =
+        client.query_one("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1)", &[&zone]).await?;
+    Ok(row.get(0))
+}
+
 /// A schema of the branch's name exists, holds objects, and was not made by us.
 #[derive(Debug, thiserror::Error)]
 #[error("schema {0} already exists with objects this server did not create; it is left untouched")]
@@ -258,7 +277,7 @@ async fn provision_schema(
     let pool = directory.pool_for(database_url)?;
     let mut conn = BranchConn::unrouted(&pool).await?;
     claim_schema(conn.client_mut(), id, schema).await?;
-    let migration = migrate_branch_schema(conn.client_mut(), schema).await?;
+    let migration = provision_branch_schema(conn.client_mut(), schema).await?;
     conn.execute(
         &format!(
             "INSERT INTO {schema}.branch_info (branch_id, code) VALUES ($1, $2)

@@ -23,7 +23,7 @@ use tokio_postgres::{IsolationLevel, Transaction};
 use super::branches::{claim_schema, marker};
 use super::copy::{self, Table};
 use crate::db::directory::Directory;
-use crate::db::migrate::{latest_tenant_version, migrate_branch_schema};
+use crate::db::migrate::{latest_tenant_version, provision_branch_schema};
 use crate::db::server_name;
 use crate::notify::{self, Topic};
 
@@ -318,7 +318,7 @@ async fn prepare_target(target: &mut tokio_postgres::Client, id: i64, schema: &s
         target.batch_execute(&format!("DROP SCHEMA {schema} CASCADE")).await?;
     }
     claim_schema(target, id, schema).await?;
-    migrate_branch_schema(target, schema).await?;
+    provision_branch_schema(target, schema).await?;
     Ok(())
 }
 

@@ -1,5 +1,7 @@
 //! The invariant of schema-per-branch: a query for branch A runs in A's schema, always.
 
+mod catalogue;
+
 use crate::support::{TestApp, send};
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Provisioning branches, then migrating all of them.
+#
+#   ops/bench/provision.sh           # 1,000 branches, 20 patients each before the migration
+#
+# Creates BRANCHES branches one after another through POST /api/v1/branches (each a new
+# schema built at the latest tenant version) and prints the median and p99 of a create and
+# the total. Then seeds PATIENTS patients into every branch, builds a second binary from a
+# copy of the tree with one more tenant migration (a column and an index on patients), and
+# times `clinic-server migrate` with it: the path an upgrade takes, refinery per branch,
+# MIGRATE_PARALLELISM branches at once. The second binary is built in its own target
+# directory (NEXT_TARGET), seeded once from the release build's dependencies.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+BRANCHES=${BRANCHES:-1000}
+PATIENTS=${PATIENTS:-20}
+PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
+PORT=${PORT:-18093}
+TARGET=${CARGO_TARGET_DIR:-target}
+NEXT_TARGET=${NEXT_TARGET:-$TARGET/bench-next-migration}
+DB=clinic_bench_provision_$$
+DB_URL="${PGURL%/*}/$DB"
+BASE="http://127.0.0.1:$PORT/api/v1"
+PASSWORD=bench-password-1
+WORK=$(mktemp -d)
+
+cargo build --release --quiet
+psql "$PGURL" -qc "CREATE DATABASE $DB"
+cleanup() {
+  [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
+  rm -rf "$WORK"
+  psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
+}
+trap cleanup EXIT
+
+DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
+  RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn "$TARGET/release/clinic-server" serve >"$WORK/server.log" 2>&1 &
+SERVER=$!
+for _ in $(seq 1 100); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
+TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \
+  -d "{\"username\":\"admin\",\"password\":\"$PASSWORD\"}" | sed 's/.*"token":"\([^"]*\)".*/\1/')
+
+# Nearest-rank percentile of the numbers in a file, one per line.
+percentile() { sort -n "$1" | awk -v p="$2" '{ v[NR] = $1 } END { i = int(NR * p / 100 + 0.999999); print v[i < 1 ? 1 : i] }'; }
+
+echo "provisioning $BRANCHES branches through the API..."
+start=$(date +%s.%N)
+for i in $(seq 1 "$BRANCHES"); do
+  curl -s -o "$WORK/reply" -w '%{http_code} %{time_total}\n' "$BASE/branches" \
+    -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d "{\"code\":\"P$i\",\"name\":\"Branch $i\"}" >>"$WORK/creates"
+done
+total=$(echo "$(date +%s.%N) - $start" | bc)
+failed=$(awk '$1 != 201' "$WORK/creates" | wc -l)
+[ "$failed" = 0 ] || { echo "$failed creates failed; the last answer: $(cat "$WORK/reply")"; exit 1; }
+awk '{ printf "%.1f\n", $2 * 1000 }' "$WORK/creates" >"$WORK/ms"
+printf 'create a branch: median %s ms, p99 %s ms, max %s ms; %s branches in %.1f s\n' \
+  "$(percentile "$WORK/ms" 50)" "$(percentile "$WORK/ms" 99)" "$(percentile "$WORK/ms" 100)" "$BRANCHES" "$total"
+
+echo "seeding $PATIENTS patients into each branch..."
+psql "$DB_URL" -Atc "SELECT schema_name FROM branches WHERE status = 'active' ORDER BY id" |
+  while read -r schema; do
+    printf '\\set schema %s\n\\set count %s\n\\i %s/ops/bench/seed_patients.sql\n' "$schema" "$PATIENTS" "$PWD"
+  done >"$WORK/seed.sql"
+psql "$DB_URL" -q -v ON_ERROR_STOP=1 -f "$WORK/seed.sql" >/dev/null
+
+latest=$(find tenants -name 'V*__*.sql' | sed 's|.*/V\([0-9]*\)__.*|\1|' | sort -n | tail -1)
+next=$((latest + 1))
+TREE="$NEXT_TARGET/tree"
+echo "building a binary with tenants/V${next}__bench_column.sql in $NEXT_TARGET..."
+start=$(date +%s.%N)
+if [ ! -d "$NEXT_TARGET/release" ]; then
+  mkdir -p "$NEXT_TARGET"
+  cp -a "$TARGET/release" "$NEXT_TARGET/release"
+fi
+mkdir -p "$TREE"
+MIGRATION="tenants/V${next}__bench_column.sql"
+# Files keep their times (and the migration is rewritten only when it changes), so a second
+# run rebuilds only what changed.
+rsync -a --delete --exclude '/target*' --exclude '/var' --exclude '/.git' --exclude "/$MIGRATION" ./ "$TREE/"
+cat >"$WORK/migration.sql" <<'SQL'
+-- A column and an index on patients, as a feature would add them.
+ALTER TABLE patients ADD COLUMN bench_note text;
+CREATE INDEX patients_bench_note_idx ON patients (bench_note) WHERE deleted_at IS NULL;
+SQL
+cmp -s "$WORK/migration.sql" "$TREE/$MIGRATION" || cp "$WORK/migration.sql" "$TREE/$MIGRATION"
+(cd "$TREE" && CARGO_TARGET_DIR="$(cd "$NEXT_TARGET" && pwd)" cargo build --release --quiet)
+printf 'built in %.0f s\n' "$(echo "$(date +%s.%N) - $start" | bc)"
+
+# The upgrade: stop the server, migrate with the new binary.
+kill "$SERVER" && wait "$SERVER" 2>/dev/null || true
+SERVER=
+echo "migrating every branch to V$next (MIGRATE_PARALLELISM ${MIGRATE_PARALLELISM:-4})..."
+start=$(date +%s.%N)
+DATABASE_URL="$DB_URL" RUST_LOG=warn "$NEXT_TARGET/release/clinic-server" migrate >"$WORK/migrate.out" 2>&1 ||
+  { tail -5 "$WORK/migrate.out"; exit 1; }
+took=$(echo "$(date +%s.%N) - $start" | bc)
+psql "$DB_URL" -Atc "
+  SELECT format('%s of %s branches at V%s, %s with the column', count(*) FILTER (WHERE b.schema_version = $next
+           AND b.migration_state = 'current'), count(*), $next,
+         (SELECT count(*) FROM information_schema.columns WHERE column_name = 'bench_note' AND table_name = 'patients'))
+    FROM branches b WHERE b.status = 'active'"
+active=$(psql "$DB_URL" -Atc "SELECT count(*) FROM branches WHERE status = 'active'")
+printf 'migrate: %.1f s for %s branches (%.1f ms a branch)\n' "$took" "$active" "$(echo "$took * 1000 / $active" | bc -l)"
