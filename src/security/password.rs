@@ -34,6 +34,8 @@ pub struct Hasher {
     queued: Arc<AtomicUsize>,
     /// Most hashes waiting or running at once; one more is refused.
     bound: usize,
+    /// Passwords checked so far (a login of an unknown user is checked against the decoy).
+    checked: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Counts one hash in the queue while it lives.
@@ -179,7 +181,13 @@ impl Hasher {
             decoy: Arc::new(decoy),
             queued: Arc::new(AtomicUsize::new(0)),
             bound: concurrency + limits.queue,
+            checked: Arc::default(),
         })
+    }
+
+    /// Passwords checked since start, against a stored hash or the decoy.
+    pub fn checked(&self) -> u64 {
+        self.checked.load(Ordering::Relaxed)
     }
 
     /// Hashes and checks waiting for their turn or being computed now.
@@ -213,6 +221,7 @@ impl Hasher {
                 anyhow::Ok(Scrypt::new().verify_password(password.as_bytes(), &hash).is_ok())
             })
             .await??;
+        self.checked.fetch_add(1, Ordering::Relaxed);
         Ok(usable && matches)
     }
 }
