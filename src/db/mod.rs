@@ -10,6 +10,7 @@ pub mod directory;
 pub mod migrate;
 pub mod read_audit;
 pub mod waits;
+pub mod zones;
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;

@@ -28,8 +28,11 @@ use super::directory::Directory;
 /// Records waiting to be written, at most; past it a read waits for room.
 pub const QUEUE: usize = 8192;
 
-/// Records written by one `INSERT`, at most.
+/// Records taken from the queue per round, at most.
 const BATCH: usize = 1000;
+
+/// Longest a read waits for room in a full queue before it answers 503 instead.
+const ROOM_WAIT: Duration = Duration::from_secs(5);
 
 /// One read: who saw what of which branch, and when.
 #[derive(Debug, Clone)]
@@ -63,12 +66,17 @@ impl ReadAudit {
         (Self { sender }, tokio::spawn(write_queued(receiver, directory)))
     }
 
-    /// Queues `record`, waiting for room when the queue is full.
-    pub async fn record(&self, record: ReadRecord) -> anyhow::Result<()> {
-        self.sender
-            .send(Message::Record(record))
-            .await
-            .map_err(|_| anyhow::anyhow!("the read audit writer has stopped"))
+    /// Queues `record`, waiting for room when the queue is full: a read is answered only once
+    /// its record is queued, so a queue that stays full (the audit log cannot be written)
+    /// ends in `Ok(false)`, for the read to answer 503 rather than go unrecorded.
+    pub async fn record(&self, record: ReadRecord) -> anyhow::Result<bool> {
+        match self.sender.send_timeout(Message::Record(record), ROOM_WAIT).await {
+            Ok(()) => Ok(true),
+            Err(mpsc::error::SendTimeoutError::Timeout(_)) => Ok(false),
+            Err(mpsc::error::SendTimeoutError::Closed(_)) => {
+                Err(anyhow::anyhow!("the read audit writer has stopped"))
+            }
+        }
     }
 
     /// Waits until every record queued so far is written (at shutdown, and for tests).
@@ -97,7 +105,9 @@ async fn write_queued(mut receiver: mpsc::Receiver<Message>, directory: Arc<Dire
                 None => return,
             }
         }
-        while pending.len() < BATCH {
+        // New records are taken even while older ones wait to be retried, so that one branch
+        // that cannot be written does not hold up the others.
+        for _ in 0..BATCH {
             match receiver.try_recv() {
                 Ok(message) => take(message, &mut pending, &mut waiting),
                 Err(_) => break,

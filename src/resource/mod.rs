@@ -159,6 +159,9 @@ pub struct Resource {
     pub write_permission: &'static str,
     /// Record who opened a single record (patient charts).
     pub audit_reads: bool,
+    /// An audit trail: reading it first writes the read records this instance has queued, so
+    /// that it shows every read answered before (`db::read_audit`).
+    pub shows_reads: bool,
     pub parent: Option<Parent>,
     pub unique: &'static [Unique],
     /// Accepted on input and documented, but not columns (e.g. a password, role ids); the
@@ -232,6 +235,7 @@ impl Resource {
         read_permission: "",
         write_permission: "",
         audit_reads: false,
+        shows_reads: false,
         parent: None,
         unique: &[],
         write_only: &[],
@@ -285,6 +289,7 @@ impl Resource {
             writable: false,
             soft_delete: false,
             trailing: &[],
+            shows_reads: true,
             ..Resource::DEFAULTS
         }
     }

@@ -146,6 +146,9 @@ impl ResourceHandler {
     ) -> ApiResult<()> {
         let pairs = list::query_pairs(req);
         let query = list::parse(&pairs, &list_rules(self.resource))?;
+        if self.resource.shows_reads {
+            write_queued_reads(ctx).await;
+        }
         let mut conn = self.connect(ctx, within).await?;
         let page = store::list(&*conn.client(), self.resource, within, &query).await?;
         drop(conn);
@@ -167,6 +170,9 @@ impl ResourceHandler {
         within: Within<'_>,
     ) -> ApiResult<()> {
         let id = web::path_id(req, "id")?;
+        if self.resource.shows_reads {
+            write_queued_reads(ctx).await;
+        }
         let mut conn = self.connect(ctx, within).await?;
         let (data, version) = store::fetch(&mut conn, self.resource, within, id).await?;
         drop(conn);
@@ -263,6 +269,13 @@ pub async fn audit_seen(
     audit_read(ctx, resource, action, None, Some(details)).await
 }
 
+/// Waits (a little) for the read records this instance has queued to be written, so that
+/// an audit trail read after a read shows it. A writer that cannot write them now (the
+/// database away) does not hold the trail back: it answers what is written.
+async fn write_queued_reads(ctx: &Context) {
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), ctx.state.read_audit.flush()).await;
+}
+
 /// Hands the record of a read to the instance's read audit queue (`db::read_audit`), which
 /// writes it to the branch's audit log within milliseconds.
 async fn audit_read(
@@ -283,7 +296,12 @@ async fn audit_read(
         record_id,
         details,
     };
-    ctx.state.read_audit.record(record).await?;
+    if !ctx.state.read_audit.record(record).await? {
+        return Err(ApiError::unavailable(
+            "audit_busy",
+            "Reads cannot be recorded right now; try again shortly.",
+        ));
+    }
     Ok(())
 }
 

@@ -136,7 +136,9 @@ pub async fn create(directory: &Directory, new: NewBranch, grant_to: &[i64]) -> 
 
     let registry = directory.registry();
     let timezone = new.timezone.clone().unwrap_or_else(|| directory.settings().clinic_timezone.clone());
-    if !crate::resource::check::is_iana_zone_name(&timezone) || !known_zone(registry, &timezone).await? {
+    if !crate::resource::check::is_iana_zone_name(&timezone)
+        || !crate::db::zones::is_known_zone(&registry.get().await?, &timezone).await?
+    {
         return Err(ApiError::field(
             "timezone",
             "The timezone must be an IANA time zone such as Asia/Manila.",
@@ -198,29 +200,6 @@ pub async fn create(directory: &Directory, new: NewBranch, grant_to: &[i64]) -> 
     tx.commit().await?;
     directory.invalidate(id).await;
     Ok(Branch::from_row(&row))
-}
-
-/// Zone names PostgreSQL knew when first asked. Reading `pg_timezone_names` walks the whole
-/// zone database (tens of milliseconds, more on a fresh connection); a name missing here is
-/// looked up again, so a zone added since is still found.
-static ZONE_NAMES: tokio::sync::OnceCell<std::collections::HashSet<String>> =
-    tokio::sync::OnceCell::const_new();
-
-async fn known_zone(registry: &RegistryPool, zone: &str) -> ApiResult<bool> {
-    let names = ZONE_NAMES
-        .get_or_try_init(|| async {
-            let client = registry.get().await?;
-            let rows = client.query("SELECT name FROM pg_timezone_names", &[]).await?;
-            ApiResult::Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
-        })
-        .await?;
-    if names.contains(zone) {
-        return Ok(true);
-    }
-    let client = registry.get().await?;
-    let row =
-        client.query_one("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1)", &[&zone]).await?;
-    Ok(row.get(0))
 }
 
 /// A schema of the branch's name exists, holds objects, and was not made by us.

@@ -126,10 +126,7 @@ pub(super) async fn check_references(
                 reference_ok(client, writer, resource, target, id, input, current).await?
             }
             Kind::TimeZone => {
-                let stmt = client
-                    .prepare_cached("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1)")
-                    .await?;
-                client.query_one(&stmt, &[&value.as_str()]).await?.get(0)
+                crate::db::zones::is_known_zone(client, value.as_str().unwrap_or_default()).await?
             }
             _ => continue,
         };
