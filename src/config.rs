@@ -94,6 +94,9 @@ pub struct Settings {
     pub migrate_parallelism: usize,
     /// scrypt cost as log2(N); 17 in production, tests use a cheap one.
     pub password_hash_log_n: u8,
+    /// Read audit records waiting to be written, at most; a read waits for room (up to
+    /// `pool_wait`, then 503).
+    pub read_audit_queue: usize,
     /// Password hashes computed at once, and how many more may wait for their turn.
     pub password_hash_limits: HashLimits,
     /// Largest accepted request body in bytes.
@@ -180,6 +183,7 @@ impl Settings {
             pool_wait: Duration::from_millis(parsed("POOL_WAIT_TIMEOUT_MS", 5000)?),
             migrate_parallelism: parsed("MIGRATE_PARALLELISM", 4)?,
             password_hash_log_n: parsed("PASSWORD_HASH_COST", 15)?,
+            read_audit_queue: parsed("READ_AUDIT_QUEUE", 8192)?,
             password_hash_limits: HashLimits {
                 concurrency: parsed("PASSWORD_HASH_CONCURRENCY", HashLimits::default_concurrency())?,
                 queue: parsed("PASSWORD_HASH_QUEUE", 32)?,
@@ -212,6 +216,9 @@ impl Settings {
         }
         if !(1..=20).contains(&self.password_hash_log_n) {
             bail!("PASSWORD_HASH_COST must be between 1 and 20");
+        }
+        if self.read_audit_queue == 0 {
+            bail!("READ_AUDIT_QUEUE must be at least 1");
         }
         if self.password_hash_limits.concurrency == 0 {
             bail!("PASSWORD_HASH_CONCURRENCY must be at least 1");
@@ -254,6 +261,7 @@ impl Settings {
             pool_wait: Duration::from_secs(5),
             migrate_parallelism: 4,
             password_hash_log_n: 15,
+            read_audit_queue: 8192,
             password_hash_limits: HashLimits { concurrency: HashLimits::default_concurrency(), queue: 32 },
             max_body_bytes: 1024 * 1024,
             var_dir: "var".into(),

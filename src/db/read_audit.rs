@@ -8,8 +8,8 @@
 //! every queued record before the instance exits ([`ReadAudit::flush`]).
 //!
 //! What a crash can lose: the records still queued when the server process itself dies
-//! (killed, out of memory), at most [`QUEUE`] and in practice the reads of the last few
-//! milliseconds. Batches commit synchronously, so a crash of PostgreSQL loses none that
+//! (killed, out of memory), at most `READ_AUDIT_QUEUE` and in practice the reads of the last
+//! few milliseconds. Batches commit synchronously, so a crash of PostgreSQL loses none that
 //! were written. A record's `at` is the moment of the read by this instance's clock, not
 //! the moment of the write. Writes are unaffected: their records are in their own
 //! transaction.
@@ -25,14 +25,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::BranchConn;
 use super::directory::Directory;
 
-/// Records waiting to be written, at most; past it a read waits for room.
-pub const QUEUE: usize = 8192;
-
 /// Records taken from the queue per round, at most.
 const BATCH: usize = 1000;
-
-/// Longest a read waits for room in a full queue before it answers 503 instead.
-const ROOM_WAIT: Duration = Duration::from_secs(5);
 
 /// One read: who saw what of which branch, and when.
 #[derive(Debug, Clone)]
@@ -56,21 +50,28 @@ enum Message {
 #[derive(Clone)]
 pub struct ReadAudit {
     sender: mpsc::Sender<Message>,
+    /// Longest a read waits for room in a full queue before it answers 503 instead.
+    room_wait: Duration,
 }
 
 impl ReadAudit {
     /// The queue, and the task that writes it (to be kept with the instance's background
     /// work, and stopped only after [`ReadAudit::flush`]).
-    pub fn start(directory: Arc<Directory>) -> (Self, tokio::task::JoinHandle<()>) {
-        let (sender, receiver) = mpsc::channel(QUEUE);
-        (Self { sender }, tokio::spawn(write_queued(receiver, directory)))
+    pub fn start(
+        directory: Arc<Directory>,
+        capacity: usize,
+        room_wait: Duration,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
+        let (sender, receiver) = mpsc::channel(capacity.max(1));
+        let capacity = capacity.max(1);
+        (Self { sender, room_wait }, tokio::spawn(write_queued(receiver, directory, capacity)))
     }
 
     /// Queues `record`, waiting for room when the queue is full: a read is answered only once
     /// its record is queued, so a queue that stays full (the audit log cannot be written)
     /// ends in `Ok(false)`, for the read to answer 503 rather than go unrecorded.
     pub async fn record(&self, record: ReadRecord) -> anyhow::Result<bool> {
-        match self.sender.send_timeout(Message::Record(record), ROOM_WAIT).await {
+        match self.sender.send_timeout(Message::Record(record), self.room_wait).await {
             Ok(()) => Ok(true),
             Err(mpsc::error::SendTimeoutError::Timeout(_)) => Ok(false),
             Err(mpsc::error::SendTimeoutError::Closed(_)) => {
@@ -93,7 +94,9 @@ impl ReadAudit {
     }
 }
 
-async fn write_queued(mut receiver: mpsc::Receiver<Message>, directory: Arc<Directory>) {
+/// Writes what is queued. Records it could not write yet are held, at most `capacity` of them
+/// beside the queue's own: past that it takes no more, the queue fills, and reads wait.
+async fn write_queued(mut receiver: mpsc::Receiver<Message>, directory: Arc<Directory>, capacity: usize) {
     let mut pending: Vec<ReadRecord> = Vec::new();
     let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
     let mut backoff = Duration::from_millis(50);
@@ -106,8 +109,8 @@ async fn write_queued(mut receiver: mpsc::Receiver<Message>, directory: Arc<Dire
             }
         }
         // New records are taken even while older ones wait to be retried, so that one branch
-        // that cannot be written does not hold up the others.
-        for _ in 0..BATCH {
+        // that cannot be written does not hold up the others, up to the bound.
+        for _ in 0..BATCH.min(capacity.saturating_sub(pending.len())) {
             match receiver.try_recv() {
                 Ok(message) => take(message, &mut pending, &mut waiting),
                 Err(_) => break,

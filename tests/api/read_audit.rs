@@ -58,3 +58,51 @@ async fn every_concurrent_list_search_lookup_and_view_is_recorded_once() {
         .get(0);
     assert_eq!(shown, 50, "every search that showed Ana names her");
 }
+
+/// Marks `branch` frozen (as a move does while it makes its last copy) or thaws it.
+async fn set_frozen(app: &TestApp, branch: i64, frozen: bool) {
+    let client = app.state.registry.get().await.unwrap();
+    client.execute("UPDATE branches SET frozen = $2 WHERE id = $1", &[&branch, &frozen]).await.unwrap();
+    app.state.directory.invalidate(branch).await;
+}
+
+#[tokio::test]
+async fn records_that_cannot_be_written_yet_are_held_within_the_bound_and_a_read_past_it_is_503() {
+    // Three records queued and three held by the writer, at most; a read waits 300 ms for room.
+    let app = TestApp::spawn_with(|s| {
+        s.read_audit_queue = 3;
+        s.pool_wait = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let branch = app.main_branch().await;
+    // Reads go on while a branch is frozen; its audit log takes nothing until it thaws.
+    set_frozen(&app, branch, true).await;
+    let read = || send(app.request(Method::GET, "/api/v1/patients", Some(branch)));
+    for _ in 0..3 {
+        assert_eq!(read().await.0, 200);
+    }
+    // The writer holds those three to retry them; the queue is empty again.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while app.state.read_audit.queued() > 0 {
+        assert!(std::time::Instant::now() < deadline, "the writer did not take the records");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    for _ in 0..3 {
+        assert_eq!(read().await.0, 200, "the queue has room for three more");
+    }
+    let (status, body) = read().await;
+    assert_eq!((status, body["code"].as_str()), (503, Some("audit_busy")), "{body}");
+
+    set_frozen(&app, branch, false).await;
+    app.state.read_audit.flush().await;
+    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    let recorded: i64 = client
+        .query_one(
+            &format!("SELECT count(*) FROM branch_{branch}.audit_log WHERE resource = 'patients' AND action = 'list'"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(recorded, 6, "every answered read is recorded once the branch thaws, the refused one is not");
+}
