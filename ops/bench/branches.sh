@@ -40,9 +40,12 @@ TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \
 echo "provisioning $BRANCHES branches..."
 start=$(date +%s.%N)
 # Four creates at a time: each is mostly PostgreSQL building the schema's indexes.
+# Each id is printed by one write, so that the four never interleave.
 mapfile -t made < <(seq 2 "$BRANCHES" | xargs -P 4 -I{} sh -c \
-  "curl -s '$BASE/branches' -H 'Authorization: Bearer $TOKEN' -H 'Content-Type: application/json' \
-     -d '{\"code\":\"B{}\",\"name\":\"Branch {}\"}' | sed 's/.*\"data\":{[^}]*\"id\":\\([0-9]*\\).*/\\1/'; echo")
+  "printf '%s\\n' \"\$(curl -s '$BASE/branches' -H 'Authorization: Bearer $TOKEN' -H 'Content-Type: application/json' \
+     -d '{\"code\":\"B{}\",\"name\":\"Branch {}\"}' | sed 's/.*\"data\":{[^}]*\"id\":\\([0-9]*\\).*/\\1/')\"")
+bad=$(printf '%s\n' "${made[@]}" | grep -cvE '^[0-9]+$' || true)
+[ "$bad" = 0 ] || { echo "$bad creates did not answer an id"; exit 1; }
 ids=(1 "${made[@]}")
 echo "provisioned in $(echo "$(date +%s.%N) - $start" | bc) s"
 echo "seeding 20 patients into each branch..."
@@ -101,3 +104,10 @@ rm -f "$ZIPF"
 echo
 echo "server resident memory after the runs: $(awk '/VmRSS/ {print $2 / 1024 " MiB"}' /proc/$SERVER/status)"
 psql "$DB_URL" -Atc "SELECT 'server connections held: ' || count(*) FROM pg_stat_activity WHERE datname = '$DB'"
+# PostgreSQL on this machine: what its backends hold after meeting every schema (catalogue
+# caches and cached plans grow with the schemas a backend has served).
+pids=$(psql "$DB_URL" -Atc "SELECT pid FROM pg_stat_activity WHERE datname = '$DB' AND pid <> pg_backend_pid()" | paste -sd, -)
+if [ -n "$pids" ] && [ -r "/proc/${pids%%,*}/status" ]; then
+  for pid in ${pids//,/ }; do awk '/RssAnon/ {print $2}' "/proc/$pid/status"; done |
+    awk '{s += $1; if ($1 > m) m = $1} END {printf "PostgreSQL backends: %.0f MiB private memory in all, %.0f MiB the largest\n", s / 1024, m / 1024}'
+fi
