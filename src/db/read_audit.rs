@@ -29,7 +29,7 @@ use super::directory::Directory;
 const BATCH: usize = 1000;
 
 /// One read: who saw what of which branch, and when.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ReadRecord {
     pub branch: i64,
     pub at: OffsetDateTime,
@@ -62,8 +62,8 @@ impl ReadAudit {
         capacity: usize,
         room_wait: Duration,
     ) -> (Self, tokio::task::JoinHandle<()>) {
-        let (sender, receiver) = mpsc::channel(capacity.max(1));
         let capacity = capacity.max(1);
+        let (sender, receiver) = mpsc::channel(capacity);
         (Self { sender, room_wait }, tokio::spawn(write_queued(receiver, directory, capacity)))
     }
 
@@ -80,7 +80,8 @@ impl ReadAudit {
         }
     }
 
-    /// Waits until every record queued so far is written (at shutdown, and for tests).
+    /// Waits until every record queued so far is written (at shutdown, before an audit trail
+    /// is read, and in tests).
     pub async fn flush(&self) {
         let (done, written) = oneshot::channel();
         if self.sender.send(Message::Flush(done)).await.is_ok() {

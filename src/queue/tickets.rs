@@ -148,7 +148,7 @@ pub struct TicketHooks;
 impl Hooks for TicketHooks {
     /// Displays hear every move.
     async fn committed(&self, writer: &Writer, _: Option<&Value>, after: Option<&Value>) {
-        if let (Some(ticket), Some(branch)) = (after, writer.branch_id) {
+        if let (Some(ticket), Some(branch)) = (after, writer.branch_id()) {
             ticket_changed(&writer.state, branch, ticket).await;
         }
     }

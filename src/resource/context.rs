@@ -43,9 +43,7 @@ impl Conn {
 pub struct Writer {
     pub user_id: i64,
     pub state: Arc<AppState>,
-    /// The branch being written, on branch routes.
-    pub branch_id: Option<i64>,
-    /// Its route, on branch routes.
+    /// The route of the branch being written, on branch routes.
     pub route: Option<Arc<BranchRoute>>,
     /// The `Idempotency-Key` claim of a POST, if it sent one.
     pub idempotency: Option<std::sync::Arc<Idempotency>>,
@@ -54,6 +52,11 @@ pub struct Writer {
 }
 
 impl Writer {
+    /// The branch being written, on branch routes.
+    pub fn branch_id(&self) -> Option<i64> {
+        self.route.as_ref().map(|route| route.id)
+    }
+
     /// The route of the branch being written, on branch routes.
     pub fn branch_route(&self) -> ApiResult<Arc<BranchRoute>> {
         self.route.clone().ok_or_else(|| ApiError::Internal(anyhow::anyhow!("no branch being written")))
@@ -117,7 +120,6 @@ impl Context {
         Writer {
             user_id: self.user.id,
             state: self.state.clone(),
-            branch_id: self.branch.as_ref().map(|b| b.id),
             route: self.branch.clone(),
             idempotency: self.idempotency.clone(),
             branches: self.accessible_branches(),

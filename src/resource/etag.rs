@@ -44,7 +44,12 @@ impl IfMatch {
 
 /// The entity tag of a record's current version.
 pub fn etag(record: &Value) -> Option<String> {
-    record.get("version").and_then(Value::as_i64).map(|v| format!("\"{v}\""))
+    record.get("version").and_then(Value::as_i64).map(tag_of)
+}
+
+/// The entity tag of `version`.
+pub fn tag_of(version: i64) -> String {
+    format!("\"{version}\"")
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use super::Resource;
 use super::actions::{Action, Verb};
 use super::context::Context;
-use super::etag::{IfMatch, etag};
+use super::etag::{IfMatch, etag, tag_of};
 use super::idempotency::Answer;
 use super::store::{self, Conn, Within};
 use super::unit::Written;
@@ -179,7 +179,7 @@ impl ResourceHandler {
         if self.resource.audit_reads {
             audit_read(ctx, self.resource, "view", Some(id), None).await?;
         }
-        if let Some(tag) = version.and_then(|v| HeaderValue::from_str(&format!("\"{v}\"")).ok()) {
+        if let Some(tag) = version.and_then(|v| HeaderValue::from_str(&tag_of(v.into())).ok()) {
             res.headers_mut().insert(ETAG, tag);
         }
         let message = Value::String(format!("{} retrieved.", self.resource.label));

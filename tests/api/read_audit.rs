@@ -3,7 +3,7 @@
 
 use reqwest::Method;
 
-use crate::support::{TestApp, send};
+use crate::support::{TestApp, patient_reads, send};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_concurrent_list_search_lookup_and_view_is_recorded_once() {
@@ -95,14 +95,6 @@ async fn records_that_cannot_be_written_yet_are_held_within_the_bound_and_a_read
 
     set_frozen(&app, branch, false).await;
     app.state.read_audit.flush().await;
-    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
-    let recorded: i64 = client
-        .query_one(
-            &format!("SELECT count(*) FROM branch_{branch}.audit_log WHERE resource = 'patients' AND action = 'list'"),
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let recorded = patient_reads(&app.db.url, branch, "list").await;
     assert_eq!(recorded, 6, "every answered read is recorded once the branch thaws, the refused one is not");
 }

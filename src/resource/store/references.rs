@@ -222,7 +222,7 @@ async fn registry_row_in(client: &impl Queries, table: &str, id: i64) -> ApiResu
 
 /// Whether `user` is active and may work in the branch being written.
 async fn staff_of_branch(writer: &Writer, user: i64) -> ApiResult<bool> {
-    let Some(branch) = writer.branch_id else { return Ok(false) };
+    let Some(branch) = writer.branch_id() else { return Ok(false) };
     let client = writer.state.registry.get().await?;
     let sql = "SELECT EXISTS (SELECT 1 FROM users u JOIN branch_users bu ON bu.user_id = u.id
                                WHERE u.id = $1 AND u.active AND bu.branch_id = $2)";

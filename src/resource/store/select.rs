@@ -254,9 +254,10 @@ fn filter_value(kind: Kind, name: &str, raw: &str) -> Result<Option<Param>, Stri
 /// Rows of one page and the total, for the list envelope.
 ///
 /// Without a search term, the page walks the sort index and the total is a count beside it in
-/// the same statement (an index-only scan, or the kept row count). With one, the planner would walk the sort index and filter every row
-/// (tens of milliseconds on 100k rows), so the matches are found once through the trigram
-/// index, materialised as (id, sort key), counted, and only the page's rows are read.
+/// the same statement (an index-only scan, or the kept row count). With one, the planner
+/// would walk the sort index and filter every row (tens of milliseconds on 100k rows), so the
+/// matches are found once through the trigram index, materialised as (id, sort key), counted,
+/// and only the page's rows are read.
 pub async fn list(
     client: &impl Queries,
     resource: &Resource,
@@ -312,6 +313,19 @@ pub async fn stream(
     Ok(client.query_raw(&stmt, selection.params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync))).await?)
 }
 
+/// `SELECT <outer> FROM (<one live row of resource, id $1, within conditions>) r`, locked
+/// for a write when `lock`.
+fn one_record_sql(resource: &Resource, conditions: &[String], outer: &str, lock: bool) -> String {
+    format!(
+        "SELECT {outer} FROM (SELECT {} FROM {} t WHERE t.id = $1{}{}{}) r",
+        select_columns(resource),
+        resource.table,
+        if resource.soft_delete { " AND t.deleted_at IS NULL" } else { "" },
+        conditions.iter().map(|c| format!(" AND {c}")).collect::<String>(),
+        if lock { " FOR UPDATE OF t" } else { "" },
+    )
+}
+
 /// One live record as JSON, optionally locked for a write.
 pub(super) async fn select_one(
     client: &impl Queries,
@@ -321,14 +335,7 @@ pub(super) async fn select_one(
     lock: bool,
 ) -> Result<Option<Value>, tokio_postgres::Error> {
     let (conditions, params) = within.conditions(1);
-    let sql = format!(
-        "SELECT to_jsonb(r) FROM (SELECT {} FROM {} t WHERE t.id = $1{}{}{}) r",
-        select_columns(resource),
-        resource.table,
-        if resource.soft_delete { " AND t.deleted_at IS NULL" } else { "" },
-        conditions.iter().map(|c| format!(" AND {c}")).collect::<String>(),
-        if lock { " FOR UPDATE OF t" } else { "" },
-    );
+    let sql = one_record_sql(resource, &conditions, "to_jsonb(r)", lock);
     let stmt = client.prepare_cached(&sql).await?;
     let mut refs: Vec<&(dyn ToSql + Sync)> = vec![&id];
     refs.extend(as_refs(&params));
@@ -351,13 +358,7 @@ pub async fn fetch(
 ) -> ApiResult<(String, Option<i32>)> {
     let (conditions, params) = within.conditions(1);
     let version = if resource.trailing.contains(&"version") { "r.version" } else { "NULL::int" };
-    let sql = format!(
-        "SELECT row_to_json(r)::text, {version} FROM (SELECT {} FROM {} t WHERE t.id = $1{}{}) r",
-        select_columns(resource),
-        resource.table,
-        if resource.soft_delete { " AND t.deleted_at IS NULL" } else { "" },
-        conditions.iter().map(|c| format!(" AND {c}")).collect::<String>(),
-    );
+    let sql = one_record_sql(resource, &conditions, &format!("row_to_json(r)::text, {version}"), false);
     let client = conn.client();
     async {
         let stmt = client.prepare_cached(&sql).await?;

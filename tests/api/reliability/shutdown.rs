@@ -305,15 +305,6 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
     assert_eq!(status.code(), Some(0), "exit status {status:?}");
     let log = log.join().unwrap().join("\n");
     assert!(log.contains("shutting down") && log.contains("drained"), "{log}");
-    let recorded: i64 = clinic_server::db::connect(&db.url)
-        .await
-        .unwrap()
-        .query_one(
-            &format!("SELECT count(*) FROM branch_{branch}.audit_log WHERE resource = 'patients' AND action = 'list'"),
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let recorded = crate::support::patient_reads(&db.url, branch, "list").await;
     assert_eq!(recorded, 200, "every read answered before the stop is recorded");
 }

@@ -457,6 +457,23 @@ pub async fn reply(req: reqwest::RequestBuilder) -> Reply {
     Reply { status, headers, text, body }
 }
 
+/// How many reads of patients the audit log of `branch` in database `url` records as `action`
+/// (`list`, `search`, `view`), read straight from the table.
+pub async fn patient_reads(url: &str, branch: i64, action: &str) -> i64 {
+    clinic_server::db::connect(url)
+        .await
+        .unwrap()
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM branch_{branch}.audit_log WHERE resource = 'patients' AND action = $1"
+            ),
+            &[&action],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
 /// The answer has `status`; on failure the message shows the body.
 #[track_caller]
 pub fn assert_status(r: &Reply, status: u16) {
