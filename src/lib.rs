@@ -21,6 +21,7 @@ pub mod mail;
 pub mod master;
 pub mod metrics;
 pub mod notify;
+pub mod pdf;
 pub mod permissions;
 pub mod pharmacy;
 pub mod queue;

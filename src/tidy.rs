@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// Top-level modules by layer, bottom first.
 const LAYERS: &[(u8, &[&str])] = &[
     (0, &["config"]),
-    (1, &["http", "security", "telemetry", "permissions", "cache", "enums"]),
+    (1, &["http", "security", "telemetry", "permissions", "cache", "enums", "pdf"]),
     (2, &["db", "mail"]),
     (3, &["notify", "embedded_pg", "metrics"]),
     (4, &["state"]),
