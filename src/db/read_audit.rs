@@ -38,6 +38,8 @@ pub struct ReadRecord {
     pub resource: &'static str,
     pub record_id: Option<i64>,
     pub details: Option<Value>,
+    /// The route the read came through (`GET /api/v1/patients/{id}`).
+    pub route: Option<std::sync::Arc<str>>,
 }
 
 enum Message {
@@ -187,6 +189,7 @@ async fn write_branch(directory: &Directory, branch: i64, records: &[ReadRecord]
     let mut resource = Vec::with_capacity(records.len());
     let mut record_id = Vec::with_capacity(records.len());
     let mut details = Vec::with_capacity(records.len());
+    let mut route = Vec::with_capacity(records.len());
     for r in records {
         at.push(r.at);
         user_id.push(r.user_id);
@@ -194,15 +197,17 @@ async fn write_branch(directory: &Directory, branch: i64, records: &[ReadRecord]
         resource.push(r.resource);
         record_id.push(r.record_id);
         details.push(r.details.clone());
+        route.push(r.route.as_deref());
     }
     let stmt = conn
         .prepare_cached(
-            "INSERT INTO audit_log (at, user_id, action, resource, record_id, after)
-             SELECT * FROM unnest($1::timestamptz[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::jsonb[])",
+            "INSERT INTO audit_log (at, user_id, action, resource, record_id, after, route)
+             SELECT * FROM unnest($1::timestamptz[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::jsonb[],
+                                  $7::text[])",
         )
         .await
         .map_err(|e| later(e.into()))?;
-    conn.execute(&stmt, &[&at, &user_id, &action, &resource, &record_id, &details])
+    conn.execute(&stmt, &[&at, &user_id, &action, &resource, &record_id, &details, &route])
         .await
         .map_err(|e| later(e.into()))?;
     Ok(())

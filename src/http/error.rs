@@ -46,6 +46,10 @@ pub enum ApiError {
     RateLimited { limit: u32, retry_after_secs: u64 },
     #[error("not acceptable")]
     NotAcceptable,
+    /// A 406 for a record that has no printed form (a refraction that is not a final one):
+    /// the message says why; its JSON is still there.
+    #[error("{0}")]
+    NotPrintable(String),
     /// 503 with `Retry-After`: the database is busy, out of reach, or the branch is under
     /// maintenance; the same request may succeed shortly.
     #[error("{message}")]
@@ -117,7 +121,7 @@ impl ApiError {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
+            Self::NotAcceptable | Self::NotPrintable(_) => StatusCode::NOT_ACCEPTABLE,
             Self::Unavailable { .. } | Self::Contended => StatusCode::SERVICE_UNAVAILABLE,
             Self::Replayed { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::OK),
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -153,6 +157,7 @@ impl ApiError {
                         "not_acceptable",
                         "This route cannot answer in any media type the Accept header allows.".into(),
                     ),
+                    Self::NotPrintable(message) => ("not_printable", message.clone()),
                     Self::Unauthenticated => ("unauthenticated", "Unauthenticated.".into()),
                     Self::NotFound => ("not_found", "Resource not found.".into()),
                     Self::PreconditionFailed => (

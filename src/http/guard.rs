@@ -26,6 +26,12 @@ pub const ATTEMPTS: u32 = 4;
 pub struct Produces(pub &'static [&'static str]);
 
 pub const JSON: &[&str] = &["application/json"];
+/// A record that prints: JSON by default, a PDF document when asked for.
+pub const JSON_OR_PDF: &[&str] = &["application/json", "application/pdf"];
+
+/// The route a request reached, as `GET /api/v1/patients/{id}`: what its audit records name.
+#[derive(Clone, Debug)]
+pub struct Endpoint(pub Arc<str>);
 
 #[async_trait]
 impl Handler for Produces {
@@ -51,11 +57,9 @@ pub struct Guard {
 #[async_trait]
 impl Handler for Guard {
     async fn handle(&self, req: &mut Request, depot: &mut Depot, res: &mut Response, ctrl: &mut FlowCtrl) {
+        depot.insert_typed(Endpoint(format!("{} /{}", req.method(), req.matched_path()).into()));
         let produces = depot.get_typed::<Produces>().map_or(JSON, |p| p.0);
-        // Several Accept headers are one list (RFC 9110, 5.3).
-        let accept: Vec<&str> =
-            req.headers().get_all("accept").iter().filter_map(|v| v.to_str().ok()).collect();
-        if !acceptable(&accept.join(","), produces) {
+        if !acceptable(&accept_of(req), produces) {
             res.render(ApiError::NotAcceptable);
             return;
         }
@@ -81,9 +85,9 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(base + rand::random_range(0..base))
 }
 
-/// Whether an `Accept` header allows one of `produces`. No header, or one that cannot be
-/// read, allows anything; `q=0` excludes.
-pub fn acceptable(accept: &str, produces: &[&str]) -> bool {
+/// The media ranges of an `Accept` header with their weights; `None` when it restricts
+/// nothing (absent, empty, or unreadable).
+fn ranges(accept: &str) -> Option<Vec<(String, String, f32)>> {
     let mut ranges = Vec::new();
     for range in accept.split(',') {
         let mut parts = range.split(';');
@@ -91,25 +95,51 @@ pub fn acceptable(accept: &str, produces: &[&str]) -> bool {
         if media.is_empty() {
             continue;
         }
-        let Some((kind, subtype)) = media.split_once('/') else { return true };
+        let (kind, subtype) = media.split_once('/')?;
         let q = parts
             .filter_map(|p| p.trim().strip_prefix("q=").map(str::trim))
             .find_map(|q| q.parse::<f32>().ok())
             .unwrap_or(1.0);
         ranges.push((kind.trim().to_owned(), subtype.trim().to_owned(), q));
     }
-    if ranges.is_empty() {
-        return true;
+    (!ranges.is_empty()).then_some(ranges)
+}
+
+/// The weight `ranges` give `offered`: that of the most specific range that matches it (RFC
+/// 9110, 12.5.1), 0 when none does.
+fn quality(ranges: &[(String, String, f32)], offered: &str) -> f32 {
+    let (kind, subtype) = offered.split_once('/').unwrap_or((offered, ""));
+    ranges
+        .iter()
+        .filter(|(k, s, _)| (k == "*" || k == kind) && (s == "*" || s == subtype))
+        .max_by_key(|(k, s, _)| (k != "*") as u8 + (s != "*") as u8)
+        .map_or(0.0, |(_, _, q)| *q)
+}
+
+/// Whether an `Accept` header allows one of `produces`. No header, or one that cannot be
+/// read, allows anything; `q=0` excludes.
+pub fn acceptable(accept: &str, produces: &[&str]) -> bool {
+    ranges(accept).is_none_or(|ranges| produces.iter().any(|offered| quality(&ranges, offered) > 0.0))
+}
+
+/// Which of `produces` to answer in: the one the header weighs most, the first listed on a
+/// tie (a route's default comes first), none when it allows none of them.
+pub fn preferred<'a>(accept: &str, produces: &[&'a str]) -> Option<&'a str> {
+    let Some(ranges) = ranges(accept) else { return produces.first().copied() };
+    let mut best: Option<(&'a str, f32)> = None;
+    for offered in produces {
+        let q = quality(&ranges, offered);
+        if q > 0.0 && best.is_none_or(|(_, top)| q > top) {
+            best = Some((offered, q));
+        }
     }
-    produces.iter().any(|offered| {
-        let (kind, subtype) = offered.split_once('/').unwrap_or((offered, ""));
-        // The most specific range that matches decides (RFC 9110, 12.5.1).
-        let best = ranges
-            .iter()
-            .filter(|(k, s, _)| (k == "*" || k == kind) && (s == "*" || s == subtype))
-            .max_by_key(|(k, s, _)| (k != "*") as u8 + (s != "*") as u8);
-        best.is_some_and(|(_, _, q)| *q > 0.0)
-    })
+    best.map(|(offered, _)| offered)
+}
+
+/// The `Accept` header of `req`, its several lines as one list (RFC 9110, 5.3).
+pub fn accept_of(req: &Request) -> String {
+    let lines: Vec<&str> = req.headers().get_all("accept").iter().filter_map(|v| v.to_str().ok()).collect();
+    lines.join(",")
 }
 
 #[cfg(test)]
@@ -178,5 +208,17 @@ mod tests {
         assert!(!acceptable("*/*, application/json;q=0", JSON));
         assert!(acceptable("text/csv", &["text/csv", "application/json"]));
         assert!(acceptable("garbage", JSON), "an unreadable header restricts nothing");
+    }
+
+    #[test]
+    fn the_preferred_media_type() {
+        assert_eq!(preferred("", JSON_OR_PDF), Some("application/json"));
+        assert_eq!(preferred("*/*", JSON_OR_PDF), Some("application/json"));
+        assert_eq!(preferred("application/pdf", JSON_OR_PDF), Some("application/pdf"));
+        assert_eq!(preferred("application/pdf, application/json;q=0.5", JSON_OR_PDF), Some("application/pdf"));
+        assert_eq!(preferred("application/json, application/pdf", JSON_OR_PDF), Some("application/json"));
+        assert_eq!(preferred("application/*;q=0.2, application/pdf", JSON_OR_PDF), Some("application/pdf"));
+        assert_eq!(preferred("text/html", JSON_OR_PDF), None);
+        assert_eq!(preferred("application/pdf", JSON), None);
     }
 }

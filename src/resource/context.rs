@@ -12,6 +12,7 @@ use super::idempotency::Idempotency;
 use crate::db::BranchConn;
 use crate::db::directory::BranchRoute;
 use crate::http::error::{ApiError, ApiResult};
+use crate::http::guard::Endpoint;
 use crate::state::{AppState, AuthUser};
 
 /// Where a resource's rows live.
@@ -49,6 +50,8 @@ pub struct Writer {
     pub idempotency: Option<std::sync::Arc<Idempotency>>,
     /// The active branches the writer may work in (rows that belong to a branch).
     pub branches: Vec<i64>,
+    /// The route of the request (`PUT /api/v1/patients/{id}`), named by its audit records.
+    pub endpoint: Option<Arc<str>>,
 }
 
 impl Writer {
@@ -70,6 +73,8 @@ pub struct Context {
     pub branch: Option<Arc<BranchRoute>>,
     /// The claim of a POST's `Idempotency-Key`, made by the `Idempotent` hoop.
     pub idempotency: Option<Arc<Idempotency>>,
+    /// The route the request reached (`GET /api/v1/patients/{id}`).
+    pub endpoint: Option<Arc<str>>,
 }
 
 impl Context {
@@ -80,6 +85,7 @@ impl Context {
             user: AuthUser::current(depot)?,
             branch: depot.get_typed::<Arc<BranchRoute>>().ok().cloned(),
             idempotency: depot.get_typed::<Arc<Idempotency>>().ok().cloned(),
+            endpoint: depot.get_typed::<Endpoint>().ok().map(|e| e.0.clone()),
         })
     }
 
@@ -123,6 +129,7 @@ impl Context {
             route: self.branch.clone(),
             idempotency: self.idempotency.clone(),
             branches: self.accessible_branches(),
+            endpoint: self.endpoint.clone(),
         }
     }
 

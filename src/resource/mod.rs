@@ -277,6 +277,7 @@ impl Resource {
                 ("record_id", Shape::Integer),
                 ("before", Shape::Json),
                 ("after", Shape::Json),
+                ("route", Shape::Text),
             ],
             filter_only: AUDIT_FILTERS,
             sort_fields: &["at", "id"],

@@ -295,6 +295,7 @@ async fn audit_read(
         resource: resource.path,
         record_id,
         details,
+        route: ctx.endpoint.clone(),
     };
     if !ctx.state.read_audit.record(record).await? {
         return Err(ApiError::unavailable(

@@ -152,7 +152,7 @@ async fn write_csv(tx: &tokio_postgres::Transaction<'_>, table: &str, file: &Pat
     let partial = file.with_extension("partial");
     let mut writer = tokio::io::BufWriter::new(tokio::fs::File::create(&partial).await?);
     let sql = format!(
-        "COPY (SELECT id, at, user_id, action, resource, record_id, before, after FROM {table} ORDER BY id)
+        "COPY (SELECT id, at, user_id, action, resource, record_id, before, after, route FROM {table} ORDER BY id)
          TO STDOUT WITH (FORMAT csv, HEADER)"
     );
     let stream = tx.copy_out(&sql).await?;

@@ -61,7 +61,7 @@ pub async fn drop_branch(directory: &Directory, code: &str) -> anyhow::Result<Dr
         let rows = source
             .query(
                 &format!(
-                    "SELECT id, at, user_id, action, resource, record_id, before, after FROM {}.audit_log ORDER BY id",
+                    "SELECT id, at, user_id, action, resource, record_id, before, after, route FROM {}.audit_log ORDER BY id",
                     copy::ident(&schema)
                 ),
                 &[],
@@ -70,8 +70,9 @@ pub async fn drop_branch(directory: &Directory, code: &str) -> anyhow::Result<Dr
         let tx = registry.transaction().await?;
         for r in &rows {
             tx.execute(
-                "INSERT INTO dropped_branch_audit_log (branch_id, id, at, user_id, action, resource, record_id, before, after)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+                "INSERT INTO dropped_branch_audit_log
+                        (branch_id, id, at, user_id, action, resource, record_id, before, after, route)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING",
                 &[
                     &id,
                     &r.get::<_, i64>(0),
@@ -82,6 +83,7 @@ pub async fn drop_branch(directory: &Directory, code: &str) -> anyhow::Result<Dr
                     &r.get::<_, Option<i64>>(5),
                     &r.get::<_, Option<serde_json::Value>>(6),
                     &r.get::<_, Option<serde_json::Value>>(7),
+                    &r.get::<_, Option<String>>(8),
                 ],
             )
             .await?;

@@ -7,8 +7,9 @@ use crate::http::error::ApiResult;
 use crate::resource::Resource;
 use crate::resource::unit::Unit;
 
+/// Appends the audit record of a write `unit` made, naming the request's route.
 pub(super) async fn audit(
-    client: &impl Queries,
+    unit: &Unit<'_>,
     user_id: Option<i64>,
     action: &str,
     resource: &Resource,
@@ -16,12 +17,15 @@ pub(super) async fn audit(
     before: Option<&Value>,
     after: Option<&Value>,
 ) -> Result<(), tokio_postgres::Error> {
+    let client = &**unit;
+    let route = unit.writer().endpoint.as_deref();
     let stmt = client
         .prepare_cached(
-            "INSERT INTO audit_log (user_id, action, resource, record_id, before, after) VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO audit_log (user_id, action, resource, record_id, before, after, route)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .await?;
-    client.execute(&stmt, &[&user_id, &action, &resource.path, &id, &before, &after]).await?;
+    client.execute(&stmt, &[&user_id, &action, &resource.path, &id, &before, &after, &route]).await?;
     Ok(())
 }
 
@@ -56,7 +60,7 @@ impl Unit<'_> {
         before: Option<&Value>,
         after: Option<&Value>,
     ) -> ApiResult<()> {
-        Ok(audit(&**self, Some(self.writer().user_id), action, resource, id, before, after).await?)
+        Ok(audit(self, Some(self.writer().user_id), action, resource, id, before, after).await?)
     }
 
     /// Appends the audit record of an event (a login, a transfer's incoming half).
@@ -67,6 +71,14 @@ impl Unit<'_> {
         record: Option<i64>,
         details: Value,
     ) -> ApiResult<()> {
-        audit_event(&**self, Some(self.writer().user_id), action, resource, record, details).await
+        let stmt = self
+            .prepare_cached(
+                "INSERT INTO audit_log (user_id, action, resource, record_id, after, route) VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .await?;
+        let route = self.writer().endpoint.as_deref();
+        let user = Some(self.writer().user_id);
+        self.execute(&stmt, &[&user, &action, &resource.path, &record, &details, &route]).await?;
+        Ok(())
     }
 }

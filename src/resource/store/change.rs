@@ -147,7 +147,7 @@ async fn change_locked(
     unit.stale(topics);
     let after = reload(&**unit, resource, id).await?;
     let action = amending.map_or("update", |amend| amend.action);
-    audit(&**unit, Some(unit.writer().user_id), action, resource, id, Some(before), Some(&after)).await?;
+    audit(unit, Some(unit.writer().user_id), action, resource, id, Some(before), Some(&after)).await?;
     Ok(after)
 }
 
@@ -198,6 +198,6 @@ pub(super) async fn act_locked(
     let topics = resource.hooks.acted(unit, id, action, input, before).await?;
     unit.stale(topics);
     let after = reload(&**unit, resource, id).await?;
-    audit(&**unit, Some(user), action.name, resource, id, Some(before), Some(&after)).await?;
+    audit(unit, Some(user), action.name, resource, id, Some(before), Some(&after)).await?;
     Ok(after)
 }

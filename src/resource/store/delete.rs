@@ -57,12 +57,12 @@ pub async fn delete(
             Some(Deleted::Own { action, message, topics }) => {
                 unit.stale(topics);
                 let after = select_one(&*unit, resource, within, id, false).await?;
-                audit(&*unit, user, action, resource, id, Some(&before), after.as_ref()).await?;
+                audit(&unit, user, action, resource, id, Some(&before), after.as_ref()).await?;
                 Written { before: Some(before), record: after, message: Some(message) }
             }
             None => {
                 soft_delete_row(&unit, resource, id).await?;
-                audit(&*unit, user, "delete", resource, id, Some(&before), None).await?;
+                audit(&unit, user, "delete", resource, id, Some(&before), None).await?;
                 Written { before: Some(before), record: None, message: None }
             }
         };

@@ -72,7 +72,7 @@ impl Unit<'_> {
         let topics = resource.hooks.written(self, id, &input, None).await?;
         self.stale(topics);
         let after = reload(&**self, resource, id).await?;
-        audit(&**self, Some(user), "create", resource, id, None, Some(&after)).await?;
+        audit(self, Some(user), "create", resource, id, None, Some(&after)).await?;
         Ok(after)
     }
 }
