@@ -237,6 +237,27 @@ impl Doc {
         op.add_response(status, response(description, schema))
     }
 
+    /// An operation that also answers a printed document, in PDF, when `Accept` prefers it
+    /// to JSON; a record without a printed form is a 406 `not_printable`.
+    pub fn printable(mut op: Operation, describes: &str) -> Operation {
+        let pdf = Content::new(string().format(SchemaFormat::Custom("binary".into())));
+        if let Some(RefOr::Type(ok)) = op.responses.get_mut("200") {
+            ok.contents.insert("application/pdf".into(), pdf);
+            ok.description = format!(
+                "{} (JSON); with `Accept: application/pdf`, {} under the branch's letterhead, marked DRAFT while unsigned",
+                ok.description,
+                describes.to_lowercase()
+            );
+        }
+        op.add_response(
+            "406",
+            response(
+                "not_printable: this record has no printed form (the answer says why); not_acceptable: neither JSON nor PDF is allowed",
+                error_schema(),
+            ),
+        )
+    }
+
     pub fn not_found(op: Operation) -> Operation {
         op.add_response("404", response("Not found", error_schema()))
     }

@@ -371,7 +371,11 @@ impl Operations<'_> {
         let op = self
             .start(&format!("Get a {}", self.resource.label.to_lowercase()))
             .add_parameter(docs::path_id());
-        Doc::not_found(Doc::answers(op, "200", "The record", docs::envelope(item)))
+        let op = Doc::not_found(Doc::answers(op, "200", "The record", docs::envelope(item)));
+        match self.resource.printable {
+            Some(printable) => Doc::printable(op, printable.describes()),
+            None => op,
+        }
     }
 
     fn create(&self, item: impl Into<RefOr<Schema>>, body: impl Into<RefOr<Schema>>) -> Operation {

@@ -15,6 +15,7 @@ pub mod field;
 pub mod hooks;
 pub mod idempotency;
 pub mod numbers;
+pub mod print;
 pub mod routes;
 pub mod row;
 mod store;
@@ -183,6 +184,8 @@ pub struct Resource {
     pub branch_bound: bool,
     /// What the resource does beyond the shared writes.
     pub hooks: &'static dyn Hooks,
+    /// A printed form: its GET also answers `application/pdf` (`print`).
+    pub printable: Option<&'static dyn print::Printable>,
 }
 
 static CATALOGUE: std::sync::OnceLock<Vec<&'static Resource>> = std::sync::OnceLock::new();
@@ -248,6 +251,7 @@ impl Resource {
         counted: false,
         branch_bound: false,
         hooks: &hooks::NoHooks,
+        printable: None,
     };
 }
 

@@ -9,11 +9,13 @@ use super::actions::{Action, Verb};
 use super::context::Context;
 use super::etag::{IfMatch, etag, tag_of};
 use super::idempotency::Answer;
+use super::print;
 use super::store::{self, Conn, Within};
 use super::unit::Written;
 use super::validate::{check_fields, validate_fields};
 use crate::db::read_audit::ReadRecord;
 use crate::http::error::{ApiError, ApiResult};
+use crate::http::guard::{JSON_OR_PDF, Produces};
 use crate::http::{self as web, list};
 
 #[derive(Clone, Copy, Debug)]
@@ -173,11 +175,16 @@ impl ResourceHandler {
         if self.resource.shows_reads {
             write_queued_reads(ctx).await;
         }
+        let printed = self.resource.printable.filter(|_| print::wants_print(req));
         let mut conn = self.connect(ctx, within).await?;
         let (data, version) = store::fetch(&mut conn, self.resource, within, id).await?;
         drop(conn);
+        if let Some(printable) = printed {
+            let record: Value = serde_json::from_str(&data).map_err(anyhow::Error::from)?;
+            return print::answer(ctx, res, printable, self.resource.path, id, &record).await;
+        }
         if self.resource.audit_reads {
-            audit_read(ctx, self.resource, "view", Some(id), None).await?;
+            audit_read(ctx, self.resource.path, "view", Some(id), None).await?;
         }
         if let Some(tag) = version.and_then(|v| HeaderValue::from_str(&tag_of(v.into())).ok()) {
             res.headers_mut().insert(ETAG, tag);
@@ -266,33 +273,34 @@ pub async fn audit_seen(
     let action =
         if query.iter().any(|(k, v)| k == "search" && !v.trim().is_empty()) { "search" } else { "list" };
     let details = serde_json::json!({ "ids": ids, "query": query });
-    audit_read(ctx, resource, action, None, Some(details)).await
+    audit_read(ctx, resource.path, action, None, Some(details)).await
 }
 
 /// Waits (a little) for the read records this instance has queued to be written, so that
 /// an audit trail read after a read shows it. A writer that cannot write them now (the
 /// database away) does not hold the trail back: it answers what is written.
-async fn write_queued_reads(ctx: &Context) {
+pub async fn write_queued_reads(ctx: &Context) {
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), ctx.state.read_audit.flush()).await;
 }
 
-/// Hands the record of a read to the instance's read audit queue (`db::read_audit`), which
-/// writes it to the branch's audit log within milliseconds.
-async fn audit_read(
+/// Hands the record of a read of `resource` (as the audit log names it) to the instance's
+/// read audit queue (`db::read_audit`), which writes it to the branch's audit log within
+/// milliseconds; 503 `audit_busy` when the queue stays full.
+pub async fn audit_read(
     ctx: &Context,
-    resource: &'static Resource,
+    resource: &'static str,
     action: &'static str,
     record_id: Option<i64>,
     details: Option<Value>,
 ) -> ApiResult<()> {
     let branch =
-        ctx.branch.as_ref().ok_or_else(|| anyhow::anyhow!("a read of {} outside a branch", resource.path))?;
+        ctx.branch.as_ref().ok_or_else(|| anyhow::anyhow!("a read of {resource} outside a branch"))?;
     let record = ReadRecord {
         branch: branch.id,
         at: time::OffsetDateTime::now_utc(),
         user_id: Some(ctx.user.id),
         action,
-        resource: resource.path,
+        resource,
         record_id,
         details,
         route: ctx.endpoint.clone(),
@@ -371,7 +379,10 @@ impl ActionHandler {
 /// for each declared action.
 pub fn router(resource: &'static Resource) -> Router {
     let h = |op| ResourceHandler { resource, op };
-    let mut member = Router::with_path("{id:num}").get(h(Op::Show));
+    let show = Router::with_filter(salvo::routing::filters::get()).goal(h(Op::Show));
+    // A record that prints may be asked for in PDF.
+    let show = if resource.printable.is_some() { show.hoop(Produces(JSON_OR_PDF)) } else { show };
+    let mut member = Router::with_path("{id:num}").push(show);
     if resource.writable {
         member = member.put(h(Op::Update)).delete(h(Op::Delete));
     }
