@@ -6,6 +6,9 @@
 //!   discounts never exceed charges (422 on `amount`).
 //! - DELETE soft-deletes an open row, voids a posted one (with a reason; the row stays), and a
 //!   void that would break the balances is 409 `balance_conflict`.
+//! - A posted payment prints as a receipt (`receipt`).
+
+mod receipt;
 
 use deadpool_postgres::Transaction;
 use rust_decimal::{Decimal, RoundingStrategy};
@@ -111,6 +114,7 @@ pub static BILLING_TRANSACTIONS: Resource = Resource {
     read_permission: BILLING_READ,
     write_permission: BILLING_WRITE,
     hooks: &BillingHooks,
+    printable: Some(&receipt::RECEIPT),
     ..Resource::DEFAULTS
 };
 

@@ -7,6 +7,7 @@
 
 mod declaration;
 pub mod measurements;
+mod prescription;
 pub mod types;
 
 use salvo::oapi::{Array, Object, PathItemType};

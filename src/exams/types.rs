@@ -181,18 +181,22 @@ static REFRACTION_EYE: Structure = Structure {
     per_eye: true,
 };
 
-pub static REFRACTIONS: Resource = exam(Exam {
-    path: "refractions",
-    table: "refractions",
-    label: "Refraction",
-    fields: &[
-        one_of("kind", &REFRACTION_KIND).required(),
-        eyes(&REFRACTION_EYE)[0],
-        eyes(&REFRACTION_EYE)[1],
-    ],
-    rules: &[one_eye_at_least],
-    computed: &[],
-});
+/// A final refraction prints as a spectacle prescription.
+pub static REFRACTIONS: Resource = Resource {
+    printable: Some(&super::prescription::PRESCRIPTION),
+    ..exam(Exam {
+        path: "refractions",
+        table: "refractions",
+        label: "Refraction",
+        fields: &[
+            one_of("kind", &REFRACTION_KIND).required(),
+            eyes(&REFRACTION_EYE)[0],
+            eyes(&REFRACTION_EYE)[1],
+        ],
+        rules: &[one_eye_at_least],
+        computed: &[],
+    })
+};
 
 // ---------------------------------------------------------------------------------------
 // Tonometry
