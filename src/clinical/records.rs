@@ -1,8 +1,9 @@
 //! The declarations of patients, their visits and the records of a visit.
 
-use crate::enums::{CIVIL_STATUS, EYE, PATIENT_STATUS, SEVERITY, SEX, VISIT_STATUS, VISIT_TYPE};
+use crate::enums::{CIVIL_STATUS, EXAM_STATUS, EYE, PATIENT_STATUS, SEVERITY, SEX, VISIT_STATUS, VISIT_TYPE};
 use crate::http::list::SortDirection;
-use crate::permissions::{PATIENTS_READ, PATIENTS_WRITE};
+use crate::permissions::{CLINICAL_WRITE, PATIENTS_READ, PATIENTS_WRITE};
+use crate::resource::actions::{Action, Move, Stamp, StateLock, Verb};
 use crate::resource::field::{
     Field, Kind, branch_ref, date, integer, long_text, one_of, past_date, registry_ref, text,
 };
@@ -156,6 +157,19 @@ pub static PRESCRIBED_MEDICINES: Resource = Resource {
     ..Resource::DEFAULTS
 };
 
+/// `draft -> signed`, by a clinician, stamped with who signed and when.
+const SIGN_CERTIFICATE: Action = Action {
+    name: "sign",
+    segment: "sign",
+    verb: Verb::Post,
+    permission: Some(CLINICAL_WRITE),
+    field: "status",
+    moves: &[Move { from: &["draft"], to: "signed" }],
+    stamps: &[Stamp::User("signed_by"), Stamp::Now("signed_at")],
+    input: &[],
+    done: "Medical certificate signed.",
+};
+
 pub static MEDICAL_CERTIFICATES: Resource = Resource {
     path: "medical-certificates",
     table: "medical_certificates",
@@ -177,11 +191,24 @@ pub static MEDICAL_CERTIFICATES: Resource = Resource {
     default_sort: "issued_on",
     default_direction: SortDirection::Desc,
     search: &["certificate_number", "diagnosis"],
-    filters: &["patient_id", "patient_visit_id", "doctor_id"],
+    filters: &["patient_id", "patient_visit_id", "doctor_id", "status"],
     date_range: Some("issued_on"),
     derived: &[PATIENT_OF_VISIT],
     read_permission: PATIENTS_READ,
     write_permission: PATIENTS_WRITE,
+    // Signed by a clinician, then kept as it was handed out.
+    read_only: &[("status", Shape::Text), ("signed_by", Shape::Integer), ("signed_at", Shape::Timestamp)],
+    filter_only: &[Field::new("status", Kind::Enum(&EXAM_STATUS))],
+    actions: &[SIGN_CERTIFICATE],
+    lock: Some(StateLock {
+        field: "status",
+        states: &["signed"],
+        editable: &[],
+        amend: None,
+        conflict: "record_signed",
+        delete: Some("record_signed"),
+    }),
+    printable: Some(&super::print::CERTIFICATE),
     // A clinic may type the number of a certificate from its paper pad; made numbers skip it.
     numbering: Some(Numbering {
         field: "certificate_number",

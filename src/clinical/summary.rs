@@ -1,17 +1,18 @@
 //! `GET /patient-visits/{id}/summary`: a visit, its patient, and every live record of the
 //! visit grouped by kind, in one statement. The kinds are the declarations whose patient is
 //! derived from a visit; a kind the caller may not read is left out (examinations need
-//! `clinical.read`).
+//! `clinical.read`). Asked for in PDF, the same summary is printed (`print::VisitSummary`).
 
 use salvo::prelude::*;
 use serde_json::Value;
 
+use super::print::VisitSummary;
 use super::records::{PATIENT_VISITS, PATIENTS};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
 use crate::permissions::PATIENTS_READ;
 use crate::resource::select_columns;
-use crate::resource::{Context, Resource, registered};
+use crate::resource::{Context, Resource, print, registered};
 
 /// The records of a visit the caller may read, with their key in the answer.
 fn kinds(ctx: &Context) -> Vec<&'static Resource> {
@@ -58,10 +59,17 @@ pub async fn summary(req: &mut Request, depot: &mut Depot, res: &mut Response) -
     let ctx = Context::of(depot)?;
     ctx.require(PATIENTS_READ)?;
     let visit = web::path_id(req, "id")?;
+    let kinds = kinds(&ctx);
     let mut conn = ctx.conn(PATIENT_VISITS.scope).await?;
     let client = conn.client();
-    let stmt = client.prepare_cached(&sql(&kinds(&ctx))).await?;
+    let stmt = client.prepare_cached(&sql(&kinds)).await?;
     let row = client.query_opt(&stmt, &[&visit]).await?.ok_or(ApiError::NotFound)?;
-    web::ok(res, "Visit summary retrieved.", row.get::<_, Value>(0));
+    drop(conn);
+    let answer = row.get::<_, Value>(0);
+    if print::wants_print(req) {
+        let printable = VisitSummary { kinds };
+        return print::answer(&ctx, res, &printable, PATIENT_VISITS.path, visit, &answer).await;
+    }
+    web::ok(res, "Visit summary retrieved.", answer);
     Ok(())
 }

@@ -215,7 +215,10 @@ mod tests {
         assert_eq!(preferred("", JSON_OR_PDF), Some("application/json"));
         assert_eq!(preferred("*/*", JSON_OR_PDF), Some("application/json"));
         assert_eq!(preferred("application/pdf", JSON_OR_PDF), Some("application/pdf"));
-        assert_eq!(preferred("application/pdf, application/json;q=0.5", JSON_OR_PDF), Some("application/pdf"));
+        assert_eq!(
+            preferred("application/pdf, application/json;q=0.5", JSON_OR_PDF),
+            Some("application/pdf")
+        );
         assert_eq!(preferred("application/json, application/pdf", JSON_OR_PDF), Some("application/json"));
         assert_eq!(preferred("application/*;q=0.2, application/pdf", JSON_OR_PDF), Some("application/pdf"));
         assert_eq!(preferred("text/html", JSON_OR_PDF), None);

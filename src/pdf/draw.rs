@@ -15,7 +15,9 @@ use krilla::surface::Surface;
 use krilla::text::{Font, TextDirection};
 use krilla::{Data, Document};
 
-use super::layout::{self, BOLD, FOOTER_BASELINE, Item, LEFT, PAGE_HEIGHT, PAGE_WIDTH, Page, REGULAR, RIGHT, Tone};
+use super::layout::{
+    self, BOLD, FOOTER_BASELINE, Item, LEFT, PAGE_HEIGHT, PAGE_WIDTH, Page, REGULAR, RIGHT, Tone,
+};
 use super::{ImageKind, Letterhead, Logo, PdfError, Sheet, Signing};
 
 /// The fonts, parsed once.
@@ -34,7 +36,11 @@ fn fill(tone: Tone, opacity: f32) -> Fill {
         Tone::Muted => rgb::Color::new(90, 90, 90),
         Tone::Alert => rgb::Color::new(190, 20, 20),
     };
-    Fill { paint: color.into(), opacity: NormalizedF32::new(opacity).unwrap_or(NormalizedF32::ONE), rule: Default::default() }
+    Fill {
+        paint: color.into(),
+        opacity: NormalizedF32::new(opacity).unwrap_or(NormalizedF32::ONE),
+        rule: Default::default(),
+    }
 }
 
 /// The logo as krilla draws it, when it can be read.
@@ -127,7 +133,8 @@ pub(super) fn write(pages: &[Page], letterhead: &Letterhead, sheet: &Sheet) -> R
     let logo = letterhead.logo.as_ref().and_then(image);
     let count = pages.len();
     for (index, page) in pages.iter().enumerate() {
-        let settings = PageSettings::from_wh(PAGE_WIDTH, PAGE_HEIGHT).ok_or_else(|| PdfError("page size".into()))?;
+        let settings =
+            PageSettings::from_wh(PAGE_WIDTH, PAGE_HEIGHT).ok_or_else(|| PdfError("page size".into()))?;
         let mut pdf_page = document.start_page_with(settings);
         let mut surface = pdf_page.surface();
         if sheet.signing == Signing::Unsigned {

@@ -174,8 +174,7 @@ impl Layout<'_> {
 
     fn title(&mut self) {
         let sheet = self.sheet;
-        let reference_width =
-            sheet.reference.as_ref().map_or(0.0, |r| face(false).width(r, 10.0) + 16.0);
+        let reference_width = sheet.reference.as_ref().map_or(0.0, |r| face(false).width(r, 10.0) + 16.0);
         let lines = wrap(&sheet.title, 15.0, true, CONTENT_WIDTH - reference_width);
         if let Some(reference) = &sheet.reference {
             let x = RIGHT - face(false).width(reference, 10.0);
@@ -263,8 +262,11 @@ impl Layout<'_> {
         self.y += 6.0;
         self.table_head(columns, &widths);
         for row in rows {
-            let cells: Vec<Vec<String>> =
-                widths.iter().enumerate().map(|(i, w)| wrap(row.get(i).map_or("", String::as_str), 9.0, false, w - 6.0)).collect();
+            let cells: Vec<Vec<String>> = widths
+                .iter()
+                .enumerate()
+                .map(|(i, w)| wrap(row.get(i).map_or("", String::as_str), 9.0, false, w - 6.0))
+                .collect();
             let height = cells.iter().map(Vec::len).max().unwrap_or(1) as f32 * 11.5 + 5.0;
             if self.room(height) {
                 self.y += 6.0;
