@@ -27,6 +27,9 @@ pub static BRANCHES: Resource = Resource {
         text("name", 120).required(),
         // Left out on create: the CLINIC_TIMEZONE setting.
         Field::new("timezone", Kind::TimeZone).defaulted(),
+        // The letterhead of the branch's printed documents, with its name and logo.
+        text("address", 300),
+        Field::new("phone", Kind::Phone),
     ],
     // Holds credentials: accepted, never shown.
     write_only: &[Field::new("database_url", Kind::Text { max: 2000 })],
@@ -37,6 +40,8 @@ pub static BRANCHES: Resource = Resource {
         ("migration_state", Shape::Text),
         ("migration_error", Shape::Text),
         ("migrated_at", Shape::Timestamp),
+        // image/png or image/jpeg when the branch has a logo (`/branches/{id}/logo`).
+        ("logo_media_type", Shape::Text),
     ],
     sort_fields: &["name", "code", "created_at", "id"],
     default_sort: "name",
@@ -68,6 +73,11 @@ pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     let unit = Unit::begin(&mut client, ctx.writer()).await?;
     // The creator may work in the branch at once; others are granted through /users.
     let branch = crate::tenancy::branches::provision(&ctx.state, new, &[ctx.user.id]).await?;
+    unit.execute(
+        "UPDATE branches SET address = $2, phone = $3 WHERE id = $1",
+        &[&branch.id, &text_of(&input, "address"), &text_of(&input, "phone")],
+    )
+    .await?;
     let record = unit.record(&BRANCHES, branch.id).await?;
     unit.audit(&BRANCHES, "create", branch.id, None, Some(&record)).await?;
     unit.commit(&Answer::created(&created_message(&BRANCHES), record.clone())).await?;

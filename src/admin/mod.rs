@@ -5,6 +5,7 @@
 
 mod access;
 pub mod branches;
+mod logo;
 pub mod roles;
 pub mod services;
 pub mod users;
@@ -13,6 +14,7 @@ use salvo::oapi::PathItemType;
 
 use crate::http::docs::{self, Access, Doc};
 use crate::http::endpoints::Endpoints;
+use crate::http::guard::Produces;
 use crate::permissions::ADMIN_ACCESS;
 use crate::resource::context::Require;
 use crate::resource::{Resource, Scope};
@@ -67,8 +69,55 @@ pub fn endpoints() -> Vec<Endpoints> {
         .add_parameter(docs::path_param("user"));
     let op = Doc::not_found(Doc::answers(op, "200", "Removed", docs::envelope(docs::string())));
     admin.add(PathItemType::Delete, &format!("{staff}/{{user:num}}"), services::unassign, op);
+    logo_endpoints(&mut admin);
     // Creating a branch provisions its schema: a handler of its own, described with the
     // declared branches.
     admin.serve_declared(PathItemType::Post, "branches", branches::create);
     vec![admin]
+}
+
+/// `/branches/{id}/logo`: set, read and remove the image of the branch's letterhead.
+fn logo_endpoints(admin: &mut Endpoints) {
+    use salvo::oapi::{Content, RequestBody, Required, SchemaFormat};
+    let path = "branches/{id:num}/logo";
+    let branch = salvo::oapi::Ref::from_schema_name(crate::resource::docs::schema_name(&branches::BRANCHES));
+    let image = || docs::string().format(SchemaFormat::Custom("binary".into()));
+    let if_match = salvo::oapi::Parameter::new("If-Match")
+        .location(salvo::oapi::ParameterIn::Header)
+        .schema(docs::string())
+        .description("ETag of the branch's version being changed; 412 when it changed meanwhile");
+    let body = RequestBody::new()
+        .required(Required::True)
+        .description(format!("The image itself, at most {} KiB", logo::MAX_LOGO_BYTES / 1024))
+        .add_content("image/png", Content::new(image()))
+        .add_content("image/jpeg", Content::new(image()));
+    let op = admin
+        .operation("branches", "Set the logo printed in the branch's letterhead (a PNG or JPEG)")
+        .add_parameter(docs::path_id())
+        .add_parameter(if_match.clone())
+        .request_body(body);
+    let op = Doc::answers(op, "200", "The branch, with its logo_media_type", docs::envelope(branch.clone()));
+    let op = Doc::invalid(op, "logo: not a PNG or JPEG image, or not the type its Content-Type says");
+    let op = Doc::stale(Doc::not_found(op)).add_response(
+        "413",
+        salvo::oapi::Response::new("The image is too large")
+            .add_content("application/json", Content::new(salvo::oapi::Object::new())),
+    );
+    admin.add(PathItemType::Put, path, logo::set, op);
+    let op = admin.operation("branches", "The branch's logo").add_parameter(docs::path_id());
+    let op = Doc::not_found(
+        op.add_response(
+            "200",
+            salvo::oapi::Response::new("The image, in its media type")
+                .add_content("image/png", Content::new(image()))
+                .add_content("image/jpeg", Content::new(image())),
+        ),
+    );
+    admin.add_behind(PathItemType::Get, path, Some(Produces(&["image/png", "image/jpeg"])), logo::get, op);
+    let op = admin
+        .operation("branches", "Remove the branch's logo")
+        .add_parameter(docs::path_id())
+        .add_parameter(if_match);
+    let op = Doc::stale(Doc::not_found(Doc::answers(op, "200", "The branch", docs::envelope(branch))));
+    admin.add(PathItemType::Delete, path, logo::remove, op);
 }

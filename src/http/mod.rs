@@ -54,17 +54,7 @@ pub async fn json_object(req: &mut Request, settings: &Settings) -> ApiResult<Ma
             return Err(ApiError::UnsupportedMediaType);
         }
     }
-    let started = std::time::Instant::now();
-    let read = req.payload_with_max_size(settings.max_body_bytes);
-    let bytes = tokio::time::timeout(settings.body_read_timeout, read)
-        .await
-        .map_err(|_| ApiError::RequestTimeout)?
-        .map_err(|e| match e {
-            salvo::http::ParseError::PayloadTooLarge => ApiError::PayloadTooLarge,
-            // The server's own body timeout (the same BODY_READ_TIMEOUT_MS) may fire first.
-            _ if started.elapsed() >= settings.body_read_timeout => ApiError::RequestTimeout,
-            _ => ApiError::bad_request("unreadable_body", "The request body could not be read."),
-        })?;
+    let bytes = read_body(req, settings, settings.max_body_bytes).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }
@@ -76,6 +66,27 @@ pub async fn json_object(req: &mut Request, settings: &Settings) -> ApiResult<Ma
             format!("The request body is not valid JSON (line {}, column {}).", e.line(), e.column()),
         )),
     }
+}
+
+/// The request body as bytes (an uploaded image), at most `max_bytes` (413 past it), read
+/// within the body-read limit (408 past it).
+pub async fn body_bytes(req: &mut Request, settings: &Settings, max_bytes: usize) -> ApiResult<Vec<u8>> {
+    Ok(read_body(req, settings, max_bytes).await?.to_vec())
+}
+
+async fn read_body<'a>(req: &'a mut Request, settings: &Settings, max_bytes: usize) -> ApiResult<&'a [u8]> {
+    let started = std::time::Instant::now();
+    let read = req.payload_with_max_size(max_bytes.min(settings.max_body_bytes));
+    let bytes = tokio::time::timeout(settings.body_read_timeout, read)
+        .await
+        .map_err(|_| ApiError::RequestTimeout)?
+        .map_err(|e| match e {
+            salvo::http::ParseError::PayloadTooLarge => ApiError::PayloadTooLarge,
+            // The server's own body timeout (the same BODY_READ_TIMEOUT_MS) may fire first.
+            _ if started.elapsed() >= settings.body_read_timeout => ApiError::RequestTimeout,
+            _ => ApiError::bad_request("unreadable_body", "The request body could not be read."),
+        })?;
+    Ok(bytes)
 }
 
 /// The client's address: the peer, unless the peer is a trusted proxy, in which case the
