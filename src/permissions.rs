@@ -17,6 +17,7 @@ pub const MASTER_DATA_READ: &str = "master_data.read";
 pub const MASTER_DATA_WRITE: &str = "master_data.write";
 pub const PHARMACY_READ: &str = "pharmacy.read";
 pub const PHARMACY_WRITE: &str = "pharmacy.write";
+pub const AUDIT_READ: &str = "audit.read";
 
 pub const CATALOGUE: &[(&str, &str)] = &[
     (ADMIN_ACCESS, "Administer branches, branch services, staff, users and roles"),
@@ -33,6 +34,9 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     (MASTER_DATA_WRITE, "Edit master data"),
     (PHARMACY_READ, "View pharmacy and inventory"),
     (PHARMACY_WRITE, "Edit pharmacy and inventory"),
+    // Who read a patient's records is staff activity as much as patient data: the
+    // administrators' (and a privacy officer's role, made by them), not the clinic's roles.
+    (AUDIT_READ, "View who read or changed a patient's records"),
 ];
 
 /// Roles every new registry starts with; editable afterwards.

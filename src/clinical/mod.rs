@@ -1,7 +1,9 @@
 //! Branch-scoped clinical resources, declared once each; the shared resource machinery
 //! serves them. Enumerations are lowercase snake_case, all listed by `/enums`.
 
+mod access_log;
 pub mod patients;
+mod print;
 mod records;
 pub mod summary;
 
@@ -9,7 +11,7 @@ use salvo::oapi::{Object, PathItemType};
 
 use crate::http::docs::{self, Access, Doc};
 use crate::http::endpoints::Endpoints;
-use crate::http::guard::Produces;
+use crate::http::guard::{JSON_OR_PDF, Produces};
 pub use records::{PATIENT_VISITS, PATIENTS, RESOURCES};
 
 /// The visit summary, the patient lookup and the export (matched before the generic
@@ -35,7 +37,14 @@ pub fn endpoints() -> Vec<Endpoints> {
         .operation("patient-visits", "A visit with every record of it, grouped by kind")
         .add_parameter(docs::path_id());
     let op = Doc::not_found(Doc::answers(op, "200", "The visit and its records", docs::envelope(summary)));
-    branch.add(PathItemType::Get, "patient-visits/{id:num}/summary", summary::summary, op);
+    let op = Doc::printable(op, "The visit summary");
+    branch.add_behind(
+        PathItemType::Get,
+        "patient-visits/{id:num}/summary",
+        Some(Produces(JSON_OR_PDF)),
+        summary::summary,
+        op,
+    );
     let op = branch
         .operation("patients", "Type-ahead lookup by name words, PIN or phone")
         .add_parameter(
@@ -80,5 +89,86 @@ pub fn endpoints() -> Vec<Endpoints> {
         patients::export,
         Doc::invalid(op, "A parameter is out of range or unknown"),
     );
+    access_log_endpoints(&mut branch);
     vec![branch]
+}
+
+/// A patient's access log, and its export.
+fn access_log_endpoints(branch: &mut Endpoints) {
+    let entry = Object::new()
+        .property("id", docs::integer().description("The audit record"))
+        .property("at", docs::timestamp())
+        .property("user_id", docs::integer())
+        .property("user_name", docs::string())
+        .property(
+            "action",
+            docs::string()
+                .description("view, list, search, export, print, access_log, create, update, sign, ..."),
+        )
+        .property("resource", docs::string())
+        .property("record_id", docs::integer())
+        .property(
+            "route",
+            docs::string().description(
+                "The route it came through, as GET /api/v1/patients/{id}; null before routes were kept",
+            ),
+        );
+    let list_parameters = || {
+        let mut parameters = vec![
+            docs::query("page", docs::integer().minimum(1), "Page number (default 1)"),
+            docs::query(
+                "perPage",
+                docs::integer().minimum(1).maximum(crate::http::list::MAX_PER_PAGE),
+                "Items per page (default 15)",
+            ),
+            docs::query("sortField", docs::string().enum_values(["at"]), "Default at"),
+            docs::query("sortDirection", docs::string().enum_values(["asc", "desc"]), "Default desc"),
+            docs::query("search", docs::search_term(), "Matches the action, resource or route"),
+            docs::query("start_date", docs::date(), "On or after this local date"),
+            docs::query("end_date", docs::date(), "On or before this local date"),
+            docs::query("filters[action]", docs::string(), "Exact action"),
+            docs::query("filters[user_id]", docs::integer().minimum(1), "Who"),
+        ];
+        parameters.insert(0, docs::path_id());
+        parameters
+    };
+    let mut op = branch.operation("patients", "Who read or changed the patient's records (audit.read)");
+    for parameter in list_parameters() {
+        op = op.add_parameter(parameter);
+    }
+    let op = Doc::answers(op, "200", "Newest first", docs::paginated(entry));
+    let op = Doc::not_found(Doc::invalid(op, "A list parameter is out of range or unknown"));
+    branch.add(PathItemType::Get, "patients/{id:num}/access-log", access_log::read, op);
+    let mut op = branch.operation("patients", "The patient's access log as CSV or PDF (audit.read)");
+    for parameter in list_parameters().into_iter().filter(|p| p.name != "page" && p.name != "perPage") {
+        op = op.add_parameter(parameter);
+    }
+    let op = op
+        .add_parameter(docs::query(
+            "format",
+            docs::string().enum_values(["csv", "pdf"]),
+            "Default csv, or as Accept prefers",
+        ))
+        .add_response(
+            "200",
+            salvo::oapi::Response::new("Every entry selected, newest first")
+                .add_content("text/csv", salvo::oapi::Content::new(docs::string()))
+                .add_content(
+                    "application/pdf",
+                    salvo::oapi::Content::new(
+                        docs::string().format(salvo::oapi::SchemaFormat::Custom("binary".into())),
+                    ),
+                ),
+        );
+    let op = Doc::not_found(Doc::invalid(
+        op,
+        "A parameter is out of range or unknown, or more than 10000 entries",
+    ));
+    branch.add_behind(
+        PathItemType::Get,
+        "patients/{id:num}/access-log/export",
+        Some(Produces(access_log::EXPORTS)),
+        access_log::export,
+        op,
+    );
 }

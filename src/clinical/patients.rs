@@ -1,6 +1,9 @@
-//! Patient routes beyond CRUD: the front desk's type-ahead lookup and the export.
+//! Patient routes beyond CRUD: the front desk's type-ahead lookup and the export. An export
+//! is recorded when asked for (with its parameters), and each chunk's patients as they are
+//! sent (with their ids), so that a patient's access log names the exports that held them.
 
 use crate::db::Queries;
+use crate::db::read_audit::{ReadAudit, ReadRecord};
 use futures_util::{StreamExt, pin_mut};
 use salvo::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE, HeaderValue};
 use salvo::prelude::*;
@@ -117,13 +120,41 @@ fn wants_json(req: &Request, pairs: &[(String, String)]) -> ApiResult<bool> {
     Ok(!accept.contains("text/csv") && (accept.contains("application/json") || accept.contains("ndjson")))
 }
 
+/// Who is exporting: each chunk's patients are recorded as shown to them before it is sent,
+/// so that every patient's access log names the export that disclosed them.
+struct Exporter {
+    audit: ReadAudit,
+    branch: i64,
+    user: i64,
+    route: Option<std::sync::Arc<str>>,
+    format: &'static str,
+}
+
+impl Exporter {
+    /// Records that the patients `ids` are being sent; false when that cannot be recorded.
+    async fn disclose(&self, ids: Vec<i64>) -> bool {
+        let record = ReadRecord {
+            branch: self.branch,
+            at: time::OffsetDateTime::now_utc(),
+            user_id: Some(self.user),
+            action: "export",
+            resource: PATIENTS.path,
+            record_id: None,
+            details: Some(json!({ "ids": ids, "format": self.format })),
+            route: self.route.clone(),
+        };
+        matches!(self.audit.record(record).await, Ok(true))
+    }
+}
+
 /// Streams the rows as CSV or JSON lines in chunks of about 60 KiB, until the last row or
-/// until the client goes away.
+/// until the client goes away; a chunk whose patients cannot be recorded ends the export.
 async fn send_rows(
     rows: tokio_postgres::RowStream,
     mut body: salvo::http::body::BodySender,
     columns: &[&str],
     json_lines: bool,
+    exporter: Exporter,
 ) {
     pin_mut!(rows);
     let mut buffer = String::with_capacity(64 * 1024);
@@ -131,6 +162,7 @@ async fn send_rows(
         buffer.push_str(&columns.join(","));
         buffer.push_str("\r\n");
     }
+    let mut shown: Vec<i64> = Vec::new();
     while let Some(row) = rows.next().await {
         let record: Value = match row {
             Ok(row) => row.get(0),
@@ -139,6 +171,7 @@ async fn send_rows(
                 return;
             }
         };
+        shown.extend(record.get("id").and_then(Value::as_i64));
         if json_lines {
             buffer.push_str(&record.to_string());
             buffer.push('\n');
@@ -148,9 +181,19 @@ async fn send_rows(
             buffer.push_str(&cells.join(","));
             buffer.push_str("\r\n");
         }
-        if buffer.len() >= 60 * 1024 && body.send_data(std::mem::take(&mut buffer)).await.is_err() {
-            return; // the client went away
+        if buffer.len() >= 60 * 1024 {
+            if !exporter.disclose(std::mem::take(&mut shown)).await {
+                tracing::error!("patient export stopped: its reads cannot be recorded");
+                return;
+            }
+            if body.send_data(std::mem::take(&mut buffer)).await.is_err() {
+                return; // the client went away
+            }
         }
+    }
+    if !shown.is_empty() && !exporter.disclose(shown).await {
+        tracing::error!("patient export stopped: its reads cannot be recorded");
+        return;
     }
     if !buffer.is_empty() {
         let _ = body.send_data(buffer).await;
@@ -159,16 +202,14 @@ async fn send_rows(
 
 /// A spreadsheet treats a cell starting with = + - @ (or a tab / carriage return) as a
 /// formula; a leading apostrophe makes it text.
+pub fn formula_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{text}").into() } else { text.into() }
+}
+
 fn csv_cell(value: &Value) -> String {
     let text = match value {
         Value::Null => String::new(),
-        Value::String(s) => {
-            if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-                format!("'{s}")
-            } else {
-                s.clone()
-            }
-        }
+        Value::String(s) => formula_safe(s).into_owned(),
         other => other.to_string(),
     };
     if text.contains([',', '"', '\n', '\r']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text }
@@ -204,9 +245,16 @@ pub async fn export(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     }
     let columns: Vec<&'static str> =
         PATIENTS.output_columns().chain(PATIENTS.computed.iter().map(|(n, _, _)| *n)).collect();
+    let exporter = Exporter {
+        audit: ctx.state.read_audit.clone(),
+        branch: route.id,
+        user: ctx.user.id,
+        route: ctx.endpoint.clone(),
+        format: if json_lines { "json" } else { "csv" },
+    };
     let body = res.channel();
     tokio::spawn(async move {
-        send_rows(rows, body, &columns, json_lines).await;
+        send_rows(rows, body, &columns, json_lines, exporter).await;
         // The connection stays checked out until the last row is sent; it goes back to the
         // pool with the usual statement limit.
         if let Err(e) = conn.client().batch_execute("RESET statement_timeout").await {
