@@ -80,12 +80,14 @@ fn statement(patient: i64, query: &ListQuery, zone: &str) -> ApiResult<(String, 
         let like = bind(&mut params, Box::new(format!("%{}%", term.replace(['%', '_'], ""))));
         conditions += &format!(" AND concat_ws(' ', a.action, a.resource, a.route) ILIKE {like}");
     }
-    let local = format!("(a.at AT TIME ZONE {})::date", bind(&mut params, Box::new(zone.to_owned())));
-    if let Some(start) = query.start_date {
-        conditions += &format!(" AND {local} >= {}", bind(&mut params, Box::new(start)));
-    }
-    if let Some(end) = query.end_date {
-        conditions += &format!(" AND {local} <= {}", bind(&mut params, Box::new(end)));
+    if query.start_date.is_some() || query.end_date.is_some() {
+        let local = format!("(a.at AT TIME ZONE {})::date", bind(&mut params, Box::new(zone.to_owned())));
+        if let Some(start) = query.start_date {
+            conditions += &format!(" AND {local} >= {}", bind(&mut params, Box::new(start)));
+        }
+        if let Some(end) = query.end_date {
+            conditions += &format!(" AND {local} <= {}", bind(&mut params, Box::new(end)));
+        }
     }
     let direction = query.sort_direction.sql();
     let limit = bind(&mut params, Box::new(query.per_page));

@@ -80,6 +80,9 @@ impl VisitSummary {
     /// One field of a record as the page shows it: references by name where the name is
     /// known to the summary (staff, doctors, medicines), values as text.
     async fn value(&self, printing: &mut Printing<'_>, kind: Kind, value: &Value) -> ApiResult<String> {
+        if let (Kind::Timestamp { .. }, Some(at)) = (kind, value.as_str()) {
+            return printing.local_time(at).await;
+        }
         let Some(id) = value.as_i64() else { return Ok(described(value)) };
         Ok(match kind {
             Kind::Ref(Target::Staff) => printing.user_name(id).await?,
@@ -92,7 +95,6 @@ impl VisitSummary {
                     .map(|r| r.get(0))
                     .unwrap_or_else(|| format!("#{id}"))
             }
-            Kind::Timestamp { .. } => printing.local_time(value.as_str().unwrap_or_default()).await?,
             _ => described(value),
         })
     }
