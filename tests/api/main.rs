@@ -4,6 +4,7 @@
 
 mod support;
 
+mod access_log;
 mod admin;
 mod audit_archive;
 mod auth;
@@ -14,6 +15,7 @@ mod conformance;
 mod contract;
 mod dashboard;
 mod dashboard_rollups;
+mod documents;
 mod drift;
 mod exams;
 mod idempotency;

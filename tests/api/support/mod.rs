@@ -6,6 +6,7 @@
 //! there) or, when unset, from the embedded cluster under `var/test-pg`.
 #![allow(dead_code)]
 
+pub mod printed;
 pub mod smtp;
 
 use std::sync::Arc;
