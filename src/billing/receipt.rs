@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::http::error::ApiResult;
 use crate::pdf::{Block, Sheet, Signing};
-use crate::resource::print::{Printable, Printing, text};
+use crate::resource::printable::{Printable, Printing, text};
 
 pub struct Receipt;
 
@@ -43,7 +43,7 @@ impl Printable for Receipt {
                     WHERE resource = $1 AND record_id = $2 AND user_id IS NOT NULL
                       AND (action = 'post' OR (action = 'create' AND after->>'status' = 'posted'))
                     ORDER BY at DESC, id DESC LIMIT 1";
-        let resource = super::BILLING_TRANSACTIONS.path;
+        let resource = printing.resource;
         let poster: Option<i64> = printing.row(sql, &[&resource, &id]).await?.map(|r| r.get(0));
         let signing = match poster {
             Some(user) => Signing::Signed {

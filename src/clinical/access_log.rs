@@ -23,8 +23,9 @@ use crate::http::list::{self, ListQuery, ListRules, SortDirection};
 use crate::http::{self as web};
 use crate::pdf::{Block, Sheet, Signing};
 use crate::permissions::AUDIT_READ;
-use crate::resource::print::{self, Printing};
-use crate::resource::routes::{audit_read, write_queued_reads};
+use crate::resource::print;
+use crate::resource::printable::{Printing, joined, text};
+use crate::resource::reads::{audit_read, write_queued_reads};
 use crate::resource::{Conn, Context, Param, Scope, as_refs};
 
 /// The most entries one export holds; past it, a narrower date range is asked for.
@@ -177,7 +178,7 @@ fn wants_pdf(req: &Request, pairs: &[(String, String)]) -> ApiResult<bool> {
 const COLUMNS: [&str; 8] = ["at", "user_id", "user_name", "action", "resource", "record_id", "route", "id"];
 
 fn cell(entry: &Value, column: &str) -> String {
-    print::text(entry, column)
+    text(entry, column)
 }
 
 /// The entries as CSV, every cell safe to open in a spreadsheet.
@@ -200,11 +201,11 @@ async fn report(
 ) -> ApiResult<Sheet> {
     let mut rows = Vec::with_capacity(entries.len());
     for entry in entries {
-        let user = match (print::text(entry, "user_name"), print::text(entry, "user_id")) {
+        let user = match (text(entry, "user_name"), text(entry, "user_id")) {
             (name, id) if name.is_empty() => id,
             (name, _) => name,
         };
-        let record = print::joined([cell(entry, "resource").as_str(), cell(entry, "record_id").as_str()]);
+        let record = joined([cell(entry, "resource").as_str(), cell(entry, "record_id").as_str()]);
         let at = printing.local_time(&cell(entry, "at")).await?;
         rows.push(vec![at, user, cell(entry, "action"), record, cell(entry, "route")]);
     }
@@ -258,7 +259,7 @@ pub async fn export(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     let code = ctx.branch()?.code.clone();
     let name = format!("access-log-{code}-patient-{patient}");
     if pdf {
-        let mut printing = Printing { ctx: &ctx, conn };
+        let mut printing = Printing { ctx: &ctx, conn, resource: PATIENTS.path };
         let mut sheet = report(&mut printing, patient, &entries, &query).await?;
         sheet.footer = print::footer(&mut printing).await?;
         drop(printing);

@@ -15,7 +15,8 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
 use crate::permissions::PATIENTS_READ;
 use crate::resource::Context;
-use crate::resource::routes::{audit_seen, list_rules};
+use crate::resource::reads::audit_seen;
+use crate::resource::routes::list_rules;
 use crate::resource::{Conn, Param, Within, as_refs, db_span, normalized_contains, select_columns, stream};
 
 pub const MAX_LOOKUP: i64 = 50;

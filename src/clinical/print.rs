@@ -8,7 +8,7 @@ use crate::http::error::ApiResult;
 use crate::pdf::{Block, Sheet, Signing};
 use crate::resource::Resource;
 use crate::resource::field::{Kind, Target};
-use crate::resource::print::{Printable, Printing, described, text};
+use crate::resource::printable::{Printable, Printing, described, text};
 
 pub struct Certificate;
 

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::http::error::ApiResult;
 use crate::pdf::{Block, Sheet};
-use crate::resource::print::{Printable, Printing, text};
+use crate::resource::printable::{Printable, Printing, text};
 
 pub struct Prescription;
 

@@ -18,7 +18,7 @@ use krilla::{Data, Document};
 use super::layout::{
     self, BOLD, FOOTER_BASELINE, Item, LEFT, PAGE_HEIGHT, PAGE_WIDTH, Page, REGULAR, RIGHT, Tone,
 };
-use super::{ImageKind, Letterhead, Logo, PdfError, Sheet, Signing};
+use super::sheet::{Letterhead, PdfError, Sheet, Signing};
 
 /// The fonts, parsed once.
 static FONTS: LazyLock<(Font, Font)> = LazyLock::new(|| {
@@ -41,21 +41,6 @@ fn fill(tone: Tone, opacity: f32) -> Fill {
         opacity: NormalizedF32::new(opacity).unwrap_or(NormalizedF32::ONE),
         rule: Default::default(),
     }
-}
-
-/// The logo as krilla draws it, when it can be read.
-pub(super) fn image(logo: &Logo) -> Option<Image> {
-    let data = Data::from(logo.bytes.clone());
-    match logo.kind {
-        ImageKind::Png => Image::from_png(data, true).ok(),
-        ImageKind::Jpeg => Image::from_jpeg(data, true).ok(),
-    }
-}
-
-/// The logo's size in pixels, when it can be read.
-pub(super) fn image_size(logo: &Logo) -> Option<(f32, f32)> {
-    let (width, height) = image(logo)?.size();
-    (width > 0 && height > 0).then_some((width as f32, height as f32))
 }
 
 fn text(surface: &mut Surface, x: f32, y: f32, size: f32, bold: bool, tone: Tone, content: &str) {
@@ -130,7 +115,7 @@ pub(super) fn write(pages: &[Page], letterhead: &Letterhead, sheet: &Sheet) -> R
         metadata = metadata.authors(vec![letterhead.name.clone()]);
     }
     document.set_metadata(metadata);
-    let logo = letterhead.logo.as_ref().and_then(image);
+    let logo = letterhead.logo.as_ref().and_then(|logo| logo.image());
     let count = pages.len();
     for (index, page) in pages.iter().enumerate() {
         let settings =

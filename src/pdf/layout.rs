@@ -9,7 +9,7 @@ use skrifa::metrics::GlyphMetrics;
 use skrifa::raw::TableProvider;
 use skrifa::{FontRef, MetadataProvider};
 
-use super::{Block, Letterhead, Sheet, Signing};
+use super::sheet::{Block, Letterhead, Sheet, Signing};
 
 pub(super) static REGULAR: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 pub(super) static BOLD: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans-Bold.ttf");
@@ -147,7 +147,7 @@ impl Layout<'_> {
         let top = MARGIN;
         let mut x = LEFT;
         let mut logo_height: f32 = 0.0;
-        if let Some((width, height)) = letterhead.logo.as_ref().and_then(super::draw::image_size) {
+        if let Some((width, height)) = letterhead.logo.as_ref().and_then(|logo| logo.size()) {
             // The logo fits a square, keeping its proportions.
             let scale = (LOGO_BOX / width).min(LOGO_BOX / height);
             let (w, h) = (width * scale, height * scale);

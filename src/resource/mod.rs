@@ -16,6 +16,8 @@ pub mod hooks;
 pub mod idempotency;
 pub mod numbers;
 pub mod print;
+pub mod printable;
+pub mod reads;
 pub mod routes;
 pub mod row;
 mod store;
@@ -185,7 +187,7 @@ pub struct Resource {
     /// What the resource does beyond the shared writes.
     pub hooks: &'static dyn Hooks,
     /// A printed form: its GET also answers `application/pdf` (`print`).
-    pub printable: Option<&'static dyn print::Printable>,
+    pub printable: Option<&'static dyn printable::Printable>,
 }
 
 static CATALOGUE: std::sync::OnceLock<Vec<&'static Resource>> = std::sync::OnceLock::new();

@@ -5,184 +5,22 @@
 //! (or a DRAFT mark), and who printed it; each print is a disclosure of the patient's data,
 //! recorded like the other reads of patient records (`db::read_audit`), as `print`.
 
-use std::collections::BTreeMap;
-
 use salvo::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE, HeaderValue};
 use salvo::prelude::*;
 use serde_json::{Value, json};
-use tokio_postgres::types::ToSql;
 
-use super::context::{Conn, Context, Scope};
-use super::routes::audit_read;
+use super::context::{Context, Scope};
+use super::printable::{Printable, Printing};
+use super::reads::audit_read;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::guard::{JSON_OR_PDF, accept_of, preferred};
-use crate::pdf::{Letterhead, Logo, Sheet, Signing};
+use crate::pdf::{Letterhead, Logo, Sheet};
 
 pub const PDF: &str = "application/pdf";
-
-/// A record's printed form.
-#[async_trait]
-pub trait Printable: Send + Sync {
-    /// What the document is, for the API description ("A spectacle prescription").
-    fn describes(&self) -> &'static str;
-
-    /// Why `record` has no printed form, when it has none (a 406 `not_printable`).
-    fn refuses(&self, _record: &Value) -> Option<&'static str> {
-        None
-    }
-
-    /// The patient the document discloses.
-    fn patient_of(&self, record: &Value) -> Option<i64> {
-        record.get("patient_id").and_then(Value::as_i64)
-    }
-
-    /// The document's file name, without `.pdf` (`certificate-MC-MAIN-000001`).
-    fn file_name(&self, record: &Value) -> String;
-
-    /// What the document says.
-    async fn sheet(&self, printing: &mut Printing<'_>, record: &Value) -> ApiResult<Sheet>;
-}
 
 /// Whether `req` prefers the printed form to JSON.
 pub fn wants_print(req: &Request) -> bool {
     preferred(&accept_of(req), JSON_OR_PDF) == Some(PDF)
-}
-
-/// What a printed form is made with: the request's caller, a connection to its branch, and
-/// the lookups documents share.
-pub struct Printing<'a> {
-    pub ctx: &'a Context,
-    pub conn: Conn,
-}
-
-/// A text value of `record`, or "" (documents show what is there).
-pub fn text(record: &Value, field: &str) -> String {
-    match record.get(field) {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-    }
-}
-
-/// A value of a record as a page shows it: lists item by item, an eye's findings as
-/// "name value" pairs, an eye that could not be assessed as such.
-pub fn described(value: &Value) -> String {
-    match value {
-        Value::Null => String::new(),
-        Value::Bool(true) => "yes".into(),
-        Value::Bool(false) => "no".into(),
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        Value::Array(items) => {
-            items.iter().map(described).filter(|d| !d.is_empty()).collect::<Vec<_>>().join("; ")
-        }
-        Value::Object(fields) if fields.get("unable_to_assess") == Some(&Value::Bool(true)) => {
-            "not assessed".into()
-        }
-        Value::Object(fields) => fields
-            .iter()
-            .filter(|(name, value)| !value.is_null() && *name != "unable_to_assess")
-            .map(|(name, value)| format!("{} {}", name.replace('_', " "), described(value)))
-            .collect::<Vec<_>>()
-            .join(", "),
-    }
-}
-
-/// A name made of parts, the empty ones left out.
-pub fn joined<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
-    parts.into_iter().map(str::trim).filter(|p| !p.is_empty()).collect::<Vec<_>>().join(" ")
-}
-
-impl Printing<'_> {
-    /// One row of a branch query, if any.
-    pub async fn row(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> ApiResult<Option<tokio_postgres::Row>> {
-        let client = self.conn.client();
-        let stmt = client.prepare_cached(sql).await?;
-        Ok(client.query_opt(&stmt, params).await?)
-    }
-
-    /// One row of a registry query, if any.
-    pub async fn registry_row(
-        &self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> ApiResult<Option<tokio_postgres::Row>> {
-        let client = self.ctx.registry().await?;
-        let stmt = client.prepare_cached(sql).await?;
-        Ok(client.query_opt(&stmt, params).await?)
-    }
-
-    /// The names of users (signers, examiners), by id.
-    pub async fn user_names(&self, ids: &[i64]) -> ApiResult<BTreeMap<i64, String>> {
-        if ids.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        let client = self.ctx.registry().await?;
-        let stmt = client.prepare_cached("SELECT id, name FROM users WHERE id = ANY($1)").await?;
-        Ok(client.query(&stmt, &[&ids]).await?.iter().map(|r| (r.get(0), r.get(1))).collect())
-    }
-
-    /// The name of a user, or "user <id>" when the account is gone.
-    pub async fn user_name(&self, id: i64) -> ApiResult<String> {
-        Ok(self.user_names(&[id]).await?.remove(&id).unwrap_or_else(|| format!("user {id}")))
-    }
-
-    /// A doctor of the master data: the name and the licence number ("" when none is named).
-    pub async fn doctor(&self, id: Option<i64>) -> ApiResult<(String, String)> {
-        let Some(id) = id else { return Ok(Default::default()) };
-        let sql = "SELECT concat_ws(' ', first_name, last_name), license_no FROM doctors WHERE id = $1";
-        Ok(self.registry_row(sql, &[&id]).await?.map(|r| (r.get(0), r.get(1))).unwrap_or_default())
-    }
-
-    /// An instant (RFC 3339) as the branch reads it: local date and time, and the zone.
-    pub async fn local_time(&mut self, at: &str) -> ApiResult<String> {
-        if at.is_empty() {
-            return Ok(String::new());
-        }
-        let zone = self.ctx.branch()?.timezone.clone();
-        let sql = "SELECT to_char($1::text::timestamptz AT TIME ZONE $2, 'YYYY-MM-DD HH24:MI')";
-        let local: String = self.row(sql, &[&at, &zone]).await?.map(|r| r.get(0)).unwrap_or_default();
-        Ok(format!("{local} ({zone})"))
-    }
-
-    /// The branch's local time now.
-    pub async fn now(&mut self) -> ApiResult<String> {
-        let now = time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339);
-        self.local_time(&now.map_err(anyhow::Error::from)?).await
-    }
-
-    /// Who signed a record (its `signed_by` and `signed_at`), or a DRAFT when nobody did.
-    pub async fn signing(&mut self, record: &Value) -> ApiResult<Signing> {
-        match (
-            record.get("signed_by").and_then(Value::as_i64),
-            record.get("signed_at").and_then(Value::as_str),
-        ) {
-            (Some(by), Some(at)) => {
-                let at = at.to_owned();
-                Ok(Signing::Signed { signer: self.user_name(by).await?, at: self.local_time(&at).await? })
-            }
-            _ => Ok(Signing::Unsigned),
-        }
-    }
-
-    /// The lines every document shows of its patient: name, PIN, birth date and sex.
-    pub async fn patient_fields(&mut self, patient: i64) -> ApiResult<Vec<(String, String)>> {
-        let sql =
-            "SELECT pin, concat_ws(' ', first_name, nullif(middle_name, ''), last_name, nullif(suffix, '')),
-                          birth_date::text, sex
-                     FROM patients WHERE id = $1";
-        let row = self.row(sql, &[&patient]).await?.ok_or(ApiError::NotFound)?;
-        Ok(vec![
-            ("Patient".into(), row.get(1)),
-            ("PIN".into(), row.get(0)),
-            ("Birth date".into(), row.get(2)),
-            ("Sex".into(), row.get::<_, String>(3).replace('_', " ")),
-        ])
-    }
 }
 
 /// What the branch prints at the top of its documents (its settings in the registry).
@@ -237,7 +75,7 @@ pub async fn answer(
         return Err(ApiError::NotPrintable(reason.to_owned()));
     }
     let conn = ctx.conn(Scope::Branch).await?;
-    let mut printing = Printing { ctx, conn };
+    let mut printing = Printing { ctx, conn, resource };
     let mut sheet = printable.sheet(&mut printing, record).await?;
     sheet.footer = footer(&mut printing).await?;
     drop(printing);

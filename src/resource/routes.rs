@@ -10,10 +10,10 @@ use super::context::Context;
 use super::etag::{IfMatch, etag, tag_of};
 use super::idempotency::Answer;
 use super::print;
+use super::reads::{audit_read, audit_seen, write_queued_reads};
 use super::store::{self, Conn, Within};
 use super::unit::Written;
 use super::validate::{check_fields, validate_fields};
-use crate::db::read_audit::ReadRecord;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::guard::{JSON_OR_PDF, Produces};
 use crate::http::{self as web, list};
@@ -260,58 +260,6 @@ async fn sent_with_delete(ctx: &Context, req: &mut Request) -> ApiResult<Map<Str
         input.entry(key).or_insert(Value::String(value));
     }
     Ok(input)
-}
-
-/// Records who was shown which records of a resource that audits reads (patients): one row
-/// per answer, with the ids it held and the query that selected them.
-pub async fn audit_seen(
-    ctx: &Context,
-    resource: &'static Resource,
-    ids: &[i64],
-    query: &[(String, String)],
-) -> ApiResult<()> {
-    let action =
-        if query.iter().any(|(k, v)| k == "search" && !v.trim().is_empty()) { "search" } else { "list" };
-    let details = serde_json::json!({ "ids": ids, "query": query });
-    audit_read(ctx, resource.path, action, None, Some(details)).await
-}
-
-/// Waits (a little) for the read records this instance has queued to be written, so that
-/// an audit trail read after a read shows it. A writer that cannot write them now (the
-/// database away) does not hold the trail back: it answers what is written.
-pub async fn write_queued_reads(ctx: &Context) {
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), ctx.state.read_audit.flush()).await;
-}
-
-/// Hands the record of a read of `resource` (as the audit log names it) to the instance's
-/// read audit queue (`db::read_audit`), which writes it to the branch's audit log within
-/// milliseconds; 503 `audit_busy` when the queue stays full.
-pub async fn audit_read(
-    ctx: &Context,
-    resource: &'static str,
-    action: &'static str,
-    record_id: Option<i64>,
-    details: Option<Value>,
-) -> ApiResult<()> {
-    let branch =
-        ctx.branch.as_ref().ok_or_else(|| anyhow::anyhow!("a read of {resource} outside a branch"))?;
-    let record = ReadRecord {
-        branch: branch.id,
-        at: time::OffsetDateTime::now_utc(),
-        user_id: Some(ctx.user.id),
-        action,
-        resource,
-        record_id,
-        details,
-        route: ctx.endpoint.clone(),
-    };
-    if !ctx.state.read_audit.record(record).await? {
-        return Err(ApiError::unavailable(
-            "audit_busy",
-            "Reads cannot be recorded right now; try again shortly.",
-        ));
-    }
-    Ok(())
 }
 
 /// The body checked against the declaration and prepared by the resource's hooks (`id` is
