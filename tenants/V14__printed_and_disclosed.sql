@@ -12,7 +12,8 @@ ALTER TABLE audit_log ADD COLUMN route text;
 -- A patient's access log reads the audit log three ways: records of the patient itself (by
 -- `audit_log_record_idx`), records of rows that name the patient (visits, examinations,
 -- billing, certificates, printed documents), and reads of many patients that showed this
--- one (lists, searches, the type-ahead, exports, which keep the ids they showed).
+-- one (lists, searches, the type-ahead, and the chunks of exports: `exported`), which keep the
+-- ids they showed.
 CREATE INDEX audit_log_patient_idx ON audit_log ((coalesce(after, before) ->> 'patient_id'), at);
 CREATE INDEX audit_log_shown_idx ON audit_log USING gin ((after -> 'ids') jsonb_path_ops)
-    WHERE resource = 'patients' AND action IN ('list', 'search', 'export');
+    WHERE resource = 'patients' AND action IN ('list', 'search', 'exported');

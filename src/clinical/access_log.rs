@@ -51,7 +51,7 @@ pub const EXPORTS: &[&str] = &["text/csv", "application/pdf"];
 fn of_patient(patient: i64) -> (String, Vec<Param>) {
     let sql = "((a.resource = 'patients' AND a.record_id = $1)
                OR (coalesce(a.after, a.before) ->> 'patient_id') = $2
-               OR (a.resource = 'patients' AND a.action IN ('list', 'search', 'export')
+               OR (a.resource = 'patients' AND a.action IN ('list', 'search', 'exported')
                    AND (a.after -> 'ids') @> $3))";
     (sql.to_owned(), vec![Box::new(patient), Box::new(patient.to_string()), Box::new(json!([patient]))])
 }

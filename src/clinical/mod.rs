@@ -103,7 +103,7 @@ fn access_log_endpoints(branch: &mut Endpoints) {
         .property(
             "action",
             docs::string()
-                .description("view, list, search, export, print, access_log, create, update, sign, ..."),
+                .description("view, list, search, exported, print, access_log, create, update, sign, ..."),
         )
         .property("resource", docs::string())
         .property("record_id", docs::integer())

@@ -1,6 +1,7 @@
 //! Patient routes beyond CRUD: the front desk's type-ahead lookup and the export. An export
-//! is recorded when asked for (with its parameters), and each chunk's patients as they are
-//! sent (with their ids), so that a patient's access log names the exports that held them.
+//! is recorded when asked for (`export`, with its parameters), and each chunk's patients as
+//! they are sent (`exported`, with their ids), so that a patient's access log names the
+//! exports that held them.
 
 use crate::db::Queries;
 use crate::db::read_audit::{ReadAudit, ReadRecord};
@@ -95,15 +96,16 @@ pub async fn lookup(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     Ok(())
 }
 
-/// Records that someone exported patients, and with which parameters.
-async fn audit_export(conn: &mut Conn, user_id: i64, details: Value) -> ApiResult<()> {
+/// Records that someone exported patients, and with which parameters (the patients each
+/// chunk holds are recorded as `exported` as it is sent).
+async fn audit_export(conn: &mut Conn, ctx: &Context, details: Value) -> ApiResult<()> {
     let client = conn.client();
     let stmt = client
         .prepare_cached(
-            "INSERT INTO audit_log (user_id, action, resource, after) VALUES ($1, 'export', $2, $3)",
+            "INSERT INTO audit_log (user_id, action, resource, after, route) VALUES ($1, 'export', $2, $3, $4)",
         )
         .await?;
-    client.execute(&stmt, &[&user_id, &PATIENTS.path, &details]).await?;
+    client.execute(&stmt, &[&ctx.user.id, &PATIENTS.path, &details, &ctx.endpoint.as_deref()]).await?;
     Ok(())
 }
 
@@ -138,7 +140,7 @@ impl Exporter {
             branch: self.branch,
             at: time::OffsetDateTime::now_utc(),
             user_id: Some(self.user),
-            action: "export",
+            action: "exported",
             resource: PATIENTS.path,
             record_id: None,
             details: Some(json!({ "ids": ids, "format": self.format })),
@@ -228,7 +230,7 @@ pub async fn export(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     let route = ctx.branch()?.clone();
     let mut conn = ctx.conn(PATIENTS.scope).await?;
     let details = json!({ "query": pairs, "format": if json_lines { "json" } else { "csv" } });
-    audit_export(&mut conn, ctx.user.id, details).await?;
+    audit_export(&mut conn, &ctx, details).await?;
     // An export reads every row while the client downloads: it gets a longer limit than the
     // statements of ordinary requests.
     let limit = ctx.state.settings.export_statement_timeout.as_millis();

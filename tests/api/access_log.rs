@@ -90,7 +90,7 @@ async fn every_kind_of_read_and_write_of_a_patient_is_in_their_access_log_and_no
         of("dr.ocampo", "list", "patients", None, "GET /api/v1/patients"),
         of("dr.ocampo", "search", "patients", None, "GET /api/v1/patients"),
         of("dr.ocampo", "search", "patients", None, "GET /api/v1/patients/search"),
-        of("dr.ocampo", "export", "patients", None, "GET /api/v1/patients/export"),
+        of("dr.ocampo", "exported", "patients", None, "GET /api/v1/patients/export"),
         of(
             "dr.ocampo",
             "print",
