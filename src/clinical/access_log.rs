@@ -135,6 +135,15 @@ async fn entries(
     Ok((row.get(0), page))
 }
 
+/// The patient of the path and a connection to read their log, for a caller holding
+/// `audit.read`, once the reads this instance answered are written (the log shows them).
+async fn opened(ctx: &Context, req: &Request) -> ApiResult<(i64, Conn)> {
+    ctx.require(AUDIT_READ)?;
+    let patient = web::path_id(req, "id")?;
+    write_queued_reads(ctx).await;
+    Ok((patient, ctx.conn(Scope::Branch).await?))
+}
+
 /// Records that the caller read the patient's access log, and how.
 async fn record_reading(
     ctx: &Context,
@@ -152,10 +161,7 @@ pub async fn read(req: &mut Request, depot: &mut Depot, res: &mut Response) -> A
     let pairs = list::query_pairs(req);
     let query = list::parse(&pairs, &RULES)?;
     let ctx = Context::of(depot)?;
-    ctx.require(AUDIT_READ)?;
-    let patient = web::path_id(req, "id")?;
-    write_queued_reads(&ctx).await;
-    let mut conn = ctx.conn(Scope::Branch).await?;
+    let (patient, mut conn) = opened(&ctx, req).await?;
     let (total, page) = entries(&ctx, &mut conn, patient, &query).await?;
     drop(conn);
     record_reading(&ctx, patient, "json", &pairs).await?;
@@ -246,10 +252,7 @@ pub async fn export(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     let mut query = list::parse(&paged, &rules)?;
     (query.page, query.per_page) = (1, MAX_EXPORTED + 1);
     let ctx = Context::of(depot)?;
-    ctx.require(AUDIT_READ)?;
-    let patient = web::path_id(req, "id")?;
-    write_queued_reads(&ctx).await;
-    let mut conn = ctx.conn(Scope::Branch).await?;
+    let (patient, mut conn) = opened(&ctx, req).await?;
     let (total, entries) = entries(&ctx, &mut conn, patient, &query).await?;
     if total > MAX_EXPORTED {
         let message =
