@@ -181,7 +181,7 @@ fn documents() -> Vec<(&'static str, Sheet)> {
         ("prescription", prescription),
         ("receipt", receipt),
         ("visit summary", sheet("Visit summary", summary, signed())),
-        ("access log, one page", access_log(30)),
+        ("access log, 30 rows", access_log(30)),
     ]
 }
 

@@ -54,6 +54,18 @@ struct BranchRow {
     code: String,
     name: String,
     timezone: String,
+    /// What its documents print at the top (absent from backups made before it was kept).
+    #[serde(default)]
+    letterhead: Letterhead,
+}
+
+#[derive(Serialize, Deserialize, Default)]
+struct Letterhead {
+    address: Option<String>,
+    phone: Option<String>,
+    logo_media_type: Option<String>,
+    /// The logo's bytes, in hexadecimal.
+    logo: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -78,7 +90,8 @@ pub async fn backup(directory: &Directory, code: &str, out: &Path) -> anyhow::Re
     let registry = directory.registry().get().await?;
     let row = registry
         .query_opt(
-            "SELECT id, code, name, timezone, schema_name, database_url, status, schema_version
+            "SELECT id, code, name, timezone, schema_name, database_url, status, schema_version,
+                    address, phone, logo_media_type, logo
                FROM branches WHERE code = $1",
             &[&code],
         )
@@ -134,7 +147,18 @@ pub async fn backup(directory: &Directory, code: &str, out: &Path) -> anyhow::Re
     let tables = copy::tables(&tx, &schema).await?;
     let counts = copy::counts(&tx, &schema, &tables).await?;
     let manifest = Manifest {
-        branch: BranchRow { id, code: row.get("code"), name: row.get("name"), timezone: row.get("timezone") },
+        branch: BranchRow {
+            id,
+            code: row.get("code"),
+            name: row.get("name"),
+            timezone: row.get("timezone"),
+            letterhead: Letterhead {
+                address: row.get("address"),
+                phone: row.get("phone"),
+                logo_media_type: row.get("logo_media_type"),
+                logo: row.get::<_, Option<Vec<u8>>>("logo").map(hex::encode),
+            },
+        },
         schema_version,
         taken_at: time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339)?,
         tables: tables
@@ -277,6 +301,13 @@ async fn register(
         Some(_) => bail!("a branch with the code {code} exists: restore with --code NEW, or drop it first"),
     };
     let (id, schema): (i64, String) = (row.get(0), row.get(1));
+    let letterhead = &manifest.branch.letterhead;
+    let logo = letterhead.logo.as_deref().map(hex::decode).transpose().context("the logo in the backup")?;
+    tx.execute(
+        "UPDATE branches SET address = $2, phone = $3, logo = $4, logo_media_type = $5 WHERE id = $1",
+        &[&id, &letterhead.address, &letterhead.phone, &logo, &letterhead.logo_media_type],
+    )
+    .await?;
     let mut services = BTreeMap::new();
     for service in &manifest.services {
         let old =

@@ -455,6 +455,14 @@ async fn busy_branch(app: &TestApp, code: &str) -> (i64, i64) {
 async fn a_backup_restored_as_a_new_branch_has_every_row_of_every_table() {
     let app = TestApp::spawn().await;
     let (north, service) = busy_branch(&app, "NORTH").await;
+    let letterhead = json!({ "address": "1 North Road", "phone": "+63 2 8000 0001" });
+    assert_eq!(app.put(&format!("/api/v1/branches/{north}"), None, letterhead).await.status, 200);
+    let logo = crate::support::printed::png_logo(32);
+    let set = app
+        .request(Method::PUT, &format!("/api/v1/branches/{north}/logo"), None)
+        .header("content-type", "image/png")
+        .body(logo.clone());
+    assert_eq!(crate::support::reply(set).await.status, 200);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("var")
         .join(format!("backups-{}", std::process::id()));
@@ -490,6 +498,16 @@ async fn a_backup_restored_as_a_new_branch_has_every_row_of_every_table() {
         .unwrap()
         .get(0);
     assert_eq!(ticket_service, new_service);
+    // Its letterhead came back with it.
+    let row = here
+        .query_one(
+            "SELECT address, phone, logo, logo_media_type FROM branches WHERE id = $1",
+            &[&restored.id],
+        )
+        .await
+        .unwrap();
+    let kept: (String, String, Vec<u8>, String) = (row.get(0), row.get(1), row.get(2), row.get(3));
+    assert_eq!(kept, ("1 North Road".into(), "+63 2 8000 0001".into(), logo, "image/png".into()));
 
     // The restored branch serves, and numbers on from where the backup was.
     let r = app.get("/api/v1/patients", Some(restored.id)).await;
@@ -513,8 +531,12 @@ async fn an_archived_branch_is_dropped_for_good_and_its_audit_trail_stays() {
     assert!(format!("{error:#}").contains("only an archived branch"), "{error:#}");
 
     let here = clinic_server::db::connect(&app.db.url).await.unwrap();
-    let audited: i64 =
-        here.query_one(&format!("SELECT count(*) FROM branch_{north}.audit_log"), &[]).await.unwrap().get(0);
+    let (audited, routed): (i64, i64) = {
+        let sql = format!("SELECT count(*), count(route) FROM branch_{north}.audit_log");
+        let r = here.query_one(&sql, &[]).await.unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert!(routed > 0, "the branch's writes name their routes");
     let r = app.delete(&format!("/api/v1/branches/{north}"), None).await;
     assert_eq!(r.status, 200, "{}", r.text);
     let dropped = retire::drop_branch(&app.state.directory, "NORTH").await.unwrap();
@@ -533,4 +555,10 @@ async fn an_archived_branch_is_dropped_for_good_and_its_audit_trail_stays() {
         (r.get(0), r.get(1), r.get(2))
     };
     assert_eq!((exists, kept, status.as_str()), (false, audited, "dropped"));
+    let kept_routes: i64 = here
+        .query_one("SELECT count(route) FROM dropped_branch_audit_log WHERE branch_id = $1", &[&north])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(kept_routes, routed, "the routes are kept with the trail");
 }
