@@ -70,11 +70,16 @@ async fn dates_and_ids_are_what_they_claim_to_be() {
 async fn an_accept_header_the_route_cannot_serve_is_406() {
     let clinic = Clinic::open().await;
     let (app, branch) = (&clinic.app, Some(clinic.branch));
-    let certificate = id_of(
-        &app.created("/api/v1/medical-certificates", branch, json!({ "patient_visit_id": clinic.visit }))
-            .await,
+    // A complaint has no printed form (a certificate has: documents.rs).
+    let complaint = id_of(
+        &app.created(
+            "/api/v1/complaints",
+            branch,
+            json!({ "patient_visit_id": clinic.visit, "complaint": "Itch" }),
+        )
+        .await,
     );
-    let path = format!("/api/v1/medical-certificates/{certificate}");
+    let path = format!("/api/v1/complaints/{complaint}");
     let ask = |accept: &'static str| {
         let req =
             app.http.get(app.url(&path)).bearer_auth(&app.admin_token).header("x-branch-id", clinic.branch);
