@@ -63,10 +63,7 @@ impl Topic {
 }
 
 /// Queues a notification; it is delivered when the surrounding transaction commits.
-pub async fn publish(
-    client: &impl deadpool_postgres::GenericClient,
-    topic: Topic,
-) -> Result<(), tokio_postgres::Error> {
+pub async fn publish(client: &impl crate::db::Queries, topic: Topic) -> Result<(), tokio_postgres::Error> {
     client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &topic.encode()]).await?;
     Ok(())
 }
@@ -81,7 +78,7 @@ pub trait Invalidate: Send + Sync + 'static {
 
 /// Publishes an event to every instance (after the change it describes committed).
 pub async fn publish_event(
-    client: &impl deadpool_postgres::GenericClient,
+    client: &impl crate::db::Queries,
     payload: &str,
 ) -> Result<(), tokio_postgres::Error> {
     client.execute("SELECT pg_notify($1, $2)", &[&EVENTS, &payload]).await?;

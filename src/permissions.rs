@@ -99,7 +99,7 @@ pub fn is_known(name: &str) -> bool {
 
 /// Mirrors the catalogue into the registry (idempotent).
 pub async fn sync_catalogue(
-    client: &impl deadpool_postgres::GenericClient,
+    client: &impl tokio_postgres::GenericClient,
 ) -> Result<(), tokio_postgres::Error> {
     let names: Vec<&str> = CATALOGUE.iter().map(|(n, _)| *n).collect();
     let descriptions: Vec<&str> = CATALOGUE.iter().map(|(_, d)| *d).collect();

@@ -7,7 +7,7 @@
 //! - DELETE soft-deletes an open row, voids a posted one (with a reason; the row stays), and a
 //!   void that would break the balances is 409 `balance_conflict`.
 
-use deadpool_postgres::Transaction;
+use crate::db::Transaction;
 use rust_decimal::{Decimal, RoundingStrategy};
 use salvo::async_trait;
 use salvo::prelude::*;

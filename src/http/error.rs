@@ -15,6 +15,9 @@ use serde_json::json;
 /// Field name -> messages, ordered so answers are stable.
 pub type FieldErrors = BTreeMap<String, Vec<String>>;
 
+/// What taking a pooled connection fails with.
+type PoolError = deadpool::managed::PoolError<tokio_postgres::Error>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("{message}")]
@@ -301,9 +304,8 @@ fn connection_fault(e: &tokio_postgres::Error) -> bool {
     )
 }
 
-fn classify_pool(e: &deadpool_postgres::PoolError) -> ApiError {
+fn classify_pool(e: &PoolError) -> ApiError {
     use deadpool::managed::TimeoutType;
-    use deadpool_postgres::PoolError;
     match e {
         // Every connection is in use: the database is up, this server is busy.
         PoolError::Timeout(TimeoutType::Wait) => {
@@ -334,7 +336,7 @@ fn classify_cause(cause: anyhow::Error) -> ApiError {
         if let Some(db) = e.downcast_ref::<tokio_postgres::Error>() {
             return classify_database(db);
         }
-        e.downcast_ref::<deadpool_postgres::PoolError>().map(classify_pool)
+        e.downcast_ref::<PoolError>().map(classify_pool)
     });
     known.unwrap_or(ApiError::Internal(cause))
 }
@@ -362,8 +364,8 @@ impl From<tokio_postgres::Error> for ApiError {
     }
 }
 
-impl From<deadpool_postgres::PoolError> for ApiError {
-    fn from(e: deadpool_postgres::PoolError) -> Self {
+impl From<PoolError> for ApiError {
+    fn from(e: PoolError) -> Self {
         classify_pool(&e)
     }
 }
@@ -373,7 +375,6 @@ pub type ApiResult<T> = Result<T, ApiError>;
 #[cfg(test)]
 mod tests {
     use deadpool::managed::TimeoutType;
-    use deadpool_postgres::PoolError;
 
     use super::*;
 

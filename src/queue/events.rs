@@ -85,7 +85,7 @@ impl Display {
 
     async fn snapshot(&self) -> ApiResult<SseEvent> {
         let conn = self.state.directory.connect(&self.route).await?;
-        let client: &deadpool_postgres::ClientWrapper = &conn;
+        let client: &crate::db::Client = &conn;
         let today = self.route.today(client).await?;
         let view = queue_view(client, &self.service, today, None).await?;
         Ok(SseEvent::default().name("snapshot").text(view.to_string()))

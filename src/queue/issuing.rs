@@ -1,6 +1,6 @@
 //! Issuing a ticket: who it is for, and the next number of its service today.
 
-use deadpool_postgres::Transaction;
+use crate::db::Transaction;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use time::Date;

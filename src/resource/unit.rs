@@ -9,7 +9,7 @@
 
 use std::sync::Mutex;
 
-use deadpool_postgres::{ClientWrapper, Transaction};
+use crate::db::{Client, Transaction};
 use serde_json::Value;
 
 use super::context::Writer;
@@ -32,7 +32,7 @@ pub struct Written {
 }
 
 impl<'c> Unit<'c> {
-    pub async fn begin(client: &'c mut ClientWrapper, writer: Writer) -> ApiResult<Self> {
+    pub async fn begin(client: &'c mut Client, writer: Writer) -> ApiResult<Self> {
         let tx = client.transaction().await?;
         if let Some(idem) = &writer.idempotency {
             idempotency::claim(&tx, writer.user_id, idem).await?;

@@ -104,7 +104,7 @@ impl AppState {
     /// notifications for `topics` are queued in it (so other instances hear of the change
     /// exactly when it commits), and this instance drops its own entries before the caller
     /// answers.
-    pub async fn commit(&self, tx: deadpool_postgres::Transaction<'_>, topics: &[Topic]) -> ApiResult<()> {
+    pub async fn commit(&self, tx: crate::db::Transaction<'_>, topics: &[Topic]) -> ApiResult<()> {
         for topic in topics {
             notify::publish(&tx, *topic).await?;
         }

@@ -13,7 +13,7 @@ use crate::resource::{Resource, Scope};
 /// Refuses to change a field the resource keeps while live records derive theirs from it
 /// (one query over every dependent table).
 pub(super) async fn check_guards(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &crate::db::Transaction<'_>,
     resource: &Resource,
     id: i64,
     input: &Map<String, Value>,
