@@ -31,8 +31,8 @@ pub use numbers::Numbering;
 // of its own.
 pub use row::typed;
 pub use store::{
-    Param, Within, as_refs, audit_event, created_message, db_span, normalized_contains, select_columns,
-    state_conflict, stream, updated_message,
+    Param, Within, as_refs, audit_event, created_message, db_span, select_columns, state_conflict, stream,
+    updated_message,
 };
 pub use unit::{Unit, Written};
 

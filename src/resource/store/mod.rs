@@ -27,7 +27,7 @@ pub use checks::state_conflict;
 pub use delete::{delete, deleted_answer};
 pub use insert::{create, created_message};
 pub use references::reference_errors;
-pub use select::{fetch, list, normalized_contains, parent_exists, select_columns, stream};
+pub use select::{fetch, list, parent_exists, select_columns, stream};
 
 use super::Resource;
 pub use super::context::{Conn, Writer};
