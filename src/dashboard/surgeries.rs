@@ -1,10 +1,9 @@
 //! The calendar (visits per day from the rollup, surgery events from the registry) and the
 //! upcoming surgeries.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use salvo::prelude::*;
-use serde_json::{Value, json};
 use time::{Date, OffsetDateTime};
 
 use super::common::{Clock, Params, open, open_range};
@@ -15,13 +14,15 @@ use crate::resource::{Context, Scope};
 
 /// Surgery events of the branch (registry) whose local start lies in `start..=end` (or, for
 /// upcoming ones, from `now` on), each with its local date, joined with their patients
-/// (branch schema). Columns, not JSON, come from the database: the events are made here.
+/// (branch schema, maybe another database). PostgreSQL writes each event as JSON text in two
+/// halves around its `patient` (keys in the order every answer has them), and each patient
+/// as JSON text; here they are only put together.
 async fn surgery_events(
     ctx: &Context,
     branch: &impl Queries,
     clock: &Clock,
     window: Window,
-) -> ApiResult<Vec<(Date, Value)>> {
+) -> ApiResult<Vec<(Date, String)>> {
     let registry = ctx.registry().await?;
     let branch_id = ctx.branch()?.id;
     let (start, end, from, upcoming) = match window {
@@ -30,10 +31,13 @@ async fn surgery_events(
     };
     let stmt = registry
         .prepare_cached(
-            // to_json: the instant as JSON writes it (what the events always answered).
-            "SELECT (s.scheduled_at AT TIME ZONE $2)::date, s.id, to_json(s.scheduled_at) #>> '{}', s.duration_minutes,
-                    s.eye, s.theatre, s.status, s.priority, s.patient_id,
-                    p.id, p.code, p.name, d.id, d.first_name, d.last_name
+            "SELECT (s.scheduled_at AT TIME ZONE $2)::date, s.patient_id,
+                    (SELECT row_to_json(h)::text FROM (SELECT
+                        (SELECT row_to_json(d) FROM (SELECT d.first_name, d.id, d.last_name) d) AS doctor,
+                        s.duration_minutes, s.eye, s.id) h),
+                    (SELECT row_to_json(t)::text FROM (SELECT s.priority,
+                        (SELECT row_to_json(p) FROM (SELECT p.code, p.id, p.name) p) AS procedure,
+                        s.scheduled_at, s.status, s.theatre) t)
                FROM surgery_schedules s
                JOIN procedures p ON p.id = s.procedure_id
                JOIN doctors d ON d.id = s.doctor_id
@@ -45,36 +49,23 @@ async fn surgery_events(
         )
         .await?;
     let rows = registry.query(&stmt, &[&branch_id, &clock.timezone, &start, &end, &from, &upcoming]).await?;
-    let ids: Vec<i64> = rows.iter().map(|r| r.get(8)).collect();
+    drop(registry);
+    let ids: Vec<i64> = rows.iter().map(|r| r.get(1)).collect();
     let stmt = branch
-        .prepare_cached("SELECT id, pin, first_name, last_name FROM patients WHERE id = ANY($1)")
+        .prepare_cached(
+            "SELECT p.id, row_to_json(p)::text
+               FROM (SELECT first_name, id, last_name, pin FROM patients WHERE id = ANY($1)) p",
+        )
         .await?;
-    let patients: BTreeMap<i64, Value> = branch
-        .query(&stmt, &[&ids])
-        .await?
-        .iter()
-        .map(|r| {
-            let id: i64 = r.get(0);
-            let (pin, first, last): (&str, &str, &str) = (r.get(1), r.get(2), r.get(3));
-            (id, json!({ "id": id, "pin": pin, "first_name": first, "last_name": last }))
-        })
-        .collect();
+    let patients: HashMap<i64, String> =
+        branch.query(&stmt, &[&ids]).await?.iter().map(|r| (r.get(0), r.get(1))).collect();
     Ok(rows
         .iter()
         .map(|r| {
-            let patient_id: i64 = r.get(8);
-            let event = json!({
-                "id": r.get::<_, i64>(1),
-                "scheduled_at": r.get::<_, &str>(2),
-                "duration_minutes": r.get::<_, i32>(3),
-                "eye": r.get::<_, &str>(4),
-                "theatre": r.get::<_, Option<&str>>(5),
-                "status": r.get::<_, &str>(6),
-                "priority": r.get::<_, &str>(7),
-                "procedure": { "id": r.get::<_, i64>(9), "code": r.get::<_, &str>(10), "name": r.get::<_, &str>(11) },
-                "doctor": { "id": r.get::<_, i64>(12), "first_name": r.get::<_, &str>(13), "last_name": r.get::<_, &str>(14) },
-                "patient": patients.get(&patient_id).cloned().unwrap_or(Value::Null),
-            });
+            let (head, tail): (&str, &str) = (r.get(2), r.get(3));
+            let patient = patients.get(&r.get::<_, i64>(1)).map_or("null", String::as_str);
+            // `{head...}` + `,"patient":` + patient + `,` + `{...tail}`, braces joined.
+            let event = format!("{},\"patient\":{patient},{}", &head[..head.len() - 1], &tail[1..]);
             (r.get(0), event)
         })
         .collect())
@@ -100,28 +91,32 @@ pub async fn calendar(req: &mut Request, depot: &mut Depot, res: &mut Response) 
               WHERE visit_date BETWEEN $1 AND $2 GROUP BY visit_date",
         )
         .await?;
-    let visits: BTreeMap<Date, i64> =
+    let visits: HashMap<Date, i64> =
         branch.query(&stmt, &[&start, &end]).await?.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let mut by_day: BTreeMap<Date, Vec<Value>> = BTreeMap::new();
-    for (day, event) in surgery_events(&ctx, &*branch, &clock, Window::Days(start, end)).await? {
-        by_day.entry(day).or_default().push(event);
+    let events = surgery_events(&ctx, &*branch, &clock, Window::Days(start, end)).await?;
+    drop(conn);
+    let mut events = events.iter().peekable();
+    let mut days = String::with_capacity(64 * 367 + events.len() * 400);
+    for offset in 0..=(end - start).whole_days() {
+        let day = start + time::Duration::days(offset);
+        let mut count = 0;
+        days.push_str(if offset == 0 { "{\"date\":\"" } else { ",{\"date\":\"" });
+        days.push_str(&day.to_string());
+        days.push_str("\",\"events\":[");
+        while let Some((_, event)) = events.next_if(|(date, _)| *date == day) {
+            if count > 0 {
+                days.push(',');
+            }
+            days.push_str(event);
+            count += 1;
+        }
+        let visits = visits.get(&day).copied().unwrap_or(0);
+        days.push_str(&format!("],\"surgeries\":{count},\"visits\":{visits}}}"));
     }
-    let days: Vec<Value> = (0..=(end - start).whole_days())
-        .map(|offset| start + time::Duration::days(offset))
-        .map(|day| {
-            let events = by_day.remove(&day).unwrap_or_default();
-            json!({
-                "date": day.to_string(),
-                "visits": visits.get(&day).copied().unwrap_or(0),
-                "surgeries": events.len(),
-                "events": events,
-            })
-        })
-        .collect();
-    web::ok(
+    web::ok_text(
         res,
         "Calendar retrieved.",
-        json!({ "start_date": start.to_string(), "end_date": end.to_string(), "days": days }),
+        &format!("{{\"days\":[{days}],\"end_date\":\"{end}\",\"start_date\":\"{start}\"}}"),
     );
     Ok(())
 }
@@ -136,11 +131,12 @@ pub async fn upcoming_surgeries(req: &mut Request, depot: &mut Depot, res: &mut 
     let last = clock.today + time::Duration::days(i64::from(days) - 1);
     let mut conn = ctx.conn(Scope::Branch).await?;
     let branch = conn.client();
-    let surgeries: Vec<Value> = surgery_events(&ctx, &*branch, &clock, Window::From(clock.now, last))
-        .await?
-        .into_iter()
-        .map(|(_, e)| e)
-        .collect();
-    web::ok(res, "Upcoming surgeries retrieved.", json!({ "days": days, "surgeries": surgeries }));
+    let events = surgery_events(&ctx, &*branch, &clock, Window::From(clock.now, last)).await?;
+    let surgeries: Vec<&str> = events.iter().map(|(_, event)| event.as_str()).collect();
+    web::ok_text(
+        res,
+        "Upcoming surgeries retrieved.",
+        &format!("{{\"days\":{days},\"surgeries\":[{}]}}", surgeries.join(",")),
+    );
     Ok(())
 }

@@ -182,8 +182,7 @@ impl ResourceHandler {
         if let Some(tag) = version.and_then(|v| HeaderValue::from_str(&tag_of(v.into())).ok()) {
             res.headers_mut().insert(ETAG, tag);
         }
-        let message = Value::String(format!("{} retrieved.", self.resource.label));
-        res.render(Text::Json(format!("{{\"data\":{data},\"message\":{message}}}")));
+        web::ok_text(res, &format!("{} retrieved.", self.resource.label), &data);
         Ok(())
     }
 
