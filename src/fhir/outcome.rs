@@ -15,13 +15,15 @@ use crate::http::guard::acceptable;
 /// only for that.
 pub const MEDIA: &[&str] = &[FHIR_JSON, "application/json"];
 
-/// The media type of an answer to `req`.
+/// The media type of an answer to `req`: plain JSON only for a client that takes JSON but not
+/// FHIR JSON (a 406 is written in FHIR JSON, as every other error).
 fn media_for(req: &Request) -> &'static str {
     let accept: Vec<&str> = req.headers().get_all("accept").iter().filter_map(|v| v.to_str().ok()).collect();
-    if acceptable(&accept.join(","), &[FHIR_JSON]) {
-        "application/fhir+json; charset=utf-8"
-    } else {
+    let accept = accept.join(",");
+    if !acceptable(&accept, &[FHIR_JSON]) && acceptable(&accept, &["application/json"]) {
         "application/json; charset=utf-8"
+    } else {
+        "application/fhir+json; charset=utf-8"
     }
 }
 

@@ -102,11 +102,11 @@ pub fn parse(pairs: &[(String, String)], accepts: Accepts) -> ApiResult<Search> 
             continue;
         }
         match name.as_str() {
-            "_id" => search.ids.get_or_insert_with(Vec::new).extend(list(value)),
-            "identifier" => search.identifiers.get_or_insert_with(Vec::new).extend(list(value)),
+            "_id" => all_of(&mut search.ids, list(value).collect()),
+            "identifier" => all_of(&mut search.identifiers, list(value).collect()),
             "patient" => {
                 let ids = list(value).map(|v| patient_reference(&v)).collect::<ApiResult<Vec<_>>>()?;
-                search.patients.get_or_insert_with(Vec::new).extend(ids);
+                all_of(&mut search.patients, ids);
             }
             "_count" => search.count = number(name, value, 1, MAX_COUNT)?,
             "_offset" => search.offset = number(name, value, 0, MAX_OFFSET)?,
@@ -115,6 +115,14 @@ pub fn parse(pairs: &[(String, String)], accepts: Accepts) -> ApiResult<Search> 
         }
     }
     Ok(search)
+}
+
+/// A parameter given again must hold too: what may match is what both allow.
+fn all_of<T: PartialEq>(allowed: &mut Option<Vec<T>>, values: Vec<T>) {
+    match allowed {
+        Some(before) => before.retain(|v| values.contains(v)),
+        None => *allowed = Some(values),
+    }
 }
 
 /// A comma-separated list of values, any of which may match.
@@ -278,56 +286,64 @@ impl Sql {
     /// start / before its end, `gt`/`lt` when it reaches after its end / before its start.
     pub fn dates(&mut self, column: &str, is_day: bool, search: &Search, timezone: &str) {
         for param in &search.dates {
-            let tz = self.value(timezone.to_owned());
-            let (start, end) = match param.span {
-                Span::Days(first, after) if is_day => {
-                    // Days against days: the same comparisons as moments, day by day.
-                    let (first, after) = (self.value(first), self.value(after));
-                    (format!("{first}::date"), format!("{after}::date"))
-                }
-                Span::Days(first, after) => {
-                    let (first, after) = (self.value(first), self.value(after));
-                    (
-                        format!("({first}::date::timestamp AT TIME ZONE {tz}::text)"),
-                        format!("({after}::date::timestamp AT TIME ZONE {tz}::text)"),
-                    )
-                }
-                Span::Instants(start, end) => (
-                    format!("{}::timestamptz", self.value(start)),
-                    format!("{}::timestamptz", self.value(end)),
-                ),
-                Span::Local(start, end) => {
-                    let (start, end) = (self.value(start), self.value(end));
-                    (
-                        format!("({start}::timestamp AT TIME ZONE {tz}::text)"),
-                        format!("({end}::timestamp AT TIME ZONE {tz}::text)"),
-                    )
-                }
+            // Only the bounds and zone a condition uses become values: a placeholder that no
+            // statement uses has no type.
+            let (first, last) = match param.span {
+                Span::Days(first, after) => (Bound::Day(first), Bound::Day(after)),
+                Span::Instants(start, end) => (Bound::Instant(start), Bound::Instant(end)),
+                Span::Local(start, end) => (Bound::Local(start), Bound::Local(end)),
             };
-            let day_against_time = is_day && !matches!(param.span, Span::Days(..));
-            let condition = if day_against_time {
+            let days_against_days = is_day && matches!(param.span, Span::Days(..));
+            let zone = if days_against_days || (!is_day && matches!(param.span, Span::Instants(..))) {
+                String::new()
+            } else {
+                self.value(timezone.to_owned())
+            };
+            let mut bound = |b: Bound| match b {
+                Bound::Day(day) if days_against_days => format!("{}::date", self.value(day)),
+                Bound::Day(day) => {
+                    format!("({}::date::timestamp AT TIME ZONE {zone}::text)", self.value(day))
+                }
+                Bound::Instant(at) => format!("{}::timestamptz", self.value(at)),
+                Bound::Local(at) => format!("({}::timestamp AT TIME ZONE {zone}::text)", self.value(at)),
+            };
+            let condition = if is_day && !days_against_days {
                 // A whole local day against a span of time.
-                let day_start = format!("({column}::timestamp AT TIME ZONE {tz}::text)");
-                let day_end = format!("(({column} + 1)::timestamp AT TIME ZONE {tz}::text)");
+                let day_start = format!("({column}::timestamp AT TIME ZONE {zone}::text)");
+                let day_end = format!("(({column} + 1)::timestamp AT TIME ZONE {zone}::text)");
                 match param.prefix {
-                    Prefix::Eq => format!("{day_start} >= {start} AND {day_end} <= {end}"),
-                    Prefix::Gt => format!("{day_end} > {end}"),
-                    Prefix::Lt => format!("{day_start} < {start}"),
-                    Prefix::Ge => format!("{day_end} > {start}"),
-                    Prefix::Le => format!("{day_start} < {end}"),
+                    Prefix::Eq => {
+                        let (start, end) = (bound(first), bound(last));
+                        format!("{day_start} >= {start} AND {day_end} <= {end}")
+                    }
+                    Prefix::Gt => format!("{day_end} > {}", bound(last)),
+                    Prefix::Lt => format!("{day_start} < {}", bound(first)),
+                    Prefix::Ge => format!("{day_end} > {}", bound(first)),
+                    Prefix::Le => format!("{day_start} < {}", bound(last)),
                 }
             } else {
                 match param.prefix {
-                    Prefix::Eq => format!("{column} >= {start} AND {column} < {end}"),
-                    Prefix::Gt => format!("{column} >= {end}"),
-                    Prefix::Lt => format!("{column} < {start}"),
-                    Prefix::Ge => format!("{column} >= {start}"),
-                    Prefix::Le => format!("{column} < {end}"),
+                    Prefix::Eq => {
+                        let (start, end) = (bound(first), bound(last));
+                        format!("{column} >= {start} AND {column} < {end}")
+                    }
+                    Prefix::Gt => format!("{column} >= {}", bound(last)),
+                    Prefix::Lt => format!("{column} < {}", bound(first)),
+                    Prefix::Ge => format!("{column} >= {}", bound(first)),
+                    Prefix::Le => format!("{column} < {}", bound(last)),
                 }
             };
             self.condition(format!("({condition})"));
         }
     }
+}
+
+/// One end of a date parameter's span.
+#[derive(Clone, Copy)]
+enum Bound {
+    Day(Date),
+    Instant(OffsetDateTime),
+    Local(PrimitiveDateTime),
 }
 
 /// One page of a search: how many rows match in all, and the page's rows as JSON objects.
