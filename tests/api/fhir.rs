@@ -745,3 +745,35 @@ async fn fhir_reads_are_recorded_as_reads_of_the_patients_they_show() {
         .collect();
     assert_eq!(users, [Some(by)]);
 }
+
+#[tokio::test]
+async fn the_api_document_describes_every_fhir_route_in_fhir_json() {
+    let app = TestApp::spawn().await;
+    let r = reply(app.http.get(app.url("/docs/api/openapi.json"))).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let paths = r.body["paths"].as_object().unwrap();
+    let mut described: Vec<String> = paths.keys().filter(|p| p.starts_with("/fhir/r4")).cloned().collect();
+    described.sort();
+    let mut expected = vec!["/fhir/r4/metadata".to_owned(), "/fhir/r4/Patient/{id}/$everything".to_owned()];
+    for kind in ["Patient", "Encounter", "Observation", "VisionPrescription", "ChargeItem"] {
+        expected.extend([format!("/fhir/r4/{kind}"), format!("/fhir/r4/{kind}/{{id}}")]);
+    }
+    expected.sort();
+    assert_eq!(described, expected);
+    for path in &described {
+        let operation = &paths[path.as_str()]["get"];
+        for (status, response) in operation["responses"].as_object().unwrap() {
+            let media = response["content"].as_object().unwrap();
+            assert!(
+                media.contains_key(FHIR_JSON) && media.contains_key("application/json"),
+                "{path} {status}: {response}"
+            );
+        }
+        let has = |status: &str| operation["responses"].get(status).is_some();
+        assert!(has("200") && has("406") && has("503"), "{path}");
+        if path != "/fhir/r4/metadata" {
+            assert!(has("400") && has("401") && has("403") && has("429"), "{path}");
+            assert!(operation["description"].as_str().unwrap().starts_with("Needs `"), "{path}");
+        }
+    }
+}
