@@ -76,69 +76,60 @@ fn base_of(ctx: &Context, req: &Request) -> String {
     web::base_url(req, ctx.state.trusts_forwarded_headers(req))
 }
 
-/// `GET /fhir/r4/<Type>?...`: a searchset Bundle.
-pub struct SearchType(pub Type);
+/// The handler of a type's routes: its search (`GET /fhir/r4/<Type>?...`, a searchset
+/// Bundle) or a read by id (`GET /fhir/r4/<Type>/{id}`, the resource or 404).
+pub enum Serve {
+    Search(Type),
+    Read(Type),
+}
 
 #[async_trait]
-impl Handler for SearchType {
+impl Handler for Serve {
     async fn handle(&self, req: &mut Request, depot: &mut Depot, res: &mut Response, _ctrl: &mut FlowCtrl) {
-        if let Err(e) = self.run(req, depot, res).await {
-            res.render(e);
-        }
-    }
-}
-
-impl SearchType {
-    async fn run(&self, req: &Request, depot: &Depot, res: &mut Response) -> ApiResult<()> {
-        let ctx = Context::of(depot)?;
-        ctx.require(self.0.permission())?;
-        let pairs = list::query_pairs(req);
-        let search = search::parse(&pairs, self.0.accepts())?;
-        let mut conn = ctx.conn(Scope::Branch).await?;
-        let found = find(&ctx, &mut conn, self.0, &search).await?;
-        drop(conn);
-        let details = json!({ "ids": found.patients, "query": pairs, "route": self.0.route() });
-        record_read(&ctx, PATIENT_RECORDS, "search", None, Some(details)).await?;
-        let base = base_of(&ctx, req);
-        let entries = found.resources.into_iter().map(|r| entry(&base, r)).collect();
-        respond(req, res, &bundle(&base, req.uri().path(), &search, found.total, entries));
-        Ok(())
-    }
-}
-
-/// `GET /fhir/r4/<Type>/{id}`: the resource, or 404.
-pub struct ReadOne(pub Type);
-
-#[async_trait]
-impl Handler for ReadOne {
-    async fn handle(&self, req: &mut Request, depot: &mut Depot, res: &mut Response, _ctrl: &mut FlowCtrl) {
-        if let Err(e) = self.run(req, depot, res).await {
-            res.render(e);
-        }
-    }
-}
-
-impl ReadOne {
-    async fn run(&self, req: &Request, depot: &Depot, res: &mut Response) -> ApiResult<()> {
-        let ctx = Context::of(depot)?;
-        ctx.require(self.0.permission())?;
-        let id = req.param::<String>("id").ok_or(ApiError::NotFound)?;
-        list::only(&list::query_pairs(req), &["_format"]).map_err(|_| {
-            ApiError::bad_request("invalid_search", "A read by id takes no parameter but _format.")
-        })?;
-        let search = Search { ids: Some(vec![id.clone()]), count: 1, ..Search::default() };
-        let mut conn = ctx.conn(Scope::Branch).await?;
-        let found = find(&ctx, &mut conn, self.0, &search).await?;
-        drop(conn);
-        let (Some(resource), Some(patient)) = (found.resources.into_iter().next(), found.patients.first())
-        else {
-            return Err(ApiError::NotFound);
+        let served = match *self {
+            Serve::Search(kind) => search_type(kind, req, depot, res).await,
+            Serve::Read(kind) => read_one(kind, req, depot, res).await,
         };
-        let details = json!({ "route": self.0.route(), "id": id });
-        record_read(&ctx, PATIENT_RECORDS, "view", Some(*patient), Some(details)).await?;
-        respond(req, res, &resource);
-        Ok(())
+        if let Err(e) = served {
+            res.render(e);
+        }
     }
+}
+
+async fn search_type(kind: Type, req: &Request, depot: &Depot, res: &mut Response) -> ApiResult<()> {
+    let ctx = Context::of(depot)?;
+    ctx.require(kind.permission())?;
+    let pairs = list::query_pairs(req);
+    let search = search::parse(&pairs, kind.accepts())?;
+    let mut conn = ctx.conn(Scope::Branch).await?;
+    let found = find(&ctx, &mut conn, kind, &search).await?;
+    drop(conn);
+    let details = json!({ "ids": found.patients, "query": pairs, "route": kind.route() });
+    record_read(&ctx, PATIENT_RECORDS, "search", None, Some(details)).await?;
+    let base = base_of(&ctx, req);
+    let entries = found.resources.into_iter().map(|r| entry(&base, r)).collect();
+    respond(req, res, &bundle(&base, req.uri().path(), &search, found.total, entries));
+    Ok(())
+}
+
+async fn read_one(kind: Type, req: &Request, depot: &Depot, res: &mut Response) -> ApiResult<()> {
+    let ctx = Context::of(depot)?;
+    ctx.require(kind.permission())?;
+    let id = req.param::<String>("id").ok_or(ApiError::NotFound)?;
+    list::only(&list::query_pairs(req), &["_format"]).map_err(|_| {
+        ApiError::bad_request("invalid_search", "A read by id takes no parameter but _format.")
+    })?;
+    let search = Search { ids: Some(vec![id.clone()]), count: 1, ..Search::default() };
+    let mut conn = ctx.conn(Scope::Branch).await?;
+    let found = find(&ctx, &mut conn, kind, &search).await?;
+    drop(conn);
+    let (Some(resource), Some(patient)) = (found.resources.into_iter().next(), found.patients.first()) else {
+        return Err(ApiError::NotFound);
+    };
+    let details = json!({ "route": kind.route(), "id": id });
+    record_read(&ctx, PATIENT_RECORDS, "view", Some(*patient), Some(details)).await?;
+    respond(req, res, &resource);
+    Ok(())
 }
 
 /// `GET /fhir/r4/Patient/{id}/$everything`: the patient, their encounters, and what the

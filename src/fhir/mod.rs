@@ -117,7 +117,7 @@ pub fn endpoints() -> Vec<Endpoints> {
             op = op.add_parameter(docs::query(parameter, schema, description));
         }
         let op = Doc::fhir_answers(op, "200", "The matching resources", bundle_schema(name));
-        branch.add(PathItemType::Get, &format!("fhir/r4/{name}"), handlers::SearchType(kind), op);
+        branch.add(PathItemType::Get, &format!("fhir/r4/{name}"), handlers::Serve::Search(kind), op);
 
         let id = if kind.numeric_ids() {
             docs::path_id()
@@ -140,7 +140,7 @@ pub fn endpoints() -> Vec<Endpoints> {
         } else {
             format!("fhir/r4/{name}/{{id}}")
         };
-        branch.add(PathItemType::Get, &path, handlers::ReadOne(kind), op);
+        branch.add(PathItemType::Get, &path, handlers::Serve::Read(kind), op);
     }
     let op = branch
         .fhir_operation(

@@ -307,31 +307,23 @@ impl Sql {
                 Bound::Instant(at) => format!("{}::timestamptz", self.value(at)),
                 Bound::Local(at) => format!("({}::timestamp AT TIME ZONE {zone}::text)", self.value(at)),
             };
-            let condition = if is_day && !days_against_days {
-                // A whole local day against a span of time.
-                let day_start = format!("({column}::timestamp AT TIME ZONE {zone}::text)");
-                let day_end = format!("(({column} + 1)::timestamp AT TIME ZONE {zone}::text)");
-                match param.prefix {
-                    Prefix::Eq => {
-                        let (start, end) = (bound(first), bound(last));
-                        format!("{day_start} >= {start} AND {day_end} <= {end}")
-                    }
-                    Prefix::Gt => format!("{day_end} > {}", bound(last)),
-                    Prefix::Lt => format!("{day_start} < {}", bound(first)),
-                    Prefix::Ge => format!("{day_end} > {}", bound(first)),
-                    Prefix::Le => format!("{day_start} < {}", bound(last)),
-                }
+            // A moment (or a day against days) lies in [from, to); a whole local day against
+            // a span of time reaches from its start to its end.
+            let (from, to, after, within) = if is_day && !days_against_days {
+                let from = format!("({column}::timestamp AT TIME ZONE {zone}::text)");
+                (from, format!("(({column} + 1)::timestamp AT TIME ZONE {zone}::text)"), ">", "<=")
             } else {
-                match param.prefix {
-                    Prefix::Eq => {
-                        let (start, end) = (bound(first), bound(last));
-                        format!("{column} >= {start} AND {column} < {end}")
-                    }
-                    Prefix::Gt => format!("{column} >= {}", bound(last)),
-                    Prefix::Lt => format!("{column} < {}", bound(first)),
-                    Prefix::Ge => format!("{column} >= {}", bound(first)),
-                    Prefix::Le => format!("{column} < {}", bound(last)),
+                (column.to_owned(), column.to_owned(), ">=", "<")
+            };
+            let condition = match param.prefix {
+                Prefix::Eq => {
+                    let (start, end) = (bound(first), bound(last));
+                    format!("{from} >= {start} AND {to} {within} {end}")
                 }
+                Prefix::Gt => format!("{to} {after} {}", bound(last)),
+                Prefix::Lt => format!("{from} < {}", bound(first)),
+                Prefix::Ge => format!("{to} {after} {}", bound(first)),
+                Prefix::Le => format!("{from} < {}", bound(last)),
             };
             self.condition(format!("({condition})"));
         }
@@ -462,11 +454,11 @@ mod tests {
         let no_patient = Accepts { patient: false, ..ALL };
         assert!(parse(&pairs("patient=1"), no_patient).is_err());
         let s = parse(
-            &pairs("patient=Patient/4,http://h/fhir/r4/Patient/5&patient=6&_count=5&_id=&date=ge2026"),
+            &pairs("patient=Patient/4,http://h/fhir/r4/Patient/5&patient=5,6&_count=5&_id=&date=ge2026"),
             ALL,
         )
         .unwrap();
-        assert_eq!(s.patients, Some(vec![4, 5, 6]));
+        assert_eq!(s.patients, Some(vec![5]), "a repeated parameter must hold too");
         assert_eq!((s.count, s.offset, s.ids.is_none(), s.dates.len()), (5, 0, true, 1));
     }
 

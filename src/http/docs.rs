@@ -86,6 +86,15 @@ fn response(description: &str, schema: impl Into<RefOr<Schema>>) -> salvo::oapi:
     salvo::oapi::Response::new(description).add_content("application/json", json(schema))
 }
 
+/// `X-Branch-Id`, the header of every branch route.
+fn branch_header() -> Parameter {
+    Parameter::new("X-Branch-Id")
+        .location(ParameterIn::Header)
+        .required(Required::True)
+        .schema(integer().minimum(1))
+        .description("The branch whose data this request reads or writes")
+}
+
 /// The media type of FHIR's JSON.
 pub const FHIR_JSON: &str = "application/fhir+json";
 
@@ -202,13 +211,7 @@ impl Doc {
         }
         if let Access::Branch = access {
             op = op
-                .add_parameter(
-                    Parameter::new("X-Branch-Id")
-                        .location(ParameterIn::Header)
-                        .required(Required::True)
-                        .schema(integer().minimum(1))
-                        .description("The branch whose data this request reads or writes"),
-                )
+                .add_parameter(branch_header())
                 .add_response("400", response("Missing or malformed X-Branch-Id", error_schema()));
         }
         op
@@ -238,18 +241,10 @@ impl Doc {
             }
         }
         if let Access::Branch = access {
-            op = op
-                .add_parameter(
-                    Parameter::new("X-Branch-Id")
-                        .location(ParameterIn::Header)
-                        .required(Required::True)
-                        .schema(integer().minimum(1))
-                        .description("The branch whose data this request reads"),
-                )
-                .add_response(
-                    "400",
-                    outcome("Missing X-Branch-Id, or a search parameter that is unknown or malformed"),
-                );
+            op = op.add_parameter(branch_header()).add_response(
+                "400",
+                outcome("Missing X-Branch-Id, or a search parameter that is unknown or malformed"),
+            );
         }
         op
     }
