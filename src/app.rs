@@ -132,11 +132,31 @@ fn api_router() -> Router {
 }
 
 /// Routes beside `/api/v1`: this instance's metrics, for a token holding `admin.access`
-/// (outside the per-user limit, so that a scraper never finds itself refused).
+/// (outside the per-user limit, so that a scraper never finds itself refused); the FHIR
+/// facade, its CapabilityStatement public and the rest behind the token (metered) and
+/// `X-Branch-Id`, every error of either answered as an OperationOutcome.
 fn root_router() -> Router {
     let metrics = crate::metrics::endpoints().hoop(Require(ADMIN_ACCESS)).into_router();
-    let mut root =
-        Router::new().push(Router::new().hoop(auth::Authenticate { metered: false }).push(metrics));
+    let (mut fhir_public, mut fhir_user) = (Router::new(), Router::new());
+    for endpoints in crate::fhir::endpoints() {
+        let access = endpoints.access();
+        let router = endpoints.into_router();
+        match access {
+            Access::Public => fhir_public = fhir_public.push(router),
+            Access::User => fhir_user = fhir_user.push(router),
+            Access::Branch => {
+                fhir_user =
+                    fhir_user.push(Router::new().hoop(crate::tenancy::hoop::require_branch).push(router))
+            }
+        }
+    }
+    let fhir = Router::new()
+        .hoop(crate::fhir::OperationOutcomes)
+        .push(fhir_public)
+        .push(fhir_user.hoop(auth::Authenticate { metered: true }));
+    let mut root = Router::new()
+        .push(Router::new().hoop(auth::Authenticate { metered: false }).push(metrics))
+        .push(fhir);
     guard_routes(&mut root);
     root
 }
@@ -193,6 +213,9 @@ pub fn openapi() -> salvo::oapi::OpenApi {
         }
     }
     crate::metrics::endpoints().describe(&mut doc);
+    for endpoints in crate::fhir::endpoints() {
+        endpoints.describe(&mut doc);
+    }
     doc.finish()
 }
 

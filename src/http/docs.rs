@@ -86,6 +86,42 @@ fn response(description: &str, schema: impl Into<RefOr<Schema>>) -> salvo::oapi:
     salvo::oapi::Response::new(description).add_content("application/json", json(schema))
 }
 
+/// `X-Branch-Id`, the header of every branch route.
+fn branch_header() -> Parameter {
+    Parameter::new("X-Branch-Id")
+        .location(ParameterIn::Header)
+        .required(Required::True)
+        .schema(integer().minimum(1))
+        .description("The branch whose data this request reads or writes")
+}
+
+/// The media type of FHIR's JSON.
+pub const FHIR_JSON: &str = "application/fhir+json";
+
+/// A FHIR answer, in FHIR JSON or plain JSON (the same body).
+fn fhir_response(description: &str, schema: Object) -> salvo::oapi::Response {
+    salvo::oapi::Response::new(description)
+        .add_content(FHIR_JSON, Content::new(schema.clone()))
+        .add_content("application/json", Content::new(schema))
+}
+
+/// A FHIR R4 `OperationOutcome`: how a FHIR route answers an error.
+fn operation_outcome() -> Object {
+    let issue = Object::new()
+        .property("severity", string().enum_values(["fatal", "error", "warning", "information"]))
+        .property("code", string().description("FHIR issue type: invalid, login, forbidden, not-found, ..."))
+        .property("diagnostics", string())
+        .property("details", Object::new().description("The server's stable error code and message"))
+        .required("severity")
+        .required("code");
+    Object::new()
+        .description("A FHIR R4 OperationOutcome")
+        .property("resourceType", string().enum_values(["OperationOutcome"]))
+        .property("issue", salvo::oapi::Array::new().items(issue))
+        .required("resourceType")
+        .required("issue")
+}
+
 /// `{message, data}`.
 pub fn envelope(data: impl Into<RefOr<Schema>>) -> Object {
     Object::new().property("message", string()).property("data", data).required("message")
@@ -175,16 +211,47 @@ impl Doc {
         }
         if let Access::Branch = access {
             op = op
-                .add_parameter(
-                    Parameter::new("X-Branch-Id")
-                        .location(ParameterIn::Header)
-                        .required(Required::True)
-                        .schema(integer().minimum(1))
-                        .description("The branch whose data this request reads or writes"),
-                )
+                .add_parameter(branch_header())
                 .add_response("400", response("Missing or malformed X-Branch-Id", error_schema()));
         }
         op
+    }
+
+    /// Starts the operation of a FHIR route: as [`Doc::operation`], but every answer is FHIR
+    /// JSON (`application/fhir+json`, or `application/json` for a client that asks only for
+    /// that) and every error an `OperationOutcome`.
+    pub fn fhir_operation(access: Access, tag: &str, summary: &str) -> Operation {
+        let outcome = |description: &str| fhir_response(description, operation_outcome());
+        let mut op = Operation::new()
+            .summary(summary)
+            .add_tag(tag)
+            .add_response("406", outcome("Neither FHIR JSON nor JSON is acceptable"))
+            .add_response(
+                "503",
+                outcome("The database is busy or out of reach; try again after Retry-After"),
+            );
+        match access {
+            Access::Public => op = op.securities([]),
+            Access::User | Access::Branch => {
+                op = op
+                    .add_security(SecurityRequirement::new(BEARER, Vec::<String>::new()))
+                    .add_response("401", outcome("Missing or invalid token"))
+                    .add_response("403", outcome("Not permitted to read this resource type, or this branch"))
+                    .add_response("429", outcome("Rate limit exceeded"));
+            }
+        }
+        if let Access::Branch = access {
+            op = op.add_parameter(branch_header()).add_response(
+                "400",
+                outcome("Missing X-Branch-Id, or a search parameter that is unknown or malformed"),
+            );
+        }
+        op
+    }
+
+    /// A FHIR answer of a FHIR route.
+    pub fn fhir_answers(op: Operation, status: &str, description: &str, schema: Object) -> Operation {
+        op.add_response(status, fhir_response(description, schema))
     }
 
     pub fn with_body(op: Operation, schema: impl Into<RefOr<Schema>>) -> Operation {

@@ -65,6 +65,12 @@ impl Endpoints {
         Doc::operation(self.access, tag, summary)
     }
 
+    /// Starts the description of one of this group's FHIR routes (answers and errors in FHIR
+    /// JSON).
+    pub fn fhir_operation(&self, tag: &str, summary: &str) -> Operation {
+        Doc::fhir_operation(self.access, tag, summary)
+    }
+
     /// Serves `handler` at `method` and `path` (below `/api/v1` unless the group is
     /// [`at_root`](Self::at_root), in the router's syntax: `patients/{id:num}`) and describes
     /// it with `operation`.

@@ -284,14 +284,27 @@ async fn audit_read(
     record_id: Option<i64>,
     details: Option<Value>,
 ) -> ApiResult<()> {
+    record_read(ctx, resource.path, action, record_id, details).await
+}
+
+/// Records a read of a branch's `resource` (as its audit trail names it) made outside the
+/// shared handlers: a route that discloses the same records another way (FHIR) records it
+/// the same way, through the same queue; 503 `audit_busy` when the queue stays full.
+pub async fn record_read(
+    ctx: &Context,
+    resource: &'static str,
+    action: &'static str,
+    record_id: Option<i64>,
+    details: Option<Value>,
+) -> ApiResult<()> {
     let branch =
-        ctx.branch.as_ref().ok_or_else(|| anyhow::anyhow!("a read of {} outside a branch", resource.path))?;
+        ctx.branch.as_ref().ok_or_else(|| anyhow::anyhow!("a read of {resource} outside a branch"))?;
     let record = ReadRecord {
         branch: branch.id,
         at: time::OffsetDateTime::now_utc(),
         user_id: Some(ctx.user.id),
         action,
-        resource: resource.path,
+        resource,
         record_id,
         details,
     };

@@ -16,6 +16,7 @@ mod dashboard;
 mod dashboard_rollups;
 mod drift;
 mod exams;
+mod fhir;
 mod idempotency;
 mod master;
 mod metrics;
