@@ -68,6 +68,7 @@ impl Display {
             Topic::Token(id) => id == self.token_id,
             Topic::User(id) => id == self.user_id,
             Topic::Branch(id) => id == self.route.id,
+            Topic::DisplayKey(_) => false,
             Topic::All => true,
         }
     }
