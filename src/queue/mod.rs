@@ -9,8 +9,10 @@
 //! - A change is published to every instance after it commits; displays hear it from the
 //!   one LISTEN connection of their instance, never holding a database connection each.
 //! - Tickets still waiting or called after their day become `no_show` (`auto_no_show`).
+//! - Waiting-room screens follow one service with a display key an administrator made for it.
 
 mod day_closer;
+mod display_keys;
 pub mod events;
 mod handlers;
 mod issuing;
@@ -22,12 +24,16 @@ use crate::enums::{QUEUE_PRIORITY, QUEUE_STATUS, VISIT_TYPE};
 use crate::http::docs::{self, Access, Doc};
 use crate::http::endpoints::Endpoints;
 use crate::http::guard::Produces;
+use crate::permissions::ADMIN_ACCESS;
 use crate::resource::Resource;
+use crate::resource::context::Require;
+use crate::resource::idempotency::Unkeyed;
 pub use day_closer::{close_past_days, spawn_day_closer};
+pub use display_keys::DISPLAY_KEYS;
 use handlers::{create_ticket, create_visit, show_queue, transfer};
 pub use tickets::QUEUE_TICKETS;
 
-pub static RESOURCES: &[&Resource] = &[&QUEUE_TICKETS];
+pub static RESOURCES: &[&Resource] = &[&QUEUE_TICKETS, &DISPLAY_KEYS];
 
 /// The queue's routes beyond the tickets' reads and moves.
 pub fn endpoints() -> Vec<Endpoints> {
@@ -135,5 +141,29 @@ pub fn endpoints() -> Vec<Endpoints> {
         events::follow,
         Doc::not_found(op),
     );
-    vec![branch]
+    vec![branch, display_key_creation()]
+}
+
+/// Making a display key: the declared create, answered with the key's secret, which no
+/// `Idempotency-Key` keeps (see `display_keys::create`).
+fn display_key_creation() -> Endpoints {
+    let mut admin = Endpoints::new(Access::User).hoop(Require(ADMIN_ACCESS)).hoop(Unkeyed);
+    let path = "branch-services/{branch_service_id:num}/display-keys";
+    admin.serve_declared(PathItemType::Post, path, display_keys::create);
+    let key = Ref::from_schema_name(crate::resource::docs::schema_name(&DISPLAY_KEYS));
+    let shown = Object::new()
+        .property("key", docs::string().pattern("^dk_[0-9a-f]{64}$").description("Shown this once"))
+        .property("url", docs::string().description("The screen's address, the key in its fragment"))
+        .required("key")
+        .required("url");
+    let created = salvo::oapi::schema::AllOf::new().item(key).item(shown);
+    admin.amend(PathItemType::Post, "/api/v1/branch-services/{branch_service_id}/display-keys", move |op| {
+        let op = op.description(
+            "The answer holds the key's secret, shown this once: only its SHA-256 is stored, so an \
+             Idempotency-Key does not replay it, and a repeated request makes another key (revoke \
+             the one not used). DELETE revokes a key: its screens go blank at once.",
+        );
+        Doc::answers(op, "201", "The key, with its secret", docs::envelope(created))
+    });
+    admin
 }
