@@ -21,6 +21,7 @@ use crate::resource::routes::respond_created;
 use crate::resource::validate::validate_fields;
 use crate::resource::{Condition, Context, Kind, Parent, Resource, Scope, Shape, Unit, Within, Writer};
 use crate::security::tokens;
+use crate::state::AppState;
 
 /// How a display key starts: it tells a key from a user's token at a glance (and to secret
 /// scanners).
@@ -126,4 +127,58 @@ pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     }
     respond_created(req, res, &DISPLAY_KEYS, shown);
     Ok(())
+}
+
+/// What a presented key opens.
+pub struct Granted {
+    pub key_id: i64,
+    pub service_id: i64,
+    pub branch_id: i64,
+}
+
+/// The live key `presented` is, for a live service of an active branch; `None` for anything
+/// else (malformed, unknown, revoked). Marks the key used, at most once a minute: bookkeeping
+/// like a session's, not an administrator's change, so neither audited nor versioned.
+pub async fn granted(state: &AppState, presented: &str) -> ApiResult<Option<Granted>> {
+    let Some(secret) = presented.strip_prefix(PREFIX) else { return Ok(None) };
+    if secret.len() != 64 || !secret.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(None);
+    }
+    let client = state.registry.get().await?;
+    let row = client
+        .query_opt(
+            "SELECT k.id, k.branch_service_id, s.branch_id
+               FROM display_keys k
+               JOIN branch_services s ON s.id = k.branch_service_id AND s.deleted_at IS NULL
+               JOIN branches b ON b.id = s.branch_id AND b.status = 'active'
+              WHERE k.secret_hash = $1 AND k.revoked_at IS NULL",
+            &[&tokens::hash_secret(presented)],
+        )
+        .await?;
+    let Some(row) = row else { return Ok(None) };
+    let granted = Granted { key_id: row.get(0), service_id: row.get(1), branch_id: row.get(2) };
+    client
+        .execute(
+            "UPDATE display_keys SET last_used_at = now()
+              WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
+            &[&granted.key_id],
+        )
+        .await?;
+    Ok(Some(granted))
+}
+
+/// Whether key `id` still opens its service's display: not revoked, the service live, its
+/// branch active.
+pub async fn still_live(state: &AppState, id: i64) -> ApiResult<bool> {
+    let client = state.registry.get().await?;
+    let row = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM display_keys k
+                              JOIN branch_services s ON s.id = k.branch_service_id AND s.deleted_at IS NULL
+                              JOIN branches b ON b.id = s.branch_id AND b.status = 'active'
+                             WHERE k.id = $1 AND k.revoked_at IS NULL)",
+            &[&id],
+        )
+        .await?;
+    Ok(row.get(0))
 }
