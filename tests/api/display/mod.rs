@@ -1,6 +1,9 @@
 //! The waiting-room screen: display keys (made, listed, renamed, revoked by administrators,
 //! stored hashed), the stream a key opens (its own service only, ticket numbers only, ended
 //! on every instance by a revocation) and the page (self-contained, under a strict policy).
+//! `browser` drives the page in headless Chromium.
+
+mod browser;
 
 use std::time::Duration;
 
@@ -18,7 +21,7 @@ fn keys_of(service: i64) -> String {
 }
 
 /// A new key of `service`, as its create answers it (secret included).
-async fn make_key(app: &TestApp, service: i64, name: &str) -> Value {
+pub async fn make_key(app: &TestApp, service: i64, name: &str) -> Value {
     app.created(&keys_of(service), None, json!({ "name": name })).await
 }
 
