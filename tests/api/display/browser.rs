@@ -188,8 +188,15 @@ impl Browser {
 }
 
 impl Drop for Browser {
+    /// Closed through DevTools, Chromium stops its helper processes before it exits (and
+    /// closes the socket), so nothing writes into the profile while it is removed.
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        let close = json!({ "id": self.last_id + 1, "method": "Browser.close" });
+        if self.socket.send(Message::text(close.to_string())).is_ok() {
+            while self.socket.read().is_ok() {}
+        } else {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.profile);
     }
