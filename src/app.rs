@@ -102,7 +102,7 @@ fn api_router() -> Router {
     let in_branch = |router| Router::new().hoop(crate::tenancy::hoop::require_branch).push(router);
     let (mut public, mut metered, mut unmetered) = (Router::new(), Router::new(), Router::new());
     for domain in DOMAINS {
-        for endpoints in (domain.endpoints)() {
+        for endpoints in (domain.endpoints)().into_iter().filter(|e| !e.is_at_root()) {
             let (access, is_metered) = (endpoints.access(), endpoints.is_metered());
             let router = endpoints.into_router();
             match access {
@@ -132,11 +132,23 @@ fn api_router() -> Router {
 }
 
 /// Routes beside `/api/v1`: this instance's metrics, for a token holding `admin.access`
-/// (outside the per-user limit, so that a scraper never finds itself refused); the FHIR
+/// (outside the per-user limit, so that a scraper never finds itself refused); the domains'
+/// routes there (waiting-room screens, which bring their own credential); and the FHIR
 /// facade, its CapabilityStatement public and the rest behind the token (metered) and
-/// `X-Branch-Id`, every error of either answered as an OperationOutcome.
+/// `X-Branch-Id`, every error of it answered as an OperationOutcome.
 fn root_router() -> Router {
     let metrics = crate::metrics::endpoints().hoop(Require(ADMIN_ACCESS)).into_router();
+    let mut signed_in = Router::new().hoop(auth::Authenticate { metered: false }).push(metrics);
+    let mut public = Router::new();
+    for domain in DOMAINS {
+        for endpoints in (domain.endpoints)().into_iter().filter(Endpoints::is_at_root) {
+            match endpoints.access() {
+                Access::Public => public = public.push(endpoints.into_router()),
+                Access::User => signed_in = signed_in.push(endpoints.into_router()),
+                Access::Branch => panic!("no branch routes beside the API: they need X-Branch-Id's hoop"),
+            }
+        }
+    }
     let (mut fhir_public, mut fhir_user) = (Router::new(), Router::new());
     for endpoints in crate::fhir::endpoints() {
         let access = endpoints.access();
@@ -154,9 +166,7 @@ fn root_router() -> Router {
         .hoop(crate::fhir::OperationOutcomes)
         .push(fhir_public)
         .push(fhir_user.hoop(auth::Authenticate { metered: true }));
-    let mut root = Router::new()
-        .push(Router::new().hoop(auth::Authenticate { metered: false }).push(metrics))
-        .push(fhir);
+    let mut root = Router::new().push(public).push(signed_in).push(fhir);
     guard_routes(&mut root);
     root
 }

@@ -33,6 +33,8 @@ pub enum Topic {
     Token(i64),
     User(i64),
     Branch(i64),
+    /// A waiting-room display's key (revoked).
+    DisplayKey(i64),
     /// Everything (after changes too broad to name, such as a role's permissions).
     All,
 }
@@ -43,6 +45,7 @@ impl Topic {
             Self::Token(id) => format!("token:{id}"),
             Self::User(id) => format!("user:{id}"),
             Self::Branch(id) => format!("branch:{id}"),
+            Self::DisplayKey(id) => format!("display_key:{id}"),
             Self::All => "all".into(),
         }
     }
@@ -57,6 +60,7 @@ impl Topic {
             "token" => Some(Self::Token(id)),
             "user" => Some(Self::User(id)),
             "branch" => Some(Self::Branch(id)),
+            "display_key" => Some(Self::DisplayKey(id)),
             _ => None,
         }
     }
@@ -174,7 +178,7 @@ mod tests {
 
     #[test]
     fn topics_round_trip() {
-        for topic in [Topic::Token(7), Topic::User(1), Topic::Branch(42), Topic::All] {
+        for topic in [Topic::Token(7), Topic::User(1), Topic::Branch(42), Topic::DisplayKey(3), Topic::All] {
             assert_eq!(Topic::decode(&topic.encode()), Some(topic));
         }
         assert_eq!(Topic::decode("user:x"), None);

@@ -5,13 +5,15 @@
 //! The page (Swagger UI) is served from files compiled into the binary: it loads nothing
 //! from another host, because clinics often run on closed networks.
 
-use salvo::oapi::security::{Http, HttpAuthScheme};
+use salvo::oapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme};
 use salvo::oapi::{
     BasicType, Content, KnownFormat, Object, OpenApi, Operation, Parameter, ParameterIn, PathItem,
     PathItemType, RefOr, RequestBody, Required, Schema, SchemaFormat, SecurityRequirement, SecurityScheme,
 };
 
 pub const BEARER: &str = "bearerAuth";
+/// A waiting-room screen's key (`X-Display-Key`): its own stream, nothing else.
+pub const DISPLAY_KEY: &str = "displayKey";
 
 pub struct Doc {
     api: OpenApi,
@@ -175,10 +177,18 @@ pub fn path_param(name: &str) -> Parameter {
 
 impl Default for Doc {
     fn default() -> Self {
-        let mut api = OpenApi::new("clinic-server", env!("CARGO_PKG_VERSION")).add_security_scheme(
-            BEARER,
-            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer).bearer_format("opaque")),
-        );
+        let mut api = OpenApi::new("clinic-server", env!("CARGO_PKG_VERSION"))
+            .add_security_scheme(
+                BEARER,
+                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer).bearer_format("opaque")),
+            )
+            .add_security_scheme(
+                DISPLAY_KEY,
+                SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                    "X-Display-Key",
+                    "A display key of the branch service (`dk_...`), made by an administrator",
+                ))),
+            );
         api.info.description = Some(
             "Multi-branch clinic records API. Authenticate with `POST /api/v1/auth/login`, then send \
              `Authorization: Bearer <token>`; branch-scoped routes also need `X-Branch-Id`."
@@ -302,6 +312,14 @@ impl Doc {
         schema: impl Into<RefOr<Schema>>,
     ) -> Operation {
         op.add_response(status, response(description, schema))
+    }
+
+    /// 401 and 403 for a route that checks a credential of its own (a display key), with the
+    /// 429 of the bad-credential limit.
+    pub fn rejected(op: Operation, unauthenticated: &str, forbidden: &str) -> Operation {
+        op.add_response("401", response(unauthenticated, error_schema()))
+            .add_response("403", response(forbidden, error_schema()))
+            .add_response("429", response("Too many bad keys or tokens from this address", error_schema()))
     }
 
     pub fn not_found(op: Operation) -> Operation {

@@ -17,6 +17,10 @@ const UNKEYED: &[(&str, &str)] = &[
     ("/api/v1/auth/verify-code", "public: no caller to key on; writes nothing but a try count"),
     ("/api/v1/auth/reset-password", "public: no caller to key on; a used code cannot be used again"),
     ("/api/v1/auth/logout", "its token is revoked: a repeat is 401, which says the same"),
+    (
+        "/api/v1/branch-services/{branch_service_id}/display-keys",
+        "its answer holds a key's secret, never stored: a repeat makes another key, which can be revoked",
+    ),
 ];
 
 /// Every audit row in the registry and in the branch: a replay must add none.

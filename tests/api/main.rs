@@ -14,6 +14,7 @@ mod conformance;
 mod contract;
 mod dashboard;
 mod dashboard_rollups;
+mod display;
 mod drift;
 mod exams;
 mod fhir;

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod smtp;
+pub mod sse;
 
 use std::sync::Arc;
 
