@@ -13,6 +13,7 @@ use tokio_postgres::Row;
 use crate::db::Queries;
 use crate::http::error::ApiResult;
 use crate::resource::{Context, Scope};
+use Field::{Int, Text};
 
 /// Surgery events of the branch (registry) whose local start lies in `start..=end` (or, for
 /// upcoming ones, from `now` on), in order, with their patients (branch schema, maybe another
@@ -58,44 +59,32 @@ impl Events {
         let stmt = branch
             .prepare_cached("SELECT id, pin, first_name, last_name FROM patients WHERE id = ANY($1)")
             .await?;
-        let mut patients = HashMap::new();
-        for r in branch.query(&stmt, &[&ids]).await? {
-            let id: i64 = r.get(0);
-            let mut out = Json::with_capacity(96);
-            out.raw(r#"{"first_name":"#);
-            out.str(r.get(2));
-            out.raw(r#","id":"#);
-            out.int(id);
-            out.raw(r#","last_name":"#);
-            out.str(r.get(3));
-            out.raw(r#","pin":"#);
-            out.str(r.get(1));
-            out.raw("}");
-            patients.insert(id, out.into_string());
-        }
+        let patients = branch
+            .query(&stmt, &[&ids])
+            .await?
+            .iter()
+            .map(|r| {
+                let id: i64 = r.get(0);
+                let fields = [
+                    ("first_name", Text(r.get(2))),
+                    ("id", Int(id)),
+                    ("last_name", Text(r.get(3))),
+                    ("pin", Text(r.get(1))),
+                ];
+                (id, object(&fields))
+            })
+            .collect();
         let (mut procedures, mut doctors) = (HashMap::new(), HashMap::new());
         for r in &rows {
             procedures.entry(r.get(9)).or_insert_with(|| {
-                let mut out = Json::with_capacity(96);
-                out.raw(r#"{"code":"#);
-                out.str(r.get(10));
-                out.raw(r#","id":"#);
-                out.int(r.get(9));
-                out.raw(r#","name":"#);
-                out.str(r.get(11));
-                out.raw("}");
-                out.into_string()
+                object(&[("code", Text(r.get(10))), ("id", Int(r.get(9))), ("name", Text(r.get(11)))])
             });
             doctors.entry(r.get(12)).or_insert_with(|| {
-                let mut out = Json::with_capacity(96);
-                out.raw(r#"{"first_name":"#);
-                out.str(r.get(13));
-                out.raw(r#","id":"#);
-                out.int(r.get(12));
-                out.raw(r#","last_name":"#);
-                out.str(r.get(14));
-                out.raw("}");
-                out.into_string()
+                object(&[
+                    ("first_name", Text(r.get(13))),
+                    ("id", Int(r.get(12))),
+                    ("last_name", Text(r.get(14))),
+                ])
             });
         }
         Ok(Self { rows, patients, procedures, doctors })
@@ -143,6 +132,28 @@ impl Events {
     fn len(&self) -> usize {
         self.rows.len()
     }
+}
+
+/// A value of a small object written by [`object`].
+enum Field<'a> {
+    Text(&'a str),
+    Int(i64),
+}
+
+/// `{"<key>":<value>,...}`, the keys given in the order they are to be written.
+fn object(fields: &[(&str, Field<'_>)]) -> String {
+    let mut out = Json::with_capacity(96);
+    for (i, (key, value)) in fields.iter().enumerate() {
+        out.raw(if i == 0 { "{\"" } else { ",\"" });
+        out.raw(key);
+        out.raw("\":");
+        match value {
+            Text(text) => out.str(text),
+            Int(n) => out.int(*n),
+        }
+    }
+    out.raw("}");
+    out.into_string()
 }
 
 /// A JSON text written piece by piece.
