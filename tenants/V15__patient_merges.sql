@@ -123,6 +123,7 @@ CREATE TABLE patient_duplicate_pairs (
     CHECK (older_id < newer_id)
 );
 CREATE INDEX patient_duplicate_pairs_newer_idx ON patient_duplicate_pairs (newer_id, older_id);
+CREATE INDEX patient_duplicate_pairs_reasons_idx ON patient_duplicate_pairs USING gin (reasons);
 
 -- Patients whose pairs must be found again: written by the statements that change patients,
 -- taken by the refresh (a row committed after the refresh read the queue waits for the next).
