@@ -1,10 +1,9 @@
 //! The branch's merge log (`patient_merges`, declared as `PATIENT_MERGES`): its moves, and the
 //! rows each merge moved (`patient_merge_rows`).
 
-use std::collections::BTreeMap;
-
 use serde_json::json;
 
+use super::tables::{MovedRows, by_table};
 use crate::db::Queries;
 use crate::http::error::{ApiError, ApiResult};
 use crate::resource::actions::{Action, Move, Stamp, Verb};
@@ -78,11 +77,7 @@ pub fn incomplete(merge: i64) -> ApiError {
 }
 
 /// The rows a merge moved in `place`, by table.
-pub async fn moved_rows(
-    client: &impl Queries,
-    merge: i64,
-    place: &str,
-) -> ApiResult<BTreeMap<String, Vec<Moved>>> {
+pub async fn moved_rows(client: &impl Queries, merge: i64, place: &str) -> ApiResult<MovedRows> {
     let rows = client
         .query(
             "SELECT table_name, row_id, version FROM patient_merge_rows WHERE merge_id = $1 AND place = $2
@@ -90,9 +85,5 @@ pub async fn moved_rows(
             &[&merge, &place],
         )
         .await?;
-    let mut moved = BTreeMap::<String, Vec<Moved>>::new();
-    for row in rows {
-        moved.entry(row.get(0)).or_default().push(Moved { id: row.get(1), version: row.get(2) });
-    }
-    Ok(moved)
+    Ok(by_table(&rows))
 }

@@ -19,8 +19,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::log::{COMPLETE, incomplete, record_rows, standing};
-use super::registry::{self, Merge, MovedRows};
-use super::tables;
+use super::registry::{self, Merge};
+use super::tables::{self, MovedRows};
 use crate::clinical::records::{PATIENT_MERGES, PATIENTS};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
@@ -88,12 +88,7 @@ fn differences(survivor: &Value, duplicate: &Value) -> Vec<Value> {
 
 /// Step 1; answers the merge's id. A merge of this pair waiting for its registry step is
 /// answered as it is, for the request to carry on.
-async fn in_branch(
-    ctx: &Context,
-    client: &mut Client,
-    survivor: i64,
-    asked: &Asked,
-) -> ApiResult<i64> {
+async fn in_branch(ctx: &Context, client: &mut Client, survivor: i64, asked: &Asked) -> ApiResult<i64> {
     let duplicate = asked.duplicate_id;
     let unit = Unit::begin(client, ctx.writer()).await?;
     if let Some((id, merged_into, state)) = standing(&unit, duplicate).await? {
@@ -155,12 +150,7 @@ async fn in_branch(
 
 /// Step 3: the registry's rows recorded with the merge, the merge completed (unless a twin
 /// request completed it first), the answer kept.
-async fn complete(
-    ctx: &Context,
-    client: &mut Client,
-    merge: &Merge,
-    moved: &MovedRows,
-) -> ApiResult<Answer> {
+async fn complete(ctx: &Context, client: &mut Client, merge: &Merge, moved: &MovedRows) -> ApiResult<Answer> {
     let unit = Unit::begin(client, ctx.writer()).await?;
     let within = Within::parent("survivor_id", merge.survivor);
     let record = unit.lock(&PATIENT_MERGES, within, merge.id, None).await?;

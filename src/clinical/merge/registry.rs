@@ -2,17 +2,12 @@
 //! duplicate (surgery schedules, dispensing) move in a transaction of the registry's own, under
 //! the patient's advisory lock, which every registry write naming that patient takes too.
 
-use std::collections::BTreeMap;
-
 use crate::db::Client;
 use serde_json::{Value, json};
 
-use super::tables::{self, PatientRows};
+use super::tables::{self, MovedRows, PatientRows, by_table};
 use crate::http::error::ApiResult;
 use crate::resource::{Context, Kind, Moved, Target, Unit, Within, Writer};
-
-/// Rows a merge moved, by table.
-pub type MovedRows = BTreeMap<String, Vec<Moved>>;
 
 /// The registry writes of a request that wrote its branch first: the request's key lives in
 /// the branch, so the registry's steps claim none.
@@ -60,11 +55,7 @@ async fn recorded(unit: &Unit<'_>, merge: &Merge) -> ApiResult<MovedRows> {
             &[&merge.branch, &merge.id],
         )
         .await?;
-    let mut moved = MovedRows::new();
-    for row in rows {
-        moved.entry(row.get(0)).or_default().push(Moved { id: row.get(1), version: row.get(2) });
-    }
-    Ok(moved)
+    Ok(by_table(&rows))
 }
 
 /// Moves the duplicate's registry rows to the survivor and records them; a step done already
@@ -163,19 +154,7 @@ pub(super) async fn give_back(unit: Unit<'_>, merge: &Merge) -> ApiResult<()> {
     let moved = recorded(&unit, merge).await?;
     let branch = [merge.branch];
     for rows in tables::in_registry() {
-        let Some(own) = moved.get(rows.table()) else { continue };
-        let ids: Vec<i64> = own.iter().map(|m| m.id).collect();
-        let within = merge.within(&branch);
-        unit.reassign(
-            rows.resource,
-            within,
-            rows.column,
-            merge.survivor,
-            merge.duplicate,
-            Some(&ids),
-            "unmerge",
-        )
-        .await?;
+        rows.give_back(&unit, merge.within(&branch), &moved, merge.survivor, merge.duplicate).await?;
     }
     unit.commit_step().await
 }

@@ -2,10 +2,12 @@
 //! the rows of a table added later without anyone listing it here (a test compares these with
 //! the schemas' catalogues).
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use crate::http::error::{ApiError, ApiResult};
-use crate::resource::{Kind, Moved, Resource, Scope, Target, Unit, registered};
+use crate::resource::{Kind, Moved, Resource, Scope, Target, Unit, Within, registered};
 
 use crate::clinical::records::{PATIENT_MERGES, PATIENTS};
 
@@ -44,6 +46,36 @@ impl PatientRows {
             })
             .map(|m| json!({ "table": self.table(), "id": m.id }))
             .collect())
+    }
+}
+
+/// Rows a merge moved, by table.
+pub type MovedRows = BTreeMap<String, Vec<Moved>>;
+
+/// Rows of `(table_name, row_id, version)`, by table.
+pub fn by_table(rows: &[tokio_postgres::Row]) -> MovedRows {
+    let mut moved = MovedRows::new();
+    for row in rows {
+        moved.entry(row.get(0)).or_default().push(Moved { id: row.get(1), version: row.get(2) });
+    }
+    moved
+}
+
+impl PatientRows {
+    /// Gives this table's rows of `moved` that are still `from`'s back to `to` (an undo),
+    /// within `within`; a second run gives back nothing more.
+    pub async fn give_back(
+        &self,
+        unit: &Unit<'_>,
+        within: Within<'_>,
+        moved: &MovedRows,
+        from: i64,
+        to: i64,
+    ) -> ApiResult<()> {
+        let Some(own) = moved.get(self.table()) else { return Ok(()) };
+        let ids: Vec<i64> = own.iter().map(|m| m.id).collect();
+        unit.reassign(self.resource, within, self.column, from, to, Some(&ids), "unmerge").await?;
+        Ok(())
     }
 }
 

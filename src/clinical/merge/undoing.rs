@@ -13,15 +13,13 @@
 //! A refusal in 1 or 2 writes nothing. A failure after 2 leaves the merge `undoing`; the same
 //! request again carries on from 3, whose moves then give back what is still the survivor's.
 
-use std::collections::BTreeMap;
-
 use crate::db::Client;
 use salvo::prelude::*;
 use serde_json::{Map, Value, json};
 
 use super::log::{UNDO, UNDONE, incomplete, moved_rows};
 use super::registry::{self, Merge};
-use super::tables::{self, PatientRows};
+use super::tables::{self, MovedRows, PatientRows};
 use crate::clinical::records::{PATIENT_MERGES, PATIENTS};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
@@ -30,7 +28,7 @@ use crate::resource::field::integer;
 use crate::resource::idempotency::Answer;
 use crate::resource::routes::{render, set_etag};
 use crate::resource::validate::check_fields;
-use crate::resource::{Context, Moved, Scope, Unit, Within, state_conflict};
+use crate::resource::{Context, Scope, Unit, Within, state_conflict};
 
 #[handler]
 pub async fn unmerge(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
@@ -123,18 +121,7 @@ async fn in_branch(ctx: &Context, client: &mut Client, merge: &Merge, window: f6
     }
     unit.unmerge_record(&PATIENTS, merge.duplicate).await?;
     for rows in &patient_rows {
-        let Some(own) = moved.get(rows.table()) else { continue };
-        let ids: Vec<i64> = own.iter().map(|m| m.id).collect();
-        unit.reassign(
-            rows.resource,
-            Within::default(),
-            rows.column,
-            merge.survivor,
-            merge.duplicate,
-            Some(&ids),
-            "unmerge",
-        )
-        .await?;
+        rows.give_back(&unit, Within::default(), &moved, merge.survivor, merge.duplicate).await?;
     }
     unit.act(&PATIENT_MERGES, within, merge.id, &UNDO, Map::new(), None).await?;
     let details = json!({ "merge_id": merge.id, "duplicate_id": merge.duplicate });
@@ -149,7 +136,7 @@ async fn in_branch(ctx: &Context, client: &mut Client, merge: &Merge, window: f6
 async fn naming_moved(
     unit: &Unit<'_>,
     patient_rows: &[PatientRows],
-    moved: &BTreeMap<String, Vec<Moved>>,
+    moved: &MovedRows,
 ) -> ApiResult<Vec<Value>> {
     let keys = unit
         .query(
