@@ -99,7 +99,13 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
 /// Every route of the API, with its hoops: public routes as they are; the others behind the
 /// caller's token and the idempotency of their POSTs, and branch routes behind `X-Branch-Id`.
 fn api_router() -> Router {
-    let in_branch = |router| Router::new().hoop(crate::tenancy::hoop::require_branch).push(router);
+    // A branch's routes of a record merged into another answer 301 or 410 where they would 404.
+    let in_branch = |router| {
+        Router::new()
+            .hoop(crate::tenancy::hoop::require_branch)
+            .hoop(resource::merged::MergedRecords)
+            .push(router)
+    };
     let (mut public, mut metered, mut unmetered) = (Router::new(), Router::new(), Router::new());
     for domain in DOMAINS {
         for endpoints in (domain.endpoints)().into_iter().filter(|e| !e.is_at_root()) {

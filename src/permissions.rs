@@ -6,6 +6,7 @@ pub const ANY_USER: &str = "*";
 pub const ADMIN_ACCESS: &str = "admin.access";
 pub const PATIENTS_READ: &str = "patients.read";
 pub const PATIENTS_WRITE: &str = "patients.write";
+pub const PATIENTS_MERGE: &str = "patients.merge";
 pub const CLINICAL_READ: &str = "clinical.read";
 pub const CLINICAL_WRITE: &str = "clinical.write";
 pub const BILLING_READ: &str = "billing.read";
@@ -22,6 +23,7 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     (ADMIN_ACCESS, "Administer branches, branch services, staff, users and roles"),
     (PATIENTS_READ, "View patients and their visit records"),
     (PATIENTS_WRITE, "Register and edit patients and their visit records"),
+    (PATIENTS_MERGE, "Merge duplicate patients and undo merges"),
     (CLINICAL_READ, "View clinical examination records"),
     (CLINICAL_WRITE, "Record and edit clinical examinations"),
     (BILLING_READ, "View billing transactions"),
@@ -35,7 +37,9 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     (PHARMACY_WRITE, "Edit pharmacy and inventory"),
 ];
 
-/// Roles every new registry starts with; editable afterwards.
+/// Roles every new registry starts with; editable afterwards. Merging patients
+/// (`patients.merge`) is the administrator's alone: a clinic grants it to whoever keeps its
+/// records clean.
 pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
     ("admin", "Full access, including administration", &[]), // every permission, filled at seed time
     (

@@ -326,6 +326,24 @@ impl Doc {
         op.add_response("404", response("Not found", error_schema()))
     }
 
+    /// The answer of a route of a record merged into another: 301 to the same route of that
+    /// record for a read, 410 for a write.
+    pub fn merged(op: Operation, write: bool) -> Operation {
+        let body = error_schema()
+            .property("merged_into_id", integer().description("The record it was merged into"))
+            .property("location", string().description("The same route of that record"));
+        if write {
+            op.add_response("410", response("The record was merged into another; write to that one", body))
+        } else {
+            let location = salvo::oapi::Header::new(string())
+                .description("The same route of the record it was merged into");
+            op.add_response(
+                "301",
+                response("The record was merged into another", body).add_header("Location", location),
+            )
+        }
+    }
+
     pub fn add(&mut self, method: PathItemType, path: &str, op: Operation) {
         let api = std::mem::take(&mut self.api);
         self.api = api.add_path(path, PathItem::new(method, op));

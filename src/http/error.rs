@@ -57,6 +57,10 @@ pub enum ApiError {
     /// past the retries it is a 503 `write_conflict`.
     #[error("serialization failure or deadlock")]
     Contended,
+    /// A record that was merged into another (a duplicate patient): a read of it is sent to
+    /// the one it was merged into (301 with `Location`), a write naming it is 410.
+    #[error("merged into {into}")]
+    Merged { into: i64, location: Option<String>, write: bool },
     /// The first answer to a request's `Idempotency-Key`, given again instead of running it.
     #[error("replayed answer")]
     Replayed { status: u16, body: serde_json::Value },
@@ -122,6 +126,8 @@ impl ApiError {
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             Self::Unavailable { .. } | Self::Contended => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Merged { write: false, .. } => StatusCode::MOVED_PERMANENTLY,
+            Self::Merged { write: true, .. } => StatusCode::GONE,
             Self::Replayed { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::OK),
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -136,6 +142,18 @@ impl ApiError {
                 "code": "validation_failed",
                 "errors": errors,
             }),
+            Self::Merged { into, location, write } => {
+                let message = if *write {
+                    format!("This record was merged into record {into}; write to that one instead.")
+                } else {
+                    format!("This record was merged into record {into}.")
+                };
+                let mut body = json!({ "message": message, "code": "merged", "merged_into_id": into });
+                if let Some(location) = location {
+                    body["location"] = json!(location);
+                }
+                body
+            }
             Self::ConflictWith { code, message, details } => {
                 let mut body = details.clone();
                 body.insert("message".into(), json!(message));
@@ -176,6 +194,7 @@ impl ApiError {
                     Self::InvalidCredentials
                     | Self::Validation(_)
                     | Self::ConflictWith { .. }
+                    | Self::Merged { .. }
                     | Self::Replayed { .. } => unreachable!(),
                 };
                 json!({ "message": message, "code": code })
@@ -223,6 +242,11 @@ impl Scribe for ApiError {
                 res.headers_mut().insert(RETRY_AFTER, HeaderValue::from(1u32));
                 res.extensions.insert(Retryable);
             }
+            Self::Merged { location: Some(location), write: false, .. } => {
+                if let Ok(value) = HeaderValue::from_str(location) {
+                    res.headers_mut().insert(salvo::http::header::LOCATION, value);
+                }
+            }
             Self::Replayed { body, .. } => {
                 if let Some(tag) = body
                     .get("data")
@@ -240,6 +264,9 @@ impl Scribe for ApiError {
     }
 }
 
+/// The SQLSTATE the schemas raise for a row written for a merged record.
+pub const MERGED_SQLSTATE: &str = "MG410";
+
 /// What a database error means for the client: a serialization failure or deadlock is
 /// retried, an outage or an overloaded server is a 503, anything else stays internal.
 ///
@@ -254,6 +281,12 @@ fn classify_database(e: &tokio_postgres::Error) -> Option<ApiError> {
         return connection_fault(e).then(ApiError::database_unavailable);
     };
     let code = db.code();
+    if code.code() == MERGED_SQLSTATE {
+        // A row written for a merged patient (a trigger of the schema refuses it); the
+        // detail is the id of the patient it was merged into.
+        let into = db.detail().and_then(|d| d.parse().ok()).unwrap_or_default();
+        return Some(ApiError::Merged { into, location: None, write: true });
+    }
     if code == &SqlState::T_R_SERIALIZATION_FAILURE || code == &SqlState::T_R_DEADLOCK_DETECTED {
         return Some(ApiError::Contended);
     }

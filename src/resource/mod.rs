@@ -14,6 +14,7 @@ pub mod etag;
 pub mod field;
 pub mod hooks;
 pub mod idempotency;
+pub mod merged;
 pub mod numbers;
 pub mod routes;
 pub mod row;
@@ -31,8 +32,8 @@ pub use numbers::Numbering;
 // of its own.
 pub use row::typed;
 pub use store::{
-    Param, Within, as_refs, audit_event, created_message, db_span, select_columns, state_conflict, stream,
-    updated_message,
+    Moved, Param, Within, as_refs, audit_event, created_message, db_span, merged_record, select_columns,
+    state_conflict, stream, survivor_of, updated_message,
 };
 pub use unit::{Unit, Written};
 
@@ -183,6 +184,10 @@ pub struct Resource {
     pub branch_bound: bool,
     /// What the resource does beyond the shared writes.
     pub hooks: &'static dyn Hooks,
+    /// The column naming the record a record was merged into (a duplicate patient): such a
+    /// record is soft-deleted, a read of any of its routes is sent to the one it was merged
+    /// into (301) and a write naming it is refused (410).
+    pub merged_into: Option<&'static str>,
 }
 
 static CATALOGUE: std::sync::OnceLock<Vec<&'static Resource>> = std::sync::OnceLock::new();
@@ -248,6 +253,7 @@ impl Resource {
         counted: false,
         branch_bound: false,
         hooks: &hooks::NoHooks,
+        merged_into: None,
     };
 }
 

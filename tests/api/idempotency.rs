@@ -130,6 +130,20 @@ async fn case_for(app: &TestApp, w: &World, template: &str) -> Option<Case> {
             let path = format!("/api/v1/branches/{}/services/{svc}/staff", w.branch);
             Some(Case { path, branch: None, body: json!({ "user_id": app.admin_id().await }), status: 200 })
         }
+        "/api/v1/patients/{id}/merge" => {
+            let survivor = id_of(&app.create_patient(w.branch, "Ida", "Twice").await);
+            let duplicate = id_of(&app.create_patient(w.branch, "Ida", "Twice").await);
+            let body = json!({ "duplicate_id": duplicate, "reason": "registered twice" });
+            case(format!("/api/v1/patients/{survivor}/merge"), body, 201)
+        }
+        "/api/v1/patients/{id}/unmerge" => {
+            let survivor = id_of(&app.create_patient(w.branch, "Ugo", "Twice").await);
+            let duplicate = id_of(&app.create_patient(w.branch, "Ugo", "Twice").await);
+            let body = json!({ "duplicate_id": duplicate, "reason": "registered twice" });
+            let merge = app.post(&format!("/api/v1/patients/{survivor}/merge"), branch, body).await;
+            assert_eq!(merge.status, 201, "{}", merge.text);
+            case(format!("/api/v1/patients/{survivor}/unmerge"), json!({ "merge_id": id_of(&merge) }), 200)
+        }
         "/api/v1/auth/switch-branch" => Some(Case {
             path: template.into(),
             branch: None,
