@@ -69,7 +69,7 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
         if applied > 0 {
             tracing::info!(applied, "registry migrated");
         }
-        permissions::sync_catalogue(&client).await?;
+        permissions::sync_catalogue(&**client).await?;
     }
     let directory = Arc::new(Directory::new(registry.clone(), database_url, &settings)?);
     let state = Arc::new(AppState::new(settings, registry, directory, metrics)?);
@@ -99,10 +99,16 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
 /// Every route of the API, with its hoops: public routes as they are; the others behind the
 /// caller's token and the idempotency of their POSTs, and branch routes behind `X-Branch-Id`.
 fn api_router() -> Router {
-    let in_branch = |router| Router::new().hoop(crate::tenancy::hoop::require_branch).push(router);
+    // A branch's routes of a record merged into another answer 301 or 410 where they would 404.
+    let in_branch = |router| {
+        Router::new()
+            .hoop(crate::tenancy::hoop::require_branch)
+            .hoop(resource::merged::MergedRecords)
+            .push(router)
+    };
     let (mut public, mut metered, mut unmetered) = (Router::new(), Router::new(), Router::new());
     for domain in DOMAINS {
-        for endpoints in (domain.endpoints)() {
+        for endpoints in (domain.endpoints)().into_iter().filter(|e| !e.is_at_root()) {
             let (access, is_metered) = (endpoints.access(), endpoints.is_metered());
             let router = endpoints.into_router();
             match access {
@@ -132,11 +138,41 @@ fn api_router() -> Router {
 }
 
 /// Routes beside `/api/v1`: this instance's metrics, for a token holding `admin.access`
-/// (outside the per-user limit, so that a scraper never finds itself refused).
+/// (outside the per-user limit, so that a scraper never finds itself refused); the domains'
+/// routes there (waiting-room screens, which bring their own credential); and the FHIR
+/// facade, its CapabilityStatement public and the rest behind the token (metered) and
+/// `X-Branch-Id`, every error of it answered as an OperationOutcome.
 fn root_router() -> Router {
     let metrics = crate::metrics::endpoints().hoop(Require(ADMIN_ACCESS)).into_router();
-    let mut root =
-        Router::new().push(Router::new().hoop(auth::Authenticate { metered: false }).push(metrics));
+    let mut signed_in = Router::new().hoop(auth::Authenticate { metered: false }).push(metrics);
+    let mut public = Router::new();
+    for domain in DOMAINS {
+        for endpoints in (domain.endpoints)().into_iter().filter(Endpoints::is_at_root) {
+            match endpoints.access() {
+                Access::Public => public = public.push(endpoints.into_router()),
+                Access::User => signed_in = signed_in.push(endpoints.into_router()),
+                Access::Branch => panic!("no branch routes beside the API: they need X-Branch-Id's hoop"),
+            }
+        }
+    }
+    let (mut fhir_public, mut fhir_user) = (Router::new(), Router::new());
+    for endpoints in crate::fhir::endpoints() {
+        let access = endpoints.access();
+        let router = endpoints.into_router();
+        match access {
+            Access::Public => fhir_public = fhir_public.push(router),
+            Access::User => fhir_user = fhir_user.push(router),
+            Access::Branch => {
+                fhir_user =
+                    fhir_user.push(Router::new().hoop(crate::tenancy::hoop::require_branch).push(router))
+            }
+        }
+    }
+    let fhir = Router::new()
+        .hoop(crate::fhir::OperationOutcomes)
+        .push(fhir_public)
+        .push(fhir_user.hoop(auth::Authenticate { metered: true }));
+    let mut root = Router::new().push(public).push(signed_in).push(fhir);
     guard_routes(&mut root);
     root
 }
@@ -193,6 +229,9 @@ pub fn openapi() -> salvo::oapi::OpenApi {
         }
     }
     crate::metrics::endpoints().describe(&mut doc);
+    for endpoints in crate::fhir::endpoints() {
+        endpoints.describe(&mut doc);
+    }
     doc.finish()
 }
 

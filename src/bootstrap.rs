@@ -11,7 +11,7 @@ use crate::tenancy::branches::{self, NewBranch};
 const LOCK: &str = "clinic_bootstrap";
 
 /// Creates the default roles when none exist (idempotent).
-pub async fn seed_roles(client: &impl deadpool_postgres::GenericClient) -> Result<(), tokio_postgres::Error> {
+pub async fn seed_roles(client: &impl crate::db::Queries) -> Result<(), tokio_postgres::Error> {
     let any: bool = client.query_one("SELECT EXISTS (SELECT 1 FROM roles)", &[]).await?.get(0);
     if any {
         return Ok(());
@@ -50,7 +50,7 @@ pub async fn run_if_empty(state: &AppState) -> anyhow::Result<()> {
     result
 }
 
-async fn bootstrap(state: &AppState, client: &mut deadpool_postgres::Object) -> anyhow::Result<()> {
+async fn bootstrap(state: &AppState, client: &mut crate::db::RegistryConn) -> anyhow::Result<()> {
     seed_roles(&*client).await?;
     let has_users: bool = client.query_one("SELECT EXISTS (SELECT 1 FROM users)", &[]).await?.get(0);
     if has_users {

@@ -128,6 +128,8 @@ pub struct Settings {
     /// On SIGTERM or Ctrl-C, how long in-flight requests and streamed exports may take to
     /// finish before their connections are cut.
     pub shutdown_grace: Duration,
+    /// How long after a merge of two patients it may still be undone (zero: never).
+    pub merge_undo_window: Duration,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -201,6 +203,7 @@ impl Settings {
             clinic_timezone: var("CLINIC_TIMEZONE").unwrap_or_else(|| "UTC".into()),
             audit_retention_months: parsed("AUDIT_RETENTION_MONTHS", 0)?,
             shutdown_grace: Duration::from_secs(parsed("SHUTDOWN_GRACE_SECONDS", 30)?),
+            merge_undo_window: Duration::from_secs(parsed::<u64>("MERGE_UNDO_HOURS", 72)? * 3600),
         };
         settings.check()?;
         Ok(settings)
@@ -276,6 +279,7 @@ impl Settings {
             clinic_timezone: "UTC".into(),
             audit_retention_months: 0,
             shutdown_grace: Duration::from_secs(30),
+            merge_undo_window: Duration::from_secs(72 * 3600),
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod db;
 pub mod embedded_pg;
 pub mod enums;
 pub mod exams;
+pub mod fhir;
 pub mod health;
 pub mod http;
 pub mod mail;

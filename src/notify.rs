@@ -33,6 +33,8 @@ pub enum Topic {
     Token(i64),
     User(i64),
     Branch(i64),
+    /// A waiting-room display's key (revoked).
+    DisplayKey(i64),
     /// Everything (after changes too broad to name, such as a role's permissions).
     All,
 }
@@ -43,6 +45,7 @@ impl Topic {
             Self::Token(id) => format!("token:{id}"),
             Self::User(id) => format!("user:{id}"),
             Self::Branch(id) => format!("branch:{id}"),
+            Self::DisplayKey(id) => format!("display_key:{id}"),
             Self::All => "all".into(),
         }
     }
@@ -57,16 +60,14 @@ impl Topic {
             "token" => Some(Self::Token(id)),
             "user" => Some(Self::User(id)),
             "branch" => Some(Self::Branch(id)),
+            "display_key" => Some(Self::DisplayKey(id)),
             _ => None,
         }
     }
 }
 
 /// Queues a notification; it is delivered when the surrounding transaction commits.
-pub async fn publish(
-    client: &impl deadpool_postgres::GenericClient,
-    topic: Topic,
-) -> Result<(), tokio_postgres::Error> {
+pub async fn publish(client: &impl crate::db::Queries, topic: Topic) -> Result<(), tokio_postgres::Error> {
     client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &topic.encode()]).await?;
     Ok(())
 }
@@ -81,7 +82,7 @@ pub trait Invalidate: Send + Sync + 'static {
 
 /// Publishes an event to every instance (after the change it describes committed).
 pub async fn publish_event(
-    client: &impl deadpool_postgres::GenericClient,
+    client: &impl crate::db::Queries,
     payload: &str,
 ) -> Result<(), tokio_postgres::Error> {
     client.execute("SELECT pg_notify($1, $2)", &[&EVENTS, &payload]).await?;
@@ -177,7 +178,7 @@ mod tests {
 
     #[test]
     fn topics_round_trip() {
-        for topic in [Topic::Token(7), Topic::User(1), Topic::Branch(42), Topic::All] {
+        for topic in [Topic::Token(7), Topic::User(1), Topic::Branch(42), Topic::DisplayKey(3), Topic::All] {
             assert_eq!(Topic::decode(&topic.encode()), Some(topic));
         }
         assert_eq!(Topic::decode("user:x"), None);

@@ -6,6 +6,7 @@ pub const ANY_USER: &str = "*";
 pub const ADMIN_ACCESS: &str = "admin.access";
 pub const PATIENTS_READ: &str = "patients.read";
 pub const PATIENTS_WRITE: &str = "patients.write";
+pub const PATIENTS_MERGE: &str = "patients.merge";
 pub const CLINICAL_READ: &str = "clinical.read";
 pub const CLINICAL_WRITE: &str = "clinical.write";
 pub const BILLING_READ: &str = "billing.read";
@@ -23,6 +24,7 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     (ADMIN_ACCESS, "Administer branches, branch services, staff, users and roles"),
     (PATIENTS_READ, "View patients and their visit records"),
     (PATIENTS_WRITE, "Register and edit patients and their visit records"),
+    (PATIENTS_MERGE, "Merge duplicate patients and undo merges"),
     (CLINICAL_READ, "View clinical examination records"),
     (CLINICAL_WRITE, "Record and edit clinical examinations"),
     (BILLING_READ, "View billing transactions"),
@@ -39,7 +41,9 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     (AUDIT_READ, "View who read or changed a patient's records"),
 ];
 
-/// Roles every new registry starts with; editable afterwards.
+/// Roles every new registry starts with; editable afterwards. Merging patients
+/// (`patients.merge`) is the administrator's alone: a clinic grants it to whoever keeps its
+/// records clean.
 pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
     ("admin", "Full access, including administration", &[]), // every permission, filled at seed time
     (
@@ -103,7 +107,7 @@ pub fn is_known(name: &str) -> bool {
 
 /// Mirrors the catalogue into the registry (idempotent).
 pub async fn sync_catalogue(
-    client: &impl deadpool_postgres::GenericClient,
+    client: &impl tokio_postgres::GenericClient,
 ) -> Result<(), tokio_postgres::Error> {
     let names: Vec<&str> = CATALOGUE.iter().map(|(n, _)| *n).collect();
     let descriptions: Vec<&str> = CATALOGUE.iter().map(|(_, d)| *d).collect();

@@ -27,6 +27,7 @@ const LAYERS: &[(u8, &[&str])] = &[
             "dashboard",
             "admin",
             "health",
+            "fhir",
         ],
     ),
     (7, &["bootstrap"]),

@@ -21,7 +21,7 @@ CONNECTIONS=${CONNECTIONS:-8}
 PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
 PGLOG=${PGLOG:-$(ls /var/log/postgresql/postgresql-*-main.log | sort -V | tail -1)}
 PORT=${PORT:-18097}
-CASES=${CASES:-"get list search lookup create_patient create_complaint"}
+CASES=${CASES:-"get list search lookup lookup_word create_patient create_complaint"}
 DB=clinic_bench_sql_$$
 DB_URL="${PGURL%/*}/$DB"
 BASE="http://127.0.0.1:$PORT/api/v1"
@@ -66,15 +66,29 @@ request() {
     list) echo "GET /patients" ;;
     search) echo "GET /patients?search=pena" ;;
     lookup) echo "GET /patients/search?search=ana%20pe&limit=10" ;;
+    lookup_word) echo "GET /patients/search?search=pena&limit=10" ;;
     create_patient) echo 'POST /patients {"first_name":"Bench","last_name":"Writer","birth_date":"1990-01-01","sex":"female"}' ;;
     create_complaint) echo 'POST /complaints {"patient_visit_id":777,"complaint":"Blurred vision","eye":"left"}' ;;
   esac
 }
+# The values the server binds that vary or that a plan depends on, one `--var` per line for
+# sql_of.py: each becomes a pgbench variable, sent as a parameter of the prepared statement
+# as the server sends it (so both sides get the same custom or generic plans).
 variables() {
   case $1 in
-    get) echo "--var id=$((COUNT / 2))" ;;
-    create_complaint) echo "--var visit=777" ;;
-    *) echo "" ;;
+    get) printf '%s\n' --var id=$((COUNT / 2)) ;;
+    create_complaint) printf '%s\n' --var visit=777 ;;
+    search) printf '%s\n' --var word=pena ;;
+    lookup) printf '%s\n' --var 'words=ana pe' ;;
+    lookup_word) printf '%s\n' --var words=pena ;;
+  esac
+}
+# The pgbench definitions of those variables that are not drawn at random.
+defines() {
+  case $1 in
+    search) printf '%s\n' -D word=pena ;;
+    lookup) printf '%s\n' -D 'words=ana pe' ;;
+    lookup_word) printf '%s\n' -D words=pena ;;
   esac
 }
 pgbench_header() {
@@ -97,10 +111,12 @@ for c in $CASES; do
   offset=$(stat -c %s "$PGLOG")
   curl "${args[@]}"
   sleep 0.5
+  mapfile -t vars < <(variables "$c")
   { pgbench_header "$c"; python3 ops/bench/sql_of.py --log "$PGLOG" --from "$offset" --db "$DB" \
-      $(variables "$c"); } >"$WORK/$c.sql"
+      "${vars[@]}"; } >"$WORK/$c.sql"
   # The search beside the statement it replaced, whose pattern was an expression of the
-  # parameter (computed again for every row of a generic plan).
+  # parameter (computed again for every row of a generic plan): the search SQL of before,
+  # sent as the server sent it, with the word as a parameter.
   if [ "$c" = search ]; then
     sed -E "s/LIKE \(SELECT ('%' \|\| .* \|\| '%')\)/LIKE \1/" "$WORK/search.sql" >"$WORK/search_before.sql"
   fi
@@ -109,7 +125,7 @@ for c in $CASES; do
   # one per request, as the batch of a quiet server would).
   if [ "$c" = list ] || [ "$c" = get ]; then
     { pgbench_header "$c"; python3 ops/bench/sql_of.py --log "$PGLOG" --from "$offset" --db "$DB" \
-        $(variables "$c") --skip-audit; } >"$WORK/${c}_sql_only.sql"
+        "${vars[@]}" --skip-audit; } >"$WORK/${c}_sql_only.sql"
   fi
 done
 stop_server
@@ -149,9 +165,10 @@ for c in $CASES; do
   p99=$(echo "$api" | awk '$1 == "99%" {print $2}')
   others=""; [ "$c" = list ] && others=list_sql_only; [ "$c" = get ] && others=get_sql_only
   [ "$c" = search ] && others=search_before
+  mapfile -t defs < <(defines "$c")
   for side in "$c" $others; do
     # The server's branch connections: the branch's schema, UTC, SSD costs.
-    sql=$(PGOPTIONS="-c search_path=branch_1 -c TimeZone=UTC -c random_page_cost=1.1" pgbench -n -M prepared -c "$CONNECTIONS" -j 2 -T "$DURATION" -r -f "$WORK/$side.sql" \
+    sql=$(PGOPTIONS="-c search_path=branch_1 -c TimeZone=UTC -c random_page_cost=1.1" pgbench -n -M prepared -c "$CONNECTIONS" -j 2 -T "$DURATION" -r "${defs[@]}" -f "$WORK/$side.sql" \
           --log --log-prefix="$WORK/pgbench_$side" "$DB_URL" 2>"$WORK/pgbench_$side.err") \
       || { echo "pgbench failed on $side:"; cat "$WORK/pgbench_$side.err" "$WORK/$side.sql"; exit 1; }
     tps=$(echo "$sql" | awk '/^tps/ {print $3; exit}')

@@ -12,7 +12,7 @@ pub const ADMINISTRATORS_LOCK: &str = "clinic:administrators";
 /// after its rows are written. Such changes take turns on one advisory lock, and the count
 /// is a statement of its own after the lock, so it sees what the one before committed: two
 /// administrators demoting each other at once cannot both succeed.
-pub(super) async fn an_administrator_remains(tx: &deadpool_postgres::Transaction<'_>) -> ApiResult<()> {
+pub(super) async fn an_administrator_remains(tx: &crate::db::Transaction<'_>) -> ApiResult<()> {
     tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&ADMINISTRATORS_LOCK]).await?;
     let remains: bool = tx
         .query_one(

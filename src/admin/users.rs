@@ -1,7 +1,7 @@
 //! `/users`: accounts, their roles and the branches they may work in. A user is never
 //! deleted while records name them: DELETE deactivates (and ends their sessions).
 
-use deadpool_postgres::Transaction;
+use crate::db::Transaction;
 use salvo::async_trait;
 use serde_json::{Map, Value, json};
 

@@ -22,7 +22,7 @@ fn bearer(req: &Request) -> Option<&str> {
 /// The user of a presented token. Made-up tokens are counted per client address: past the
 /// limit the address gets 429 before any lookup, so guessing costs the registry nothing.
 async fn check_token(state: &AppState, req: &Request, token: &str) -> Result<AuthUser, ApiError> {
-    let key = format!("bad-token:{}", state.client_ip(req));
+    let key = state.bad_token_key(req);
     state.limits.bad_token.check(&key)?;
     match authenticate(state, token).await? {
         Some(user) => Ok(user),

@@ -56,7 +56,7 @@ pub struct Account {
 
 /// Finds the account of `email` and locks its row, so that concurrent guesses are counted
 /// one after the other.
-async fn account(tx: &deadpool_postgres::Transaction<'_>, email: &str) -> ApiResult<Option<Account>> {
+async fn account(tx: &crate::db::Transaction<'_>, email: &str) -> ApiResult<Option<Account>> {
     let row = tx
         .query_opt(
             "SELECT u.id, u.email, u.username,
@@ -75,14 +75,14 @@ async fn account(tx: &deadpool_postgres::Transaction<'_>, email: &str) -> ApiRes
     }))
 }
 
-async fn count_failure(tx: &deadpool_postgres::Transaction<'_>, user_id: i64) -> ApiResult<()> {
+async fn count_failure(tx: &crate::db::Transaction<'_>, user_id: i64) -> ApiResult<()> {
     tx.execute("INSERT INTO password_reset_failures (user_id) VALUES ($1)", &[&user_id]).await?;
     Ok(())
 }
 
 /// Checks `code` for the account of `email`; a wrong code is counted against the code (burnt
 /// at the limit) and the account. The caller commits whatever the outcome.
-async fn check_code(tx: &deadpool_postgres::Transaction<'_>, email: &str, code: &str) -> ApiResult<Account> {
+async fn check_code(tx: &crate::db::Transaction<'_>, email: &str, code: &str) -> ApiResult<Account> {
     let Some(account) = account(tx, email).await? else { return Err(invalid()) };
     if account.locked {
         return Err(invalid());

@@ -10,7 +10,7 @@
 
 mod receipt;
 
-use deadpool_postgres::Transaction;
+use crate::db::Transaction;
 use rust_decimal::{Decimal, RoundingStrategy};
 use salvo::async_trait;
 use salvo::prelude::*;

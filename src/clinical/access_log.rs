@@ -25,7 +25,7 @@ use crate::pdf::{Block, Sheet, Signing};
 use crate::permissions::AUDIT_READ;
 use crate::resource::print;
 use crate::resource::printable::{Printing, joined, text};
-use crate::resource::reads::{audit_read, write_queued_reads};
+use crate::resource::reads::{record_read, write_queued_reads};
 use crate::resource::{Conn, Context, Param, Scope, as_refs};
 
 /// The most entries one export holds; past it, a narrower date range is asked for.
@@ -152,7 +152,7 @@ async fn record_reading(
     pairs: &[(String, String)],
 ) -> ApiResult<()> {
     let details = json!({ "format": format, "query": pairs });
-    audit_read(ctx, PATIENTS.path, "access_log", Some(patient), Some(details)).await
+    record_read(ctx, PATIENTS.path, "access_log", Some(patient), Some(details)).await
 }
 
 /// `GET /patients/{id}/access-log`: one page, newest first.

@@ -2,6 +2,7 @@
 //! serves them. Enumerations are lowercase snake_case, all listed by `/enums`.
 
 mod access_log;
+pub mod merge;
 pub mod patients;
 mod print;
 mod records;
@@ -12,12 +13,13 @@ use salvo::oapi::{Object, PathItemType};
 use crate::http::docs::{self, Access, Doc};
 use crate::http::endpoints::Endpoints;
 use crate::http::guard::{JSON_OR_PDF, Produces};
-pub use records::{PATIENT_VISITS, PATIENTS, RESOURCES};
+pub use records::{PATIENT_MERGES, PATIENT_VISITS, PATIENTS, RESOURCES};
 
-/// The visit summary, the patient lookup and the export (matched before the generic
-/// `/patients/{id}`).
+/// The visit summary, the patient lookup, the export, and finding and merging duplicates
+/// (matched before the generic `/patients/{id}`).
 pub fn endpoints() -> Vec<Endpoints> {
     let mut branch = Endpoints::new(Access::Branch);
+    merge::add_endpoints(&mut branch);
     let records = Object::new().additional_properties(salvo::oapi::Array::new().items(Object::new()));
     let summary = Object::new()
         .property("visit", salvo::oapi::Ref::from_schema_name("PatientVisit"))

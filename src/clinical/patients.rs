@@ -18,24 +18,23 @@ use crate::permissions::PATIENTS_READ;
 use crate::resource::Context;
 use crate::resource::reads::audit_seen;
 use crate::resource::routes::list_rules;
-use crate::resource::{Conn, Param, Within, as_refs, db_span, normalized_contains, select_columns, stream};
+use crate::resource::{Conn, Param, Within, as_refs, db_span, select_columns, stream};
 
 pub const MAX_LOOKUP: i64 = 50;
 pub const DEFAULT_LOOKUP: i64 = 10;
 
-/// A handful of records for a type-ahead: every word of `term` in the search text, or the
-/// digits of a phone number (anywhere, so that numbers typed without the country code match);
-/// an exact PIN first, then by name.
+/// A handful of records for a type-ahead: every word of `term` begins a word of the name or
+/// PIN (any order; `patients.search_words`), or the digits of a phone number (anywhere, so
+/// that numbers typed without the country code match); an exact PIN first, then by name.
 async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<Vec<Value>> {
     let resource = &PATIENTS;
-    let column = resource.search_words.ok_or(ApiError::NotFound)?;
-    let mut params: Vec<Param> = Vec::new();
-    let mut words = Vec::new();
-    for word in term.split_whitespace().take(8) {
-        params.push(Box::new(word.to_owned()));
-        words.push(normalized_contains(&format!("t.{column}"), &format!("${}", params.len())));
-    }
-    let mut matches = format!("({})", words.join(" AND "));
+    let words: Vec<&str> = term.split_whitespace().take(8).collect();
+    let mut params: Vec<Param> = vec![Box::new(words.join(" "))];
+    // Each word normalised as the column was, split where the column's words are, and made a
+    // prefix; a term with no word at all makes no query and matches nothing.
+    let mut matches = "t.search_words @@ (SELECT string_agg(quote_literal(w) || ':*', ' & ')::tsquery
+                         FROM unnest(regexp_split_to_array(search_normalize($1), '\\W+')) w WHERE w <> '')"
+        .to_owned();
     let digits: String = term.chars().filter(char::is_ascii_digit).collect();
     let phone_like = term.chars().all(|c| c.is_ascii_digit() || " +-().".contains(c));
     if phone_like && digits.len() >= 3 {

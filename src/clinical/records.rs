@@ -2,12 +2,12 @@
 
 use crate::enums::{CIVIL_STATUS, EXAM_STATUS, EYE, PATIENT_STATUS, SEVERITY, SEX, VISIT_STATUS, VISIT_TYPE};
 use crate::http::list::SortDirection;
-use crate::permissions::{CLINICAL_WRITE, PATIENTS_READ, PATIENTS_WRITE};
+use crate::permissions::{CLINICAL_WRITE, PATIENTS_MERGE, PATIENTS_READ, PATIENTS_WRITE};
 use crate::resource::actions::{Action, Move, Stamp, StateLock, Verb};
 use crate::resource::field::{
     Field, Kind, branch_ref, date, integer, long_text, one_of, past_date, registry_ref, text,
 };
-use crate::resource::{Numbering, PATIENT_OF_VISIT, Resource, Scope, Shape, Unique};
+use crate::resource::{Numbering, PATIENT_OF_VISIT, Parent, Resource, Scope, Shape, Unique};
 
 pub static PATIENTS: Resource = Resource {
     path: "patients",
@@ -50,6 +50,7 @@ pub static PATIENTS: Resource = Resource {
     write_permission: PATIENTS_WRITE,
     audit_reads: true,
     counted: true,
+    merged_into: Some("merged_into_id"),
     ..Resource::DEFAULTS
 };
 
@@ -226,6 +227,57 @@ pub static MEDICAL_CERTIFICATES: Resource = Resource {
     ..Resource::DEFAULTS
 };
 
+/// What a merge moved, per table: the rows of the branch or of the registry, by id.
+macro_rules! moved_rows {
+    ($place:literal) => {
+        concat!(
+            "(SELECT coalesce(jsonb_object_agg(m.table_name, m.ids), '{}') FROM (SELECT table_name, ",
+            "jsonb_agg(row_id ORDER BY row_id) AS ids FROM patient_merge_rows WHERE merge_id = t.id AND place = '",
+            $place,
+            "' GROUP BY table_name) m)"
+        )
+    };
+}
+
+/// The merge log of a patient: every duplicate merged into them, why, the fields that
+/// differed (the patient kept their own), what moved, and whether it was undone. Written only
+/// by the merge and its undo (`clinical::merge`).
+pub static PATIENT_MERGES: Resource = Resource {
+    path: "patients/{patient_id}/merges",
+    table: "patient_merges",
+    label: "Patient merge",
+    scope: Scope::Branch,
+    parent: Some(Parent {
+        param: "patient_id",
+        column: "survivor_id",
+        table: "patients",
+        soft_deleted: true,
+    }),
+    read_only: &[
+        ("duplicate_id", Shape::Integer),
+        ("reason", Shape::Text),
+        ("state", Shape::Text),
+        ("differences", Shape::Json),
+        ("completed_at", Shape::Timestamp),
+        ("undone_at", Shape::Timestamp),
+        ("undone_by", Shape::Integer),
+    ],
+    server_written: &["duplicate_id", "reason", "differences"],
+    computed: &[
+        ("merged_by", "t.created_by", Shape::Integer),
+        ("moved", moved_rows!("branch"), Shape::Json),
+        ("registry_moved", moved_rows!("registry"), Shape::Json),
+    ],
+    sort_fields: &["created_at", "id"],
+    default_sort: "created_at",
+    default_direction: SortDirection::Desc,
+    read_permission: PATIENTS_READ,
+    write_permission: PATIENTS_MERGE,
+    writable: false,
+    soft_delete: false,
+    ..Resource::DEFAULTS
+};
+
 /// The branch's audit trail: who created, changed, deleted or opened what, and when.
 pub static AUDIT_LOGS: Resource = Resource::audit_trail("audit-logs", Scope::Branch);
 
@@ -236,5 +288,6 @@ pub static RESOURCES: &[&Resource] = &[
     &PRESCRIBED_MEDICINES,
     &COMPLAINTS,
     &MEDICAL_CERTIFICATES,
+    &PATIENT_MERGES,
     &AUDIT_LOGS,
 ];

@@ -216,7 +216,7 @@ impl Directory {
     /// pool metrics.
     pub fn pool_statuses(&self) -> Vec<(String, deadpool::Status)> {
         let pools = self.pools.lock().expect("pool map poisoned");
-        let branch = pools.values().map(|p| (p.manager().name().to_owned(), p.status()));
+        let branch = pools.values().map(|p| (p.name().to_owned(), p.status()));
         std::iter::once(("registry".to_owned(), self.registry.status())).chain(branch).collect()
     }
 

@@ -29,9 +29,10 @@ const REGISTRY_LOCK: &str = "clinic_registry_migrations";
 /// Advisory-lock key for creating extensions, which are per database, not per schema.
 const EXTENSIONS_LOCK: &str = "clinic_extensions";
 
-/// Extensions branch schemas use (both are trusted: a database owner may create them).
+/// Extensions branch schemas use (all trusted: a database owner may create them).
 const EXTENSIONS: &str = "CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public;
-                          CREATE EXTENSION IF NOT EXISTS unaccent WITH SCHEMA public;";
+                          CREATE EXTENSION IF NOT EXISTS unaccent WITH SCHEMA public;
+                          CREATE EXTENSION IF NOT EXISTS fuzzystrmatch WITH SCHEMA public;";
 
 pub fn tenant_runner() -> Runner {
     tenant_set::migrations::runner()

@@ -6,6 +6,8 @@
 //!   registry's), shared by every branch on that server. A branch connection starts with a
 //!   search_path that names no schema; [`BranchConn::checkout`] points it at one branch.
 
+pub mod branch_pool;
+pub mod client;
 pub mod directory;
 pub mod migrate;
 pub mod read_audit;
@@ -16,25 +18,34 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::sync::atomic::AtomicU64;
+
 use anyhow::Context;
-use deadpool::managed::{self, Metrics, RecycleResult};
-use deadpool_postgres::{ManagerConfig, RecyclingMethod, Runtime};
+use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error as PgError, NoTls, Row, Statement, ToStatement};
 
 use crate::config::Settings;
+pub use branch_pool::{BranchPool, Lease, PoolSettings};
+pub use client::{Client, Transaction};
 use waits::Waits;
 
-/// The registry's pool: a deadpool pool whose `get()` is measured ([`Waits`]).
+/// The registry's pool: a deadpool pool of [`Client`]s whose `get()` is measured ([`Waits`]).
 #[derive(Clone)]
 pub struct RegistryPool {
-    pool: deadpool_postgres::Pool,
+    pool: managed::Pool<RegistryManager>,
     waits: Waits,
 }
 
+/// A connection of the registry's pool.
+pub type RegistryConn = managed::Object<RegistryManager>;
+
+/// What taking a connection from a pool can fail with.
+pub type PoolError = managed::PoolError<PgError>;
+
 impl RegistryPool {
     /// A connection, waiting at most `POOL_WAIT_TIMEOUT_MS` for a free one.
-    pub async fn get(&self) -> Result<deadpool_postgres::Object, deadpool_postgres::PoolError> {
+    pub async fn get(&self) -> Result<RegistryConn, PoolError> {
         self.waits.measure(self.pool.get()).await
     }
 
@@ -42,12 +53,47 @@ impl RegistryPool {
     pub fn waits(&self) -> &Waits {
         &self.waits
     }
+
+    /// A connection within `timeouts` rather than the pool's own (the readiness probe).
+    pub async fn timeout_get(&self, timeouts: &managed::Timeouts) -> Result<RegistryConn, PoolError> {
+        self.pool.timeout_get(timeouts).await
+    }
+
+    pub fn status(&self) -> deadpool::Status {
+        self.pool.status()
+    }
+
+    pub fn close(&self) {
+        self.pool.close()
+    }
 }
 
-impl Deref for RegistryPool {
-    type Target = deadpool_postgres::Pool;
-    fn deref(&self) -> &Self::Target {
-        &self.pool
+/// Opens the registry's connections; a connection the server closed is not handed out again.
+pub struct RegistryManager {
+    config: tokio_postgres::Config,
+    /// Never bumped: the registry's tables change only when it is migrated at start-up.
+    generation: Arc<AtomicU64>,
+}
+
+impl managed::Manager for RegistryManager {
+    type Type = Client;
+    type Error = PgError;
+
+    async fn create(&self) -> Result<Client, PgError> {
+        let (client, connection) = self.config.connect(NoTls).await?;
+        let task = tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "registry connection closed");
+            }
+        });
+        Ok(Client::new(client, task, self.generation.clone()))
+    }
+
+    async fn recycle(&self, client: &mut Client, _: &Metrics) -> RecycleResult<PgError> {
+        if client.is_closed() {
+            return Err(RecycleError::message("connection closed"));
+        }
+        Ok(())
     }
 }
 
@@ -59,7 +105,7 @@ pub fn pg_config(url: &str, search_path: &str) -> anyhow::Result<tokio_postgres:
         config.application_name("clinic-server");
     }
     // UTC so that timestamps render as RFC 3339 in UTC; search_path as a connection option
-    // so that it survives recycling; random_page_cost for SSD-backed servers, without which
+    // so that it holds from the start; random_page_cost for SSD-backed servers, without which
     // the planner prefers a sequential scan to the trigram index for name searches.
     config.options(format!("-c TimeZone=UTC -c search_path={search_path} -c random_page_cost=1.1"));
     config.connect_timeout(Duration::from_secs(10));
@@ -111,87 +157,33 @@ pub fn registry_pool(
     settings: &Settings,
     meter: &opentelemetry::metrics::Meter,
 ) -> anyhow::Result<RegistryPool> {
-    let manager = deadpool_postgres::Manager::from_config(
-        pool_config(url, "public", settings)?,
-        NoTls,
-        ManagerConfig { recycling_method: RecyclingMethod::Fast },
-    );
-    let pool = deadpool_postgres::Pool::builder(manager)
+    let manager =
+        RegistryManager { config: pool_config(url, "public", settings)?, generation: Arc::default() };
+    let pool = managed::Pool::builder(manager)
         .max_size(settings.registry_pool_size)
         .wait_timeout(Some(settings.pool_wait))
         .create_timeout(Some(Duration::from_secs(10)))
         .recycle_timeout(Some(Duration::from_secs(5)))
-        .runtime(Runtime::Tokio1)
+        .runtime(deadpool::Runtime::Tokio1)
         .build()
         .context("building the registry pool")?;
     Ok(RegistryPool { pool, waits: Waits::new(meter, "registry") })
-}
-
-/// A pooled connection of a branch pool, with the schema its search_path currently names.
-pub struct SchemaClient {
-    client: deadpool_postgres::ClientWrapper,
-    /// Set only by [`BranchConn::checkout`] after the server confirmed the change.
-    schema: Option<Arc<str>>,
 }
 
 /// The schema a fresh branch connection searches: one that never exists, so a query that
 /// was not routed to a branch fails instead of reading the wrong rows.
 const NO_SCHEMA: &str = "no_branch_selected";
 
-pub struct BranchManager {
-    inner: deadpool_postgres::Manager,
-    /// Measures every checkout of this pool.
-    waits: Waits,
-}
-
-impl BranchManager {
-    /// The pool's name in its metrics: its server and database.
-    pub fn name(&self) -> &str {
-        self.waits.pool_name()
-    }
-
-    /// Drops every connection's prepared statements (after a migration changed tables).
-    pub fn clear_statement_caches(&self) {
-        self.inner.statement_caches.clear();
-    }
-}
-
-impl managed::Manager for BranchManager {
-    type Type = SchemaClient;
-    type Error = tokio_postgres::Error;
-
-    async fn create(&self) -> Result<SchemaClient, Self::Error> {
-        Ok(SchemaClient { client: self.inner.create().await?, schema: None })
-    }
-
-    async fn recycle(&self, conn: &mut SchemaClient, metrics: &Metrics) -> RecycleResult<Self::Error> {
-        self.inner.recycle(&mut conn.client, metrics).await
-    }
-
-    fn detach(&self, conn: &mut SchemaClient) {
-        self.inner.detach(&mut conn.client)
-    }
-}
-
-pub type BranchPool = managed::Pool<BranchManager>;
-
 /// A branch pool, its waits measured as `waits` (named by the pool's server).
 pub fn branch_pool(url: &str, settings: &Settings, waits: &Waits) -> anyhow::Result<BranchPool> {
     let config = pool_config(url, NO_SCHEMA, settings)?;
     let waits = waits.named(&waits::pool_name(&config));
-    let inner = deadpool_postgres::Manager::from_config(
-        config,
-        NoTls,
-        ManagerConfig { recycling_method: RecyclingMethod::Fast },
-    );
-    managed::Pool::builder(BranchManager { inner, waits })
-        .max_size(settings.branch_pool_size)
-        .wait_timeout(Some(settings.pool_wait))
-        .create_timeout(Some(Duration::from_secs(10)))
-        .recycle_timeout(Some(Duration::from_secs(5)))
-        .runtime(Runtime::Tokio1)
-        .build()
-        .context("building a branch pool")
+    let sizes = PoolSettings {
+        max_size: settings.branch_pool_size,
+        wait_timeout: settings.pool_wait,
+        create_timeout: Duration::from_secs(10),
+    };
+    Ok(BranchPool::new(config, sizes, waits))
 }
 
 /// `name` as a quoted SQL identifier (schema names are made by the server; quoting keeps
@@ -202,27 +194,24 @@ fn quote_ident(name: &str) -> String {
 
 /// A connection whose search_path is exactly one branch's schema.
 pub struct BranchConn {
-    conn: managed::Object<BranchManager>,
+    conn: Lease,
     /// The branch's share of the pool this connection counts against (released with it).
     _share: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl BranchConn {
-    /// Takes a connection from the pool and makes its search_path `schema`, unless this
-    /// connection was already switched to `schema` by us (the switch is a round trip and makes
-    /// PostgreSQL re-plan cached statements, so it is skipped when provably unneeded).
-    pub async fn checkout(
-        pool: &BranchPool,
-        schema: &Arc<str>,
-    ) -> Result<Self, deadpool_postgres::PoolError> {
-        let mut conn = pool.manager().waits.measure(pool.get()).await?;
-        if conn.schema.as_deref() != Some(&**schema) {
+    /// Takes a connection for `schema` from the pool (one that served it before, when free)
+    /// and makes its search_path `schema`, unless this connection was already switched to
+    /// `schema` by us (the switch is a round trip, so it is skipped when provably unneeded).
+    pub async fn checkout(pool: &BranchPool, schema: &Arc<str>) -> Result<Self, PoolError> {
+        let mut conn = pool.waits().measure(pool.get(Some(schema))).await?;
+        if conn.schema().as_deref() != Some(&**schema) {
             // Forget the old schema first: if the switch fails halfway, the next checkout must
             // not trust this connection.
-            conn.schema = None;
+            conn.set_schema(None);
             // One simple-protocol round trip; an unnamed prepared statement would take two.
-            conn.client.batch_execute(&format!("SET search_path TO {}", quote_ident(schema))).await?;
-            conn.schema = Some(schema.clone());
+            conn.batch_execute(&format!("SET search_path TO {}", quote_ident(schema))).await?;
+            conn.set_schema(Some(schema.clone()));
         }
         Ok(Self { conn, _share: None })
     }
@@ -235,29 +224,29 @@ impl BranchConn {
 
     /// A connection for maintenance work (provisioning, migrations) that picks its own
     /// schema; it is handed back marked as pointing nowhere.
-    pub async fn unrouted(pool: &BranchPool) -> Result<Self, deadpool_postgres::PoolError> {
-        let mut conn = pool.manager().waits.measure(pool.get()).await?;
-        conn.schema = None;
+    pub async fn unrouted(pool: &BranchPool) -> Result<Self, PoolError> {
+        let mut conn = pool.waits().measure(pool.get(None)).await?;
+        conn.set_schema(None);
         Ok(Self { conn, _share: None })
     }
 
     /// The raw client, for work that changes session state; forgets the recorded schema.
-    pub fn client_mut(&mut self) -> &mut tokio_postgres::Client {
-        self.conn.schema = None;
-        &mut self.conn.client
+    pub fn client_mut(&mut self) -> &mut Client {
+        self.conn.set_schema(None);
+        &mut self.conn
     }
 }
 
 impl Deref for BranchConn {
-    type Target = deadpool_postgres::ClientWrapper;
+    type Target = Client;
     fn deref(&self) -> &Self::Target {
-        &self.conn.client
+        &self.conn
     }
 }
 
 impl DerefMut for BranchConn {
     fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.conn.client
+        &mut self.conn
     }
 }
 
@@ -330,18 +319,6 @@ macro_rules! impl_queries {
         }
     };
 }
-impl_queries!(
-    deadpool_postgres::ClientWrapper,
-    |c, sql| deadpool_postgres::ClientWrapper::prepare_cached(c, sql),
-    &**c
-);
-impl_queries!(
-    deadpool_postgres::Object,
-    |c, sql| deadpool_postgres::ClientWrapper::prepare_cached(c, sql),
-    &***c
-);
-impl_queries!(
-    deadpool_postgres::Transaction<'_>,
-    |c, sql| deadpool_postgres::Transaction::prepare_cached(c, sql),
-    &**c
-);
+impl_queries!(Client, |c, sql| Client::prepare_cached(c, sql), &**c);
+impl_queries!(RegistryConn, |c, sql| Client::prepare_cached(c, sql), &***c);
+impl_queries!(Transaction<'_>, |c, sql| Transaction::prepare_cached(c, sql), &**c);

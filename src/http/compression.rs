@@ -11,9 +11,10 @@ use salvo::http::Mime;
 /// Smallest body worth compressing.
 pub const MIN_BYTES: usize = 1024;
 
-/// What is compressed: the API's JSON, exports and the documentation page.
+/// What is compressed: the API's JSON, FHIR answers, exports and the documentation page.
 const TYPES: &[&str] = &[
     "application/json",
+    "application/fhir+json",
     "application/x-ndjson",
     "text/csv",
     "text/html",

@@ -5,13 +5,15 @@
 //! The page (Swagger UI) is served from files compiled into the binary: it loads nothing
 //! from another host, because clinics often run on closed networks.
 
-use salvo::oapi::security::{Http, HttpAuthScheme};
+use salvo::oapi::security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme};
 use salvo::oapi::{
     BasicType, Content, KnownFormat, Object, OpenApi, Operation, Parameter, ParameterIn, PathItem,
     PathItemType, RefOr, RequestBody, Required, Schema, SchemaFormat, SecurityRequirement, SecurityScheme,
 };
 
 pub const BEARER: &str = "bearerAuth";
+/// A waiting-room screen's key (`X-Display-Key`): its own stream, nothing else.
+pub const DISPLAY_KEY: &str = "displayKey";
 
 pub struct Doc {
     api: OpenApi,
@@ -86,6 +88,42 @@ fn response(description: &str, schema: impl Into<RefOr<Schema>>) -> salvo::oapi:
     salvo::oapi::Response::new(description).add_content("application/json", json(schema))
 }
 
+/// `X-Branch-Id`, the header of every branch route.
+fn branch_header() -> Parameter {
+    Parameter::new("X-Branch-Id")
+        .location(ParameterIn::Header)
+        .required(Required::True)
+        .schema(integer().minimum(1))
+        .description("The branch whose data this request reads or writes")
+}
+
+/// The media type of FHIR's JSON.
+pub const FHIR_JSON: &str = "application/fhir+json";
+
+/// A FHIR answer, in FHIR JSON or plain JSON (the same body).
+fn fhir_response(description: &str, schema: Object) -> salvo::oapi::Response {
+    salvo::oapi::Response::new(description)
+        .add_content(FHIR_JSON, Content::new(schema.clone()))
+        .add_content("application/json", Content::new(schema))
+}
+
+/// A FHIR R4 `OperationOutcome`: how a FHIR route answers an error.
+fn operation_outcome() -> Object {
+    let issue = Object::new()
+        .property("severity", string().enum_values(["fatal", "error", "warning", "information"]))
+        .property("code", string().description("FHIR issue type: invalid, login, forbidden, not-found, ..."))
+        .property("diagnostics", string())
+        .property("details", Object::new().description("The server's stable error code and message"))
+        .required("severity")
+        .required("code");
+    Object::new()
+        .description("A FHIR R4 OperationOutcome")
+        .property("resourceType", string().enum_values(["OperationOutcome"]))
+        .property("issue", salvo::oapi::Array::new().items(issue))
+        .required("resourceType")
+        .required("issue")
+}
+
 /// `{message, data}`.
 pub fn envelope(data: impl Into<RefOr<Schema>>) -> Object {
     Object::new().property("message", string()).property("data", data).required("message")
@@ -139,10 +177,18 @@ pub fn path_param(name: &str) -> Parameter {
 
 impl Default for Doc {
     fn default() -> Self {
-        let mut api = OpenApi::new("clinic-server", env!("CARGO_PKG_VERSION")).add_security_scheme(
-            BEARER,
-            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer).bearer_format("opaque")),
-        );
+        let mut api = OpenApi::new("clinic-server", env!("CARGO_PKG_VERSION"))
+            .add_security_scheme(
+                BEARER,
+                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer).bearer_format("opaque")),
+            )
+            .add_security_scheme(
+                DISPLAY_KEY,
+                SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                    "X-Display-Key",
+                    "A display key of the branch service (`dk_...`), made by an administrator",
+                ))),
+            );
         api.info.description = Some(
             "Multi-branch clinic records API. Authenticate with `POST /api/v1/auth/login`, then send \
              `Authorization: Bearer <token>`; branch-scoped routes also need `X-Branch-Id`."
@@ -175,16 +221,47 @@ impl Doc {
         }
         if let Access::Branch = access {
             op = op
-                .add_parameter(
-                    Parameter::new("X-Branch-Id")
-                        .location(ParameterIn::Header)
-                        .required(Required::True)
-                        .schema(integer().minimum(1))
-                        .description("The branch whose data this request reads or writes"),
-                )
+                .add_parameter(branch_header())
                 .add_response("400", response("Missing or malformed X-Branch-Id", error_schema()));
         }
         op
+    }
+
+    /// Starts the operation of a FHIR route: as [`Doc::operation`], but every answer is FHIR
+    /// JSON (`application/fhir+json`, or `application/json` for a client that asks only for
+    /// that) and every error an `OperationOutcome`.
+    pub fn fhir_operation(access: Access, tag: &str, summary: &str) -> Operation {
+        let outcome = |description: &str| fhir_response(description, operation_outcome());
+        let mut op = Operation::new()
+            .summary(summary)
+            .add_tag(tag)
+            .add_response("406", outcome("Neither FHIR JSON nor JSON is acceptable"))
+            .add_response(
+                "503",
+                outcome("The database is busy or out of reach; try again after Retry-After"),
+            );
+        match access {
+            Access::Public => op = op.securities([]),
+            Access::User | Access::Branch => {
+                op = op
+                    .add_security(SecurityRequirement::new(BEARER, Vec::<String>::new()))
+                    .add_response("401", outcome("Missing or invalid token"))
+                    .add_response("403", outcome("Not permitted to read this resource type, or this branch"))
+                    .add_response("429", outcome("Rate limit exceeded"));
+            }
+        }
+        if let Access::Branch = access {
+            op = op.add_parameter(branch_header()).add_response(
+                "400",
+                outcome("Missing X-Branch-Id, or a search parameter that is unknown or malformed"),
+            );
+        }
+        op
+    }
+
+    /// A FHIR answer of a FHIR route.
+    pub fn fhir_answers(op: Operation, status: &str, description: &str, schema: Object) -> Operation {
+        op.add_response(status, fhir_response(description, schema))
     }
 
     pub fn with_body(op: Operation, schema: impl Into<RefOr<Schema>>) -> Operation {
@@ -258,8 +335,34 @@ impl Doc {
         )
     }
 
+    /// 401 and 403 for a route that checks a credential of its own (a display key), with the
+    /// 429 of the bad-credential limit.
+    pub fn rejected(op: Operation, unauthenticated: &str, forbidden: &str) -> Operation {
+        op.add_response("401", response(unauthenticated, error_schema()))
+            .add_response("403", response(forbidden, error_schema()))
+            .add_response("429", response("Too many bad keys or tokens from this address", error_schema()))
+    }
+
     pub fn not_found(op: Operation) -> Operation {
         op.add_response("404", response("Not found", error_schema()))
+    }
+
+    /// The answer of a route of a record merged into another: 301 to the same route of that
+    /// record for a read, 410 for a write.
+    pub fn merged(op: Operation, write: bool) -> Operation {
+        let body = error_schema()
+            .property("merged_into_id", integer().description("The record it was merged into"))
+            .property("location", string().description("The same route of that record"));
+        if write {
+            op.add_response("410", response("The record was merged into another; write to that one", body))
+        } else {
+            let location = salvo::oapi::Header::new(string())
+                .description("The same route of the record it was merged into");
+            op.add_response(
+                "301",
+                response("The record was merged into another", body).add_header("Location", location),
+            )
+        }
     }
 
     pub fn add(&mut self, method: PathItemType, path: &str, op: Operation) {

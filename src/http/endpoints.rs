@@ -35,13 +35,18 @@ impl Endpoints {
         }
     }
 
-    /// A group served at the root of the server, beside `/api/v1` (`/metrics`).
+    /// A group served at the root of the server, beside `/api/v1` (`/metrics`, `/display`).
     pub fn at_root(access: Access) -> Self {
         Self { base: "", ..Self::new(access) }
     }
 
     pub fn access(&self) -> Access {
         self.access
+    }
+
+    /// Whether the group is served beside `/api/v1` rather than below it.
+    pub fn is_at_root(&self) -> bool {
+        self.base.is_empty()
     }
 
     /// Left out of the general per-user request limit (a route with a limit of its own).
@@ -63,6 +68,12 @@ impl Endpoints {
     /// Starts the description of one of this group's routes.
     pub fn operation(&self, tag: &str, summary: &str) -> Operation {
         Doc::operation(self.access, tag, summary)
+    }
+
+    /// Starts the description of one of this group's FHIR routes (answers and errors in FHIR
+    /// JSON).
+    pub fn fhir_operation(&self, tag: &str, summary: &str) -> Operation {
+        Doc::fhir_operation(self.access, tag, summary)
     }
 
     /// Serves `handler` at `method` and `path` (below `/api/v1` unless the group is

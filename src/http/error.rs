@@ -15,6 +15,9 @@ use serde_json::json;
 /// Field name -> messages, ordered so answers are stable.
 pub type FieldErrors = BTreeMap<String, Vec<String>>;
 
+/// What taking a pooled connection fails with.
+type PoolError = deadpool::managed::PoolError<tokio_postgres::Error>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("{message}")]
@@ -58,6 +61,10 @@ pub enum ApiError {
     /// past the retries it is a 503 `write_conflict`.
     #[error("serialization failure or deadlock")]
     Contended,
+    /// A record that was merged into another (a duplicate patient): a read of it is sent to
+    /// the one it was merged into (301 with `Location`), a write naming it is 410.
+    #[error("merged into {into}")]
+    Merged { into: i64, location: Option<String>, write: bool },
     /// The first answer to a request's `Idempotency-Key`, given again instead of running it.
     #[error("replayed answer")]
     Replayed { status: u16, body: serde_json::Value },
@@ -123,6 +130,8 @@ impl ApiError {
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::NotAcceptable | Self::NotPrintable(_) => StatusCode::NOT_ACCEPTABLE,
             Self::Unavailable { .. } | Self::Contended => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Merged { write: false, .. } => StatusCode::MOVED_PERMANENTLY,
+            Self::Merged { write: true, .. } => StatusCode::GONE,
             Self::Replayed { status, .. } => StatusCode::from_u16(*status).unwrap_or(StatusCode::OK),
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -137,6 +146,18 @@ impl ApiError {
                 "code": "validation_failed",
                 "errors": errors,
             }),
+            Self::Merged { into, location, write } => {
+                let message = if *write {
+                    format!("This record was merged into record {into}; write to that one instead.")
+                } else {
+                    format!("This record was merged into record {into}.")
+                };
+                let mut body = json!({ "message": message, "code": "merged", "merged_into_id": into });
+                if let Some(location) = location {
+                    body["location"] = json!(location);
+                }
+                body
+            }
             Self::ConflictWith { code, message, details } => {
                 let mut body = details.clone();
                 body.insert("message".into(), json!(message));
@@ -178,6 +199,7 @@ impl ApiError {
                     Self::InvalidCredentials
                     | Self::Validation(_)
                     | Self::ConflictWith { .. }
+                    | Self::Merged { .. }
                     | Self::Replayed { .. } => unreachable!(),
                 };
                 json!({ "message": message, "code": code })
@@ -225,6 +247,11 @@ impl Scribe for ApiError {
                 res.headers_mut().insert(RETRY_AFTER, HeaderValue::from(1u32));
                 res.extensions.insert(Retryable);
             }
+            Self::Merged { location: Some(location), write: false, .. } => {
+                if let Ok(value) = HeaderValue::from_str(location) {
+                    res.headers_mut().insert(salvo::http::header::LOCATION, value);
+                }
+            }
             Self::Replayed { body, .. } => {
                 if let Some(tag) = body
                     .get("data")
@@ -242,6 +269,9 @@ impl Scribe for ApiError {
     }
 }
 
+/// The SQLSTATE the schemas raise for a row written for a merged record.
+pub const MERGED_SQLSTATE: &str = "MG410";
+
 /// What a database error means for the client: a serialization failure or deadlock is
 /// retried, an outage or an overloaded server is a 503, anything else stays internal.
 ///
@@ -256,6 +286,12 @@ fn classify_database(e: &tokio_postgres::Error) -> Option<ApiError> {
         return connection_fault(e).then(ApiError::database_unavailable);
     };
     let code = db.code();
+    if code.code() == MERGED_SQLSTATE {
+        // A row written for a merged patient (a trigger of the schema refuses it); the
+        // detail is the id of the patient it was merged into.
+        let into = db.detail().and_then(|d| d.parse().ok()).unwrap_or_default();
+        return Some(ApiError::Merged { into, location: None, write: true });
+    }
     if code == &SqlState::T_R_SERIALIZATION_FAILURE || code == &SqlState::T_R_DEADLOCK_DETECTED {
         return Some(ApiError::Contended);
     }
@@ -306,9 +342,8 @@ fn connection_fault(e: &tokio_postgres::Error) -> bool {
     )
 }
 
-fn classify_pool(e: &deadpool_postgres::PoolError) -> ApiError {
+fn classify_pool(e: &PoolError) -> ApiError {
     use deadpool::managed::TimeoutType;
-    use deadpool_postgres::PoolError;
     match e {
         // Every connection is in use: the database is up, this server is busy.
         PoolError::Timeout(TimeoutType::Wait) => {
@@ -339,7 +374,7 @@ fn classify_cause(cause: anyhow::Error) -> ApiError {
         if let Some(db) = e.downcast_ref::<tokio_postgres::Error>() {
             return classify_database(db);
         }
-        e.downcast_ref::<deadpool_postgres::PoolError>().map(classify_pool)
+        e.downcast_ref::<PoolError>().map(classify_pool)
     });
     known.unwrap_or(ApiError::Internal(cause))
 }
@@ -367,8 +402,8 @@ impl From<tokio_postgres::Error> for ApiError {
     }
 }
 
-impl From<deadpool_postgres::PoolError> for ApiError {
-    fn from(e: deadpool_postgres::PoolError) -> Self {
+impl From<PoolError> for ApiError {
+    fn from(e: PoolError) -> Self {
         classify_pool(&e)
     }
 }
@@ -378,7 +413,6 @@ pub type ApiResult<T> = Result<T, ApiError>;
 #[cfg(test)]
 mod tests {
     use deadpool::managed::TimeoutType;
-    use deadpool_postgres::PoolError;
 
     use super::*;
 

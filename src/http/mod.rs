@@ -28,6 +28,13 @@ pub fn ok(res: &mut Response, message: &str, data: impl serde::Serialize) {
     res.render(Json(json!({ "message": message, "data": data })));
 }
 
+/// `{message, data}` with 200, `data` being JSON text already (made by PostgreSQL, or put
+/// together from pieces it made): written as it is, never parsed.
+pub fn ok_text(res: &mut Response, message: &str, data: &str) {
+    res.status_code(StatusCode::OK);
+    res.render(Text::Json(format!("{{\"data\":{data},\"message\":{}}}", Value::String(message.to_owned()))));
+}
+
 /// `{message, data}` with 201.
 pub fn created(res: &mut Response, message: &str, data: impl serde::Serialize) {
     res.status_code(StatusCode::CREATED);

@@ -33,7 +33,6 @@ impl Handler for RequestSpan {
             otel.kind = "server",
             http.request.method = method.as_str(),
             http.route = route.as_str(),
-            url.path = req.uri().path(),
             http.response.status_code = tracing::field::Empty,
             user.id = tracing::field::Empty,
             branch.id = tracing::field::Empty,

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use deadpool_postgres::Transaction;
+use crate::db::Transaction;
 use rust_decimal::Decimal;
 use salvo::async_trait;
 use serde_json::{Map, Value, json};

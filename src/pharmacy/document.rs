@@ -1,7 +1,7 @@
 //! What the pharmacy's declarations and hooks share: where its rows live and who may touch
 //! them, the lines of its documents and their totals, and a branch's local date.
 
-use deadpool_postgres::Transaction;
+use crate::db::Transaction;
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde_json::{Map, Value};
 

@@ -1,7 +1,7 @@
 //! Pharmacy items, their lots at each branch (`/stock-availables`) and the ledger of
 //! movements (`/stock-movements`).
 
-use deadpool_postgres::Transaction;
+use crate::db::Transaction;
 use rust_decimal::Decimal;
 use salvo::async_trait;
 use serde::Deserialize;

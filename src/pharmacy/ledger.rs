@@ -8,7 +8,7 @@
 //!   transaction, rolled back, writes nothing.
 //! - `quantity_after` is the lot's level after the movement, in posting order.
 
-use deadpool_postgres::Transaction;
+use crate::db::Transaction;
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 use time::{Date, OffsetDateTime};

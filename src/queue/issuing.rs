@@ -1,15 +1,16 @@
 //! Issuing a ticket: who it is for, and the next number of its service today.
 
-use deadpool_postgres::Transaction;
+use crate::db::Transaction;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use time::Date;
 
+use crate::clinical::PATIENTS;
 use crate::enums::QUEUE_PRIORITY;
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::resource::field::{branch_ref, one_of};
 use crate::resource::validate::check_fields;
-use crate::resource::{Unit, Within, typed};
+use crate::resource::{Unit, Within, merged_record, typed};
 
 use super::tickets::{QUEUE_TICKETS, Service};
 
@@ -80,6 +81,9 @@ pub(super) async fn holder_of(tx: &Transaction<'_>, body: &Map<String, Value>) -
         let live =
             tx.query_opt("SELECT 1 FROM patients WHERE id = $1 AND deleted_at IS NULL", &[&patient]).await?;
         if live.is_none() {
+            if let Some(merged) = merged_record(tx, PATIENTS.table, patient).await? {
+                return Err(merged);
+            }
             problem(&mut errors, "patient_id", "The selected patient id is invalid.");
         }
     }

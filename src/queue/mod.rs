@@ -9,25 +9,34 @@
 //! - A change is published to every instance after it commits; displays hear it from the
 //!   one LISTEN connection of their instance, never holding a database connection each.
 //! - Tickets still waiting or called after their day become `no_show` (`auto_no_show`).
+//! - A waiting-room screen (`/display/{id}`, beside the API) follows one service with a
+//!   display key an administrator made for it, and sees ticket numbers only.
 
+mod board;
 mod day_closer;
+mod display;
+mod display_keys;
 pub mod events;
 mod handlers;
 mod issuing;
 mod tickets;
 
-use salvo::oapi::{Array, Object, PathItemType, Ref};
+use salvo::oapi::{Array, BasicType, Object, PathItemType, Ref, SchemaType};
 
 use crate::enums::{QUEUE_PRIORITY, QUEUE_STATUS, VISIT_TYPE};
 use crate::http::docs::{self, Access, Doc};
 use crate::http::endpoints::Endpoints;
 use crate::http::guard::Produces;
+use crate::permissions::ADMIN_ACCESS;
 use crate::resource::Resource;
+use crate::resource::context::Require;
+use crate::resource::idempotency::Unkeyed;
 pub use day_closer::{close_past_days, spawn_day_closer};
+pub use display_keys::DISPLAY_KEYS;
 use handlers::{create_ticket, create_visit, show_queue, transfer};
 pub use tickets::QUEUE_TICKETS;
 
-pub static RESOURCES: &[&Resource] = &[&QUEUE_TICKETS];
+pub static RESOURCES: &[&Resource] = &[&QUEUE_TICKETS, &DISPLAY_KEYS];
 
 /// The queue's routes beyond the tickets' reads and moves.
 pub fn endpoints() -> Vec<Endpoints> {
@@ -135,5 +144,106 @@ pub fn endpoints() -> Vec<Endpoints> {
         events::follow,
         Doc::not_found(op),
     );
-    vec![branch]
+    vec![branch, display_key_creation(), screens()]
+}
+
+/// Making a display key: the declared create, answered with the key's secret, which no
+/// `Idempotency-Key` keeps (see `display_keys::create`).
+fn display_key_creation() -> Endpoints {
+    let mut admin = Endpoints::new(Access::User).hoop(Require(ADMIN_ACCESS)).hoop(Unkeyed);
+    let path = "branch-services/{branch_service_id:num}/display-keys";
+    admin.serve_declared(PathItemType::Post, path, display_keys::create);
+    let key = Ref::from_schema_name(crate::resource::docs::schema_name(&DISPLAY_KEYS));
+    let shown = Object::new()
+        .property("key", docs::string().pattern("^dk_[0-9a-f]{64}$").description("Shown this once"))
+        .property("url", docs::string().description("The screen's address, the key in its fragment"))
+        .required("key")
+        .required("url");
+    let created = salvo::oapi::schema::AllOf::new().item(key).item(shown);
+    admin.amend(PathItemType::Post, "/api/v1/branch-services/{branch_service_id}/display-keys", move |op| {
+        let op = op.description(
+            "The answer holds the key's secret, shown this once: only its SHA-256 is stored, so an \
+             Idempotency-Key does not replay it, and a repeated request makes another key (revoke \
+             the one not used). DELETE revokes a key: its screens go blank at once.",
+        );
+        Doc::answers(op, "201", "The key, with its secret", docs::envelope(created))
+    });
+    admin
+}
+
+/// The waiting-room screen and its stream, beside the API: the page holds nothing, and the
+/// stream asks for a display key, never a user's token.
+fn screens() -> Endpoints {
+    let mut screens = Endpoints::at_root(Access::Public);
+    let op = screens
+        .operation("queue", "A waiting-room screen of a branch service (HTML)")
+        .description(
+            "Open `/display/{id}#key=<display key>` (add `&chime=1` for a sound on each call). The \
+             page loads nothing from elsewhere and reads the stream below with the key.",
+        )
+        .add_parameter(docs::path_id())
+        .add_response(
+            "200",
+            salvo::oapi::Response::new("The page")
+                .add_content("text/html", salvo::oapi::Content::new(docs::string())),
+        );
+    screens.add_behind(
+        PathItemType::Get,
+        "display/{id:num}",
+        Some(Produces(&["text/html"])),
+        display::page,
+        op,
+    );
+    let nullable = |kind: BasicType| SchemaType::from_iter([kind, BasicType::Null]);
+    let number = || {
+        Object::new()
+            .property("number", docs::string())
+            .property("counter", docs::string().schema_type(nullable(BasicType::String)))
+            .property("status", docs::string().enum_values(QUEUE_STATUS.values.iter().copied()))
+            .required("number")
+            .required("status")
+    };
+    let board = Object::new()
+        .property("service", Object::new().property("code", docs::string()).property("name", docs::string()))
+        .property("timezone", docs::string())
+        .property("date", docs::date())
+        .property("serving", Array::new().items(number()))
+        .property("waiting", Array::new().items(number()))
+        .property("waiting_total", docs::integer())
+        .property("called", number().schema_type(nullable(BasicType::Object)));
+    let op = screens
+        .operation("queue", "A screen's stream: the service's board now and after every change")
+        .add_security(salvo::oapi::SecurityRequirement::new(docs::DISPLAY_KEY, Vec::<String>::new()))
+        .add_parameter(docs::path_id())
+        .add_response(
+            "200",
+            salvo::oapi::Response::new(
+                "event: board (ticket numbers, counters and statuses; `called` is the number just \
+                 called) now and on every change; event: end with reason `revoked` when the key is \
+                 revoked, `shutdown` when the instance stops; a comment every 15 s",
+            )
+            .add_content(
+                "text/event-stream",
+                salvo::oapi::Content::new(
+                    Object::new()
+                        .property("event", docs::string().enum_values(["board", "end"]))
+                        .property("data", board)
+                        .required("event")
+                        .required("data"),
+                ),
+            ),
+        );
+    let op = Doc::not_found(Doc::rejected(
+        op,
+        "A missing, unknown or revoked display key",
+        "The key shows another service",
+    ));
+    screens.add_behind(
+        PathItemType::Get,
+        "display/{id:num}/events",
+        Some(Produces(&["text/event-stream"])),
+        display::follow,
+        op,
+    );
+    screens
 }

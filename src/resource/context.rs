@@ -6,7 +6,7 @@ use std::sync::Arc;
 use salvo::prelude::*;
 use serde_json::{Map, Value};
 
-use deadpool_postgres::ClientWrapper;
+use crate::db::Client;
 
 use super::idempotency::Idempotency;
 use crate::db::BranchConn;
@@ -27,11 +27,11 @@ pub enum Scope {
 /// A connection to wherever a resource's rows live.
 pub enum Conn {
     Branch(BranchConn),
-    Registry(deadpool_postgres::Object),
+    Registry(crate::db::RegistryConn),
 }
 
 impl Conn {
-    pub fn client(&mut self) -> &mut ClientWrapper {
+    pub fn client(&mut self) -> &mut Client {
         match self {
             Self::Branch(c) => c,
             Self::Registry(c) => c,
@@ -113,7 +113,7 @@ impl Context {
     }
 
     /// A registry connection.
-    pub async fn registry(&self) -> ApiResult<deadpool_postgres::Object> {
+    pub async fn registry(&self) -> ApiResult<crate::db::RegistryConn> {
         Ok(self.state.registry.get().await?)
     }
 

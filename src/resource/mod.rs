@@ -14,6 +14,7 @@ pub mod etag;
 pub mod field;
 pub mod hooks;
 pub mod idempotency;
+pub mod merged;
 pub mod numbers;
 pub mod print;
 pub mod printable;
@@ -34,8 +35,8 @@ pub use numbers::Numbering;
 // of its own.
 pub use row::typed;
 pub use store::{
-    Param, Within, as_refs, audit_event, created_message, db_span, normalized_contains, select_columns,
-    state_conflict, stream, updated_message,
+    Moved, Param, Within, as_refs, audit_event, created_message, db_span, merged_record, select_columns,
+    state_conflict, stream, survivor_of, updated_message,
 };
 pub use unit::{Unit, Written};
 
@@ -188,6 +189,10 @@ pub struct Resource {
     pub hooks: &'static dyn Hooks,
     /// A printed form: its GET also answers `application/pdf` (`print`).
     pub printable: Option<&'static dyn printable::Printable>,
+    /// The column naming the record a record was merged into (a duplicate patient): such a
+    /// record is soft-deleted, a read of any of its routes is sent to the one it was merged
+    /// into (301) and a write naming it is refused (410).
+    pub merged_into: Option<&'static str>,
 }
 
 static CATALOGUE: std::sync::OnceLock<Vec<&'static Resource>> = std::sync::OnceLock::new();
@@ -254,6 +259,7 @@ impl Resource {
         branch_bound: false,
         hooks: &hooks::NoHooks,
         printable: None,
+        merged_into: None,
     };
 }
 

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::context::{Context, Scope};
 use super::printable::{Printable, Printing};
-use super::reads::audit_read;
+use super::reads::record_read;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::guard::{JSON_OR_PDF, accept_of, preferred};
 use crate::pdf::{Letterhead, Logo, Sheet};
@@ -81,7 +81,7 @@ pub async fn answer(
     drop(printing);
     let pdf = render(ctx, sheet).await?;
     let details = json!({ "patient_id": printable.patient_of(record), "format": "pdf" });
-    audit_read(ctx, resource, "print", Some(id), Some(details)).await?;
+    record_read(ctx, resource, "print", Some(id), Some(details)).await?;
     send(res, &printable.file_name(record), pdf);
     Ok(())
 }

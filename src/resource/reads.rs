@@ -20,7 +20,7 @@ pub async fn audit_seen(
     let action =
         if query.iter().any(|(k, v)| k == "search" && !v.trim().is_empty()) { "search" } else { "list" };
     let details = serde_json::json!({ "ids": ids, "query": query });
-    audit_read(ctx, resource.path, action, None, Some(details)).await
+    record_read(ctx, resource.path, action, None, Some(details)).await
 }
 
 /// Waits (a little) for the read records this instance has queued to be written, so that
@@ -33,7 +33,7 @@ pub async fn write_queued_reads(ctx: &Context) {
 /// Hands the record of a read of `resource` (as the audit log names it) to the instance's
 /// read audit queue (`db::read_audit`), which writes it to the branch's audit log within
 /// milliseconds; 503 `audit_busy` when the queue stays full.
-pub async fn audit_read(
+pub async fn record_read(
     ctx: &Context,
     resource: &'static str,
     action: &'static str,

@@ -10,7 +10,7 @@ use super::context::Context;
 use super::etag::{IfMatch, etag, tag_of};
 use super::idempotency::Answer;
 use super::print;
-use super::reads::{audit_read, audit_seen, write_queued_reads};
+use super::reads::{audit_seen, record_read, write_queued_reads};
 use super::store::{self, Conn, Within};
 use super::unit::Written;
 use super::validate::{check_fields, validate_fields};
@@ -184,13 +184,12 @@ impl ResourceHandler {
             return print::answer(ctx, res, printable, self.resource.path, id, &record).await;
         }
         if self.resource.audit_reads {
-            audit_read(ctx, self.resource.path, "view", Some(id), None).await?;
+            record_read(ctx, self.resource.path, "view", Some(id), None).await?;
         }
         if let Some(tag) = version.and_then(|v| HeaderValue::from_str(&tag_of(v.into())).ok()) {
             res.headers_mut().insert(ETAG, tag);
         }
-        let message = Value::String(format!("{} retrieved.", self.resource.label));
-        res.render(Text::Json(format!("{{\"data\":{data},\"message\":{message}}}")));
+        web::ok_text(res, &format!("{} retrieved.", self.resource.label), &data);
         Ok(())
     }
 

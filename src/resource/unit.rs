@@ -9,7 +9,7 @@
 
 use std::sync::Mutex;
 
-use deadpool_postgres::{ClientWrapper, Transaction};
+use crate::db::{Client, Transaction};
 use serde_json::Value;
 
 use super::context::Writer;
@@ -32,7 +32,7 @@ pub struct Written {
 }
 
 impl<'c> Unit<'c> {
-    pub async fn begin(client: &'c mut ClientWrapper, writer: Writer) -> ApiResult<Self> {
+    pub async fn begin(client: &'c mut Client, writer: Writer) -> ApiResult<Self> {
         let tx = client.transaction().await?;
         if let Some(idem) = &writer.idempotency {
             idempotency::claim(&tx, writer.user_id, idem).await?;
@@ -58,10 +58,18 @@ impl<'c> Unit<'c> {
     /// Keeps `answer` with the request's key, publishes the stale entries, commits, and drops
     /// this instance's own stale entries.
     pub async fn commit(self, answer: &Answer) -> ApiResult<()> {
-        let Self { tx, writer, stale } = self;
-        if let Some(idem) = &writer.idempotency {
-            idempotency::keep(&tx, writer.user_id, idem, answer.status, &answer.body).await?;
+        if let Some(idem) = &self.writer.idempotency {
+            idempotency::keep(&self.tx, self.writer.user_id, idem, answer.status, &answer.body).await?;
         }
+        self.commit_step().await
+    }
+
+    /// Commits this unit as one step of a request that writes more than one database in turn
+    /// (a merge of patients moves the branch's rows, then the registry's): the request's key
+    /// stays claimed without an answer, so that a retry of the request runs again and finds
+    /// this step done. The unit of the last step commits with the answer.
+    pub async fn commit_step(self) -> ApiResult<()> {
+        let Self { tx, writer, stale } = self;
         let stale = stale.into_inner().expect("stale topics");
         for topic in &stale {
             notify::publish(&tx, *topic).await?;

@@ -100,11 +100,17 @@ impl AppState {
             .map_or_else(|| "unknown".into(), |ip| ip.to_string())
     }
 
+    /// The caller's bucket in the bad-token limit: made-up tokens and display keys are
+    /// counted per client address together.
+    pub fn bad_token_key(&self, req: &Request) -> String {
+        format!("bad-token:{}", self.client_ip(req))
+    }
+
     /// Commits a registry transaction whose change makes cached entries stale: the
     /// notifications for `topics` are queued in it (so other instances hear of the change
     /// exactly when it commits), and this instance drops its own entries before the caller
     /// answers.
-    pub async fn commit(&self, tx: deadpool_postgres::Transaction<'_>, topics: &[Topic]) -> ApiResult<()> {
+    pub async fn commit(&self, tx: crate::db::Transaction<'_>, topics: &[Topic]) -> ApiResult<()> {
         for topic in topics {
             notify::publish(&tx, *topic).await?;
         }
@@ -175,6 +181,8 @@ impl AppState {
                 // Branch lists inside cached users may name it.
                 self.auth.forget_all_users();
             }
+            // Nothing cached: a display's stream checks its key again on hearing it.
+            Topic::DisplayKey(_) => {}
             Topic::All => {
                 self.auth.forget_all();
                 self.directory.invalidate_all();

@@ -200,7 +200,7 @@ async fn load_user(state: &AppState, user_id: i64) -> ApiResult<Option<Arc<UserR
 /// Deletes a user's tokens (all, or all but `keep`); returns the topics to commit with (see
 /// [`AppState::commit`]).
 pub async fn revoke_tokens(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &crate::db::Transaction<'_>,
     user_id: i64,
     keep: Option<i64>,
 ) -> Result<Vec<Topic>, tokio_postgres::Error> {

@@ -372,7 +372,7 @@ async fn migrate_one(
         let migration = migrate_branch_schema(conn.client_mut(), schema).await?;
         if migration.applied > 0 {
             // Cached statements may describe the old table shapes.
-            pool.manager().clear_statement_caches();
+            pool.clear_statement_caches();
         }
         anyhow::Ok(migration)
     }

@@ -23,6 +23,8 @@ pub struct World {
     pub medicine: i64,
     pub procedure: i64,
     pub doctor: i64,
+    /// A branch service of the branch.
+    pub service: i64,
 }
 
 /// What becomes of a record after DELETE.
@@ -147,6 +149,12 @@ pub fn sample(path: &str, w: &World) -> Option<Sample> {
         "branches/{branch_id}/services" => {
             plain(json!({ "name": "Triage", "code": "T" }), json!({ "description": "x" }))
         }
+        "branch-services/{branch_service_id}/display-keys" => Some(Sample {
+            body: json!({ "name": "Lobby screen" }),
+            change: json!({ "name": "Lobby screen, left" }),
+            // Revoked, and still listed.
+            after_delete: AfterDelete::Kept,
+        }),
         "branches" => Some(Sample {
             body: json!({ "code": "CONF", "name": "Conformance" }),
             change: json!({ "name": "Conformance 2" }),
@@ -193,8 +201,11 @@ pub fn sample(path: &str, w: &World) -> Option<Sample> {
 
 /// The concrete collection path of a resource in this world.
 pub fn collection(r: &Resource, w: &World) -> String {
-    let path =
-        r.path.replace("{patient_id}", &w.patient.to_string()).replace("{branch_id}", &w.branch.to_string());
+    let path = r
+        .path
+        .replace("{patient_id}", &w.patient.to_string())
+        .replace("{branch_id}", &w.branch.to_string())
+        .replace("{branch_service_id}", &w.service.to_string());
     format!("/api/v1/{path}")
 }
 
@@ -239,7 +250,9 @@ pub async fn world(app: &TestApp) -> World {
     let lot =
         json!({ "branch_id": branch, "pharmacy_item_id": item, "lot_no": "A1", "expiry_date": "2030-01-01" });
     let lot = id_of(&app.created("/api/v1/stock-availables", None, lot).await);
-    World { item, lot, supplier, branch, patient, visit, medicine, procedure, doctor }
+    let service = json!({ "name": "Reception", "code": "REC" });
+    let service = id_of(&app.created(&format!("/api/v1/branches/{branch}/services"), None, service).await);
+    World { item, lot, supplier, branch, patient, visit, medicine, procedure, doctor, service }
 }
 
 /// A field the declaration requires on create that nothing fills in by itself.

@@ -315,6 +315,23 @@ async fn stats_and_calendar_count_on_the_branchs_local_dates() {
     assert_eq!(event["procedure"]["code"], "PHACO");
     assert_eq!(event["doctor"]["last_name"], "Lim");
     assert_eq!(event["duration_minutes"], 30);
+    let keys: Vec<&str> = event.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "doctor",
+            "duration_minutes",
+            "eye",
+            "id",
+            "patient",
+            "priority",
+            "procedure",
+            "scheduled_at",
+            "status",
+            "theatre"
+        ]
+    );
+    assert!(event["scheduled_at"].as_str().unwrap().ends_with("+00:00"), "{event}");
     assert_eq!(days[2]["events"][0]["id"], at_0030);
 
     let flow = dashboard(&app, branch, "patient-flow?date=2026-03-10").await;

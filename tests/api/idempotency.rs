@@ -17,6 +17,10 @@ const UNKEYED: &[(&str, &str)] = &[
     ("/api/v1/auth/verify-code", "public: no caller to key on; writes nothing but a try count"),
     ("/api/v1/auth/reset-password", "public: no caller to key on; a used code cannot be used again"),
     ("/api/v1/auth/logout", "its token is revoked: a repeat is 401, which says the same"),
+    (
+        "/api/v1/branch-services/{branch_service_id}/display-keys",
+        "its answer holds a key's secret, never stored: a repeat makes another key, which can be revoked",
+    ),
 ];
 
 /// Every audit row in the registry and in the branch: a replay must add none.
@@ -125,6 +129,20 @@ async fn case_for(app: &TestApp, w: &World, template: &str) -> Option<Case> {
             let svc = service(app, w, "ST").await;
             let path = format!("/api/v1/branches/{}/services/{svc}/staff", w.branch);
             Some(Case { path, branch: None, body: json!({ "user_id": app.admin_id().await }), status: 200 })
+        }
+        "/api/v1/patients/{id}/merge" => {
+            let survivor = id_of(&app.create_patient(w.branch, "Ida", "Twice").await);
+            let duplicate = id_of(&app.create_patient(w.branch, "Ida", "Twice").await);
+            let body = json!({ "duplicate_id": duplicate, "reason": "registered twice" });
+            case(format!("/api/v1/patients/{survivor}/merge"), body, 201)
+        }
+        "/api/v1/patients/{id}/unmerge" => {
+            let survivor = id_of(&app.create_patient(w.branch, "Ugo", "Twice").await);
+            let duplicate = id_of(&app.create_patient(w.branch, "Ugo", "Twice").await);
+            let body = json!({ "duplicate_id": duplicate, "reason": "registered twice" });
+            let merge = app.post(&format!("/api/v1/patients/{survivor}/merge"), branch, body).await;
+            assert_eq!(merge.status, 201, "{}", merge.text);
+            case(format!("/api/v1/patients/{survivor}/unmerge"), json!({ "merge_id": id_of(&merge) }), 200)
         }
         "/api/v1/auth/switch-branch" => Some(Case {
             path: template.into(),

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 mod concurrency;
 mod export;
+mod merge;
 mod pin;
 mod record;
 mod search;

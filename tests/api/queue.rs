@@ -9,10 +9,11 @@ use futures_util::future::join_all;
 use reqwest::Method;
 use serde_json::{Value, json};
 
+use crate::support::sse::EventStream;
 use crate::support::{Clinic, Reply, TestApp, assert_error, assert_invalid, assert_status, id_of, reply};
 
 /// A branch service of `branch` with `code`.
-async fn service(app: &TestApp, branch: i64, code: &str) -> i64 {
+pub async fn service(app: &TestApp, branch: i64, code: &str) -> i64 {
     id_of(
         &app.created(
             &format!("/api/v1/branches/{branch}/services"),
@@ -23,13 +24,13 @@ async fn service(app: &TestApp, branch: i64, code: &str) -> i64 {
     )
 }
 
-async fn ticket(app: &TestApp, branch: i64, service: i64, body: Value) -> Value {
+pub async fn ticket(app: &TestApp, branch: i64, service: i64, body: Value) -> Value {
     app.created(&format!("/api/v1/queue/branch-services/{service}/queue"), Some(branch), body).await
 }
 
 /// A move of a ticket (`call`, `serve`, `complete`, `skip`, `no-show`, or `transfer` to
 /// `to`).
-async fn move_ticket(app: &TestApp, branch: i64, id: i64, verb: &str, to: i64) -> Reply {
+pub async fn move_ticket(app: &TestApp, branch: i64, id: i64, verb: &str, to: i64) -> Reply {
     if verb == "transfer" {
         app.post(
             &format!("/api/v1/queue/queue-tickets/{id}/transfer"),
@@ -336,29 +337,6 @@ async fn a_visit_and_its_ticket_are_created_together_or_not_at_all() {
     assert_eq!((count("patient_visits").await, count("queue_tickets").await), (visits, tickets));
 }
 
-/// Reads server-sent events until one named `name` arrives; answers its data.
-async fn next_event(stream: &mut reqwest::Response, buffer: &mut String, name: &str) -> Value {
-    loop {
-        while let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            let mut event = "message";
-            let mut data = String::new();
-            for line in block.lines() {
-                if let Some(value) = line.strip_prefix("event:") {
-                    event = value.trim();
-                } else if let Some(value) = line.strip_prefix("data:") {
-                    data.push_str(value.trim_start());
-                }
-            }
-            if event == name {
-                return serde_json::from_str(&data).unwrap();
-            }
-        }
-        let chunk = stream.chunk().await.expect("a chunk").expect("the stream stays open");
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-    }
-}
-
 #[tokio::test]
 async fn a_display_sees_a_call_within_a_second() {
     let app = TestApp::spawn().await;
@@ -376,9 +354,8 @@ async fn a_display_sees_a_call_within_a_second() {
     assert_eq!(res.status(), 200);
     assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     assert!(res.headers().get("content-encoding").is_none(), "event streams are not compressed");
-    let mut stream = res;
-    let mut buffer = String::new();
-    let snapshot = next_event(&mut stream, &mut buffer, "snapshot").await;
+    let mut stream = EventStream::new(res);
+    let snapshot = stream.next_named("snapshot").await;
     assert_eq!(snapshot["waiting"][0]["id"], id);
 
     assert_status(&move_ticket(&app, branch, id, "call", 0).await, 200);
@@ -386,7 +363,7 @@ async fn a_display_sees_a_call_within_a_second() {
     // the snapshot was taken): a display sees it first, then the call.
     let call = async {
         loop {
-            let event = next_event(&mut stream, &mut buffer, "ticket").await;
+            let event = stream.next_named("ticket").await;
             if event["status"] != "waiting" {
                 return event;
             }
@@ -481,8 +458,7 @@ async fn the_queue_is_its_branch_and_its_permissions_only() {
 
 /// A display opened by a front-desk user of the branch.
 struct Screen {
-    stream: reqwest::Response,
-    buffer: String,
+    events: EventStream,
 }
 
 impl Screen {
@@ -497,26 +473,14 @@ impl Screen {
             .await
             .unwrap();
         assert_eq!(res.status(), 200);
-        let mut screen = Self { stream: res, buffer: String::new() };
+        let mut screen = Self { events: EventStream::new(res) };
         screen.next("snapshot").await;
         screen
     }
 
     /// The next event of any name: `(name, data)`, or `None` when the stream closed.
     async fn any(&mut self) -> Option<(String, Value)> {
-        loop {
-            while let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let name = block.lines().find_map(|l| l.strip_prefix("event:")).map(|n| n.trim().to_owned());
-                let data: String =
-                    block.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
-                if let Some(name) = name {
-                    return Some((name, serde_json::from_str(&data).unwrap_or(Value::Null)));
-                }
-            }
-            let chunk = self.stream.chunk().await.expect("the stream reads")?;
-            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
-        }
+        self.events.next_any().await
     }
 
     async fn next(&mut self, name: &str) -> Value {

@@ -297,14 +297,23 @@ async fn fullwidth_wildcards_in_a_search_match_only_themselves() {
     let branch = app.main_branch().await;
     app.create_patient(branch, "Ana", "Cruz").await;
     app.create_patient(branch, "Bea", "Santos").await;
+    let encode = |term: &str| form_urlencoded::byte_serialize(term.as_bytes()).collect::<String>();
     for term in ["\u{FF3F}\u{FF3F}\u{FF3F}", "\u{FF05}", "a\u{FF05}", "_", "%"] {
-        for path in ["/api/v1/patients?search=", "/api/v1/patients/search?search="] {
-            let encoded: String = form_urlencoded::byte_serialize(term.as_bytes()).collect();
-            let r = app.get(&format!("{path}{encoded}"), Some(branch)).await;
-            assert_status(&r, 200);
-            assert_eq!(r.body["data"].as_array().unwrap().len(), 0, "{path}{term}: {}", r.text);
-        }
+        // The list's search matches text literally, wildcards included.
+        let r = app.get(&format!("/api/v1/patients?search={}", encode(term)), Some(branch)).await;
+        assert_status(&r, 200);
+        assert_eq!(r.body["data"].as_array().unwrap().len(), 0, "search {term}: {}", r.text);
     }
+    // The type-ahead matches the starts of words: punctuation, wildcards included, only
+    // separates words, so alone it matches nothing and beside a letter it is that letter.
+    for term in ["\u{FF3F}\u{FF3F}\u{FF3F}", "\u{FF05}", "_", "%", "%_%"] {
+        let r = app.get(&format!("/api/v1/patients/search?search={}", encode(term)), Some(branch)).await;
+        assert_status(&r, 200);
+        assert_eq!(r.body["data"].as_array().unwrap().len(), 0, "type-ahead {term}: {}", r.text);
+    }
+    let r = app.get(&format!("/api/v1/patients/search?search={}", encode("a\u{FF05}")), Some(branch)).await;
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 1, "{}", r.text);
+    assert_eq!(r.body["data"][0]["first_name"], "Ana");
     let r = app.get("/api/v1/patients?search=cruz", Some(branch)).await;
     assert_eq!(r.body["meta"]["total"], 1);
 }

@@ -3,11 +3,12 @@
 
 use std::sync::OnceLock;
 
-use crate::support::{TestApp, send};
+use crate::support::{TestApp, id_of, send};
 use opentelemetry::Value;
 use opentelemetry::trace::{SpanKind, TracerProvider as _};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use reqwest::Method;
+use serde_json::json;
 use tracing_subscriber::prelude::*;
 
 fn exporter() -> &'static (InMemorySpanExporter, SdkTracerProvider) {
@@ -25,13 +26,25 @@ fn exporter() -> &'static (InMemorySpanExporter, SdkTracerProvider) {
     })
 }
 
+/// The finished spans of one trace.
+fn spans_of(trace_id: &str) -> Vec<SpanData> {
+    let (exporter, provider) = exporter();
+    provider.force_flush().unwrap();
+    exporter
+        .get_finished_spans()
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.span_context.trace_id().to_string() == trace_id)
+        .collect()
+}
+
 fn attribute(span: &SpanData, key: &str) -> Option<Value> {
     span.attributes.iter().find(|kv| kv.key.as_str() == key).map(|kv| kv.value.clone())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_and_queries_become_spans_under_the_callers_trace() {
-    let (exporter, provider) = exporter();
+    exporter();
     let app = TestApp::spawn().await;
     let branch = app.main_branch().await;
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -49,14 +62,8 @@ async fn requests_and_queries_become_spans_under_the_callers_trace() {
     )
     .await;
     assert_eq!(status, 400);
-    provider.force_flush().unwrap();
 
-    let spans: Vec<SpanData> = exporter
-        .get_finished_spans()
-        .unwrap()
-        .into_iter()
-        .filter(|s| s.span_context.trace_id().to_string() == trace_id)
-        .collect();
+    let spans = spans_of(trace_id);
     let requests: Vec<&SpanData> = spans.iter().filter(|s| s.name == "GET /api/v1/patients").collect();
     assert_eq!(requests.len(), 2, "spans: {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>());
     let ok = requests
@@ -91,4 +98,54 @@ async fn requests_and_queries_become_spans_under_the_callers_trace() {
         assert_eq!(attribute(span, "branch.id"), Some(Value::I64(branch)));
         assert_eq!(attribute(span, "user.id"), attribute(ok, "user.id"));
     }
+}
+
+/// A display key travels in a header only: no span holds it, in its name or an attribute,
+/// and the metrics name the screen's stream by its route template.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_display_key_reaches_no_span_and_no_metric() {
+    exporter();
+    let app = TestApp::spawn().await;
+    let branch = app.main_branch().await;
+    let service = json!({ "name": "Reception", "code": "R" });
+    let service = id_of(&app.created(&format!("/api/v1/branches/{branch}/services"), None, service).await);
+    let keys = format!("/api/v1/branch-services/{service}/display-keys");
+    let key = app.created(&keys, None, json!({ "name": "Lobby" })).await["key"].as_str().unwrap().to_owned();
+    let trace_id = "5bf92f3577b34da6a3ce929d0e0e4737";
+    let stream = |presented: String| {
+        app.http
+            .get(app.url(&format!("/display/{service}/events")))
+            .header("x-display-key", presented)
+            .header("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01"))
+            .send()
+    };
+    let opened = stream(key.clone()).await.unwrap();
+    assert_eq!(opened.status(), 200);
+    drop(opened);
+    // A wrong key (the right one, one character changed) is refused, and not recorded either.
+    let last = if key.ends_with('0') { '1' } else { '0' };
+    let wrong = format!("{}{last}", &key[..key.len() - 1]);
+    assert_eq!(stream(wrong).await.unwrap().status(), 401);
+
+    let secret = &key[3..key.len() - 1];
+    let spans = spans_of(trace_id);
+    let requests: Vec<&SpanData> = spans.iter().filter(|s| s.name == "GET /display/{id}/events").collect();
+    assert_eq!(requests.len(), 2, "spans: {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>());
+    // The route's template, never the path with its ids.
+    assert_eq!(
+        attribute(requests[0], "http.route").map(|v| v.as_str().into_owned()),
+        Some("/display/{id}/events".to_owned())
+    );
+    assert!(attribute(requests[0], "url.path").is_none());
+    for span in &spans {
+        assert!(!span.name.contains(secret), "{}", span.name);
+        for kv in &span.attributes {
+            assert!(!kv.value.as_str().contains(secret), "{} = {}", kv.key, kv.value);
+        }
+    }
+    let metrics =
+        crate::support::reply(app.http.get(app.url("/metrics")).bearer_auth(&app.admin_token)).await;
+    assert_eq!(metrics.status, 200);
+    assert!(metrics.text.contains("/display/{id}/events"), "the stream is measured by its template");
+    assert!(!metrics.text.contains(secret));
 }

@@ -63,6 +63,78 @@ async fn interleaved_requests_over_two_connections_never_cross_branches() {
     }
 }
 
+/// The backend serving a checkout of `branch`, and what it counts in that branch's schema
+/// through a statement cached by text.
+async fn served_by(app: &TestApp, branch: i64) -> (i32, i64) {
+    let route = app.state.directory.route(branch).await.unwrap().unwrap();
+    let conn = app.state.directory.connect(&route).await.unwrap();
+    let pid: i32 = conn.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+    let count = conn.prepare_cached("SELECT count(*) FROM patients").await.unwrap();
+    (pid, conn.query_one(&count, &[]).await.unwrap().get(0))
+}
+
+#[tokio::test]
+async fn a_branch_is_served_by_the_connection_that_served_it_before() {
+    let app = TestApp::spawn_with(|s| s.branch_pool_size = 4).await;
+    let mut branches = vec![app.main_branch().await];
+    for code in ["B2", "B3", "B4", "B5", "B6"] {
+        branches.push(app.create_branch(code).await);
+    }
+    // Open all four connections first, so that a pool that hands out whichever is idle
+    // would rotate a branch over them.
+    let route = app.state.directory.route(branches[0]).await.unwrap().unwrap();
+    let pool = &route.pool;
+    let held: Vec<_> =
+        futures_util::future::join_all((0..4).map(|_| clinic_server::db::BranchConn::unrouted(pool))).await;
+    assert_eq!(app.state.directory.pool_status().1, 4);
+    drop(held);
+    let mut backends = std::collections::BTreeSet::new();
+    for _ in 0..5 {
+        for &b in &branches {
+            let mut pids = std::collections::BTreeSet::new();
+            for _ in 0..4 {
+                pids.insert(served_by(&app, b).await.0);
+            }
+            assert_eq!(pids.len(), 1, "branch {b} was served by {pids:?}");
+            backends.extend(pids);
+        }
+    }
+    // The branches spread over the pool rather than queueing on one connection.
+    assert!(backends.len() >= 2, "{backends:?}");
+    assert!(app.state.directory.pool_status().1 <= 4);
+}
+
+#[tokio::test]
+async fn a_connection_keeps_a_statement_per_schema_and_each_answers_its_own_branch() {
+    let app = TestApp::spawn_with(|s| s.branch_pool_size = 1).await;
+    let main = app.main_branch().await;
+    let other = app.create_branch("OTHER").await;
+    for i in 0..3 {
+        app.create_patient(main, &format!("M{i}"), "Main").await;
+    }
+    app.create_patient(other, "O", "Other").await;
+    let mut pids = std::collections::BTreeSet::new();
+    for _ in 0..3 {
+        for (branch, expected) in [(main, 3), (other, 1)] {
+            let (pid, count) = served_by(&app, branch).await;
+            assert_eq!(count, expected, "branch {branch}");
+            pids.insert(pid);
+        }
+    }
+    assert_eq!(pids.len(), 1, "one connection served both: {pids:?}");
+    let route = app.state.directory.route(main).await.unwrap().unwrap();
+    let conn = app.state.directory.connect(&route).await.unwrap();
+    let prepared: i64 = conn
+        .query_one(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement = 'SELECT count(*) FROM patients'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(prepared, 2, "one statement per schema, each prepared once");
+}
+
 #[tokio::test]
 async fn a_record_of_one_branch_is_not_found_from_another() {
     let app = TestApp::spawn().await;

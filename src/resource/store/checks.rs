@@ -1,7 +1,7 @@
 //! What a write is held to before it touches a row: rules between fields, computed values
 //! within their bounds, fixed fields, the record's state and moves, overlaps, branch access.
 
-use deadpool_postgres::Transaction;
+use crate::db::Transaction;
 use serde_json::{Map, Value};
 
 use super::Within;

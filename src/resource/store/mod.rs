@@ -9,13 +9,15 @@
 //! - `checks`: what a write is held to before it touches a row;
 //! - `insert`, `change`, `delete`: the writes of the unit of work (`resource::unit`), each
 //!   audited (`audit`);
-//! - `references`: derived fields and references to other rows, checked on write.
+//! - `references`: derived fields and references to other rows, checked on write;
+//! - `moving`: records merged into others, and the rows handed from one to the other.
 
 mod audit;
 mod change;
 mod checks;
 mod delete;
 mod insert;
+mod moving;
 mod references;
 mod select;
 
@@ -26,8 +28,9 @@ pub use change::{act, update, updated_message};
 pub use checks::state_conflict;
 pub use delete::{delete, deleted_answer};
 pub use insert::{create, created_message};
+pub use moving::{Moved, merged_record, survivor_of};
 pub use references::reference_errors;
-pub use select::{fetch, list, normalized_contains, parent_exists, select_columns, stream};
+pub use select::{fetch, list, parent_exists, select_columns, stream};
 
 use super::Resource;
 pub use super::context::{Conn, Writer};

@@ -5,6 +5,7 @@
 use crate::db::Queries;
 use serde_json::{Map, Value};
 
+use super::moving::merged_record;
 use super::{Conn, Writer};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::resource::field::{Kind, Target};
@@ -13,7 +14,7 @@ use crate::resource::{Resource, Scope};
 /// Refuses to change a field the resource keeps while live records derive theirs from it
 /// (one query over every dependent table).
 pub(super) async fn check_guards(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &crate::db::Transaction<'_>,
     resource: &Resource,
     id: i64,
     input: &Map<String, Value>,
@@ -101,6 +102,12 @@ pub(super) async fn check_references(
         };
         match effective(rule.field) {
             Some(given) if given != owner => {
+                if let Some(Kind::Ref(target)) = resource.field(rule.field).map(|f| f.kind)
+                    && let Some(merged) =
+                        merged_reference(client, writer, target, given, input, current).await?
+                {
+                    return Err(merged);
+                }
                 errors.entry(rule.field.into()).or_default().push(format!(
                     "The {} does not match the {}.",
                     rule.field.replace('_', " "),
@@ -123,7 +130,16 @@ pub(super) async fn check_references(
         let ok = match f.kind {
             Kind::Ref(target) => {
                 let Some(id) = value.as_i64() else { continue };
-                reference_ok(client, writer, resource, target, id, input, current).await?
+                if reference_ok(client, writer, resource, target, id, input, current).await? {
+                    true
+                } else if let Some(merged) =
+                    merged_reference(client, writer, target, id, input, current).await?
+                {
+                    // Naming a record merged into another is a 410, whatever else is wrong.
+                    return Err(merged);
+                } else {
+                    false
+                }
             }
             Kind::TimeZone => {
                 crate::db::zones::is_known_zone(client, value.as_str().unwrap_or_default()).await?
@@ -171,6 +187,30 @@ async fn reference_ok(
             }
         }
     })
+}
+
+/// The 410 of a reference to a record merged into another (a duplicate patient), if `id` is
+/// one.
+async fn merged_reference(
+    client: &impl Queries,
+    writer: &Writer,
+    target: Target,
+    id: i64,
+    input: &Map<String, Value>,
+    current: Option<&Value>,
+) -> ApiResult<Option<ApiError>> {
+    match target {
+        Target::Branch(table) => merged_record(client, table, id).await,
+        Target::InBranch(table) => {
+            let branch = input.get("branch_id").or_else(|| current.and_then(|c| c.get("branch_id")));
+            let Some(branch) = branch.and_then(Value::as_i64) else { return Ok(None) };
+            let directory = &writer.state.directory;
+            let Ok(route) = directory.route(branch).await? else { return Ok(None) };
+            let conn = directory.connect(&route).await?;
+            merged_record(&*conn, table, id).await
+        }
+        Target::Registry(_) | Target::Staff => Ok(None),
+    }
 }
 
 /// Whether a live row `id` of `table` exists in the schema of `branch`.

@@ -250,6 +250,32 @@ async fn lookup_finds_by_name_words_and_answers_message_and_data_only() {
 }
 
 #[tokio::test]
+async fn lookup_matches_the_start_of_each_typed_word_in_any_order() {
+    let app = TestApp::spawn().await;
+    let main = app.main_branch().await;
+    let ana = patient(&app, main, "Ana", "Peña").await;
+    let juana = patient(&app, main, "Juana", "Pérez").await;
+    let dela = patient(&app, main, "Ramon", "Dela Cruz").await;
+    for term in ["ana%20pe", "PE%20an", "an%20pen", "ana%20pe%C3%B1"] {
+        let r = lookup(&app, main, &format!("search={term}")).await;
+        assert_status(&r, 200);
+        assert_eq!(ids(&r.body), vec![id_of(&ana)], "search={term}: {}", r.body);
+    }
+    // Both begin a word with "pe"; "uana" begins none, while the list's search finds it inside.
+    let r = lookup(&app, main, "search=pe").await;
+    assert_eq!(ids(&r.body), vec![id_of(&ana), id_of(&juana)]);
+    let r = lookup(&app, main, "search=uana").await;
+    assert_eq!(r.body["data"], json!([]));
+    assert_eq!(ids(&list(&app, main, "search=uana").await.body), vec![id_of(&juana)]);
+    // Each word of a name counts; punctuation alone is no word and matches nothing.
+    let r = lookup(&app, main, "search=cruz%20ram").await;
+    assert_eq!(ids(&r.body), vec![id_of(&dela)]);
+    let r = lookup(&app, main, "search=%25%20_").await;
+    assert_status(&r, 200);
+    assert_eq!(r.body["data"], json!([]));
+}
+
+#[tokio::test]
 async fn lookup_by_pin_puts_the_exact_pin_first() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;

@@ -11,6 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::Server;
 use crate::support::TestDb;
+use crate::support::sse::EventStream;
 
 /// Patients seeded for the export, each with a 3 KB note: about 10 MB of JSON lines, more
 /// than the sockets between server and client hold, so the export is still being written
@@ -96,8 +97,7 @@ fn lossy(bytes: Vec<u8>) -> String {
 
 /// A waiting-room display's stream of events.
 struct Display {
-    stream: reqwest::Response,
-    buffer: String,
+    events: EventStream,
 }
 
 impl Display {
@@ -121,26 +121,14 @@ impl Display {
             .await
             .unwrap();
         assert_eq!(stream.status(), 200);
-        let mut display = Self { stream, buffer: String::new() };
+        let mut display = Self { events: EventStream::new(stream) };
         assert_eq!(display.next().await.expect("a snapshot").0, "snapshot");
         display
     }
 
     /// The next named event, or `None` once the stream closed.
     async fn next(&mut self) -> Option<(String, Value)> {
-        loop {
-            while let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let name = block.lines().find_map(|l| l.strip_prefix("event:")).map(|n| n.trim().to_owned());
-                let data: String =
-                    block.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim).collect();
-                if let Some(name) = name {
-                    return Some((name, serde_json::from_str(&data).unwrap_or(Value::Null)));
-                }
-            }
-            let chunk = self.stream.chunk().await.expect("the stream reads")?;
-            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
-        }
+        self.events.next_any().await
     }
 
     /// The stream says `end` with reason `shutdown`, then closes.

@@ -8,6 +8,7 @@
 
 pub mod printed;
 pub mod smtp;
+pub mod sse;
 
 use std::sync::Arc;
 

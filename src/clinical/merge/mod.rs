@@ -1,0 +1,112 @@
+//! Duplicate patients, found and merged, and a merge undone.
+//!
+//! - `duplicates`: `GET /patients/duplicates`, the likely duplicates of the branch;
+//! - `merging`: `POST /patients/{id}/merge`, a duplicate's records handed to the patient;
+//! - `undoing`: `POST /patients/{id}/unmerge`, a merge undone;
+//! - `registry`: the registry's part of both, in transactions of its own;
+//! - `tables`: the tables whose rows name a patient, read off the declarations;
+//! - `log`: the merge log's moves and the rows each merge moved.
+//!
+//! The merge log itself is declared with the other records (`PATIENT_MERGES`,
+//! `/patients/{patient_id}/merges`). ARCHITECTURE.md says why the order of the two databases'
+//! transactions loses and duplicates nothing.
+
+mod duplicates;
+mod log;
+mod merging;
+mod registry;
+pub mod tables;
+mod undoing;
+
+use salvo::oapi::{Array, Object, PathItemType, Ref};
+
+use crate::http::docs::{self, Doc};
+use crate::http::endpoints::Endpoints;
+
+pub use duplicates::REASONS;
+
+/// Describes the routes and serves them in `branch` (the clinical domain's branch group).
+pub fn add_endpoints(branch: &mut Endpoints) {
+    let shown = Object::new()
+        .property("id", docs::integer())
+        .property("pin", docs::string())
+        .property("first_name", docs::string())
+        .property("last_name", docs::string())
+        .property("birth_date", docs::date())
+        .description("The patient as the front desk compares them: names, birth date, sex, phone, e-mail, city, insurance");
+    let pair = Object::new()
+        .property("patient", shown.clone().description("The older record"))
+        .property("duplicate", shown.description("The newer record"))
+        .property("reasons", Array::new().items(docs::string().enum_values(REASONS)))
+        .required("patient")
+        .required("duplicate")
+        .required("reasons");
+    let mut op = branch.operation("patients", "Pairs of patients of the branch that are likely one person");
+    for parameter in [
+        docs::query("page", docs::integer().minimum(1), "Default 1"),
+        docs::query("perPage", docs::integer().minimum(1).maximum(100), "Default 15"),
+        docs::query(
+            "sortField",
+            docs::string().enum_values(duplicates::RULES.sort_fields.iter().copied()),
+            "Default duplicate_id",
+        ),
+        docs::query("sortDirection", docs::string().enum_values(["asc", "desc"]), "Default desc"),
+        docs::query("filters[reason]", docs::string().enum_values(REASONS), "Pairs listed for this reason"),
+        docs::query("filters[patient_id]", docs::integer().minimum(1), "Pairs of this patient"),
+    ] {
+        op = op.add_parameter(parameter);
+    }
+    let op = Doc::answers(op, "200", "Newest duplicates first", docs::paginated(pair));
+    branch.add(
+        PathItemType::Get,
+        "patients/duplicates",
+        duplicates::duplicates,
+        Doc::invalid(op, "A parameter is out of range or unknown"),
+    );
+
+    let merge = || Ref::from_schema_name("PatientMerge");
+    let body = Object::new()
+        .property(
+            "duplicate_id",
+            docs::integer().minimum(1).description("The patient whose records move to this one"),
+        )
+        .property("reason", docs::string().max_length(500).pattern(docs::text_pattern(true, false)))
+        .required("duplicate_id")
+        .required("reason");
+    let op = branch
+        .operation("patients", "Merge a duplicate into this patient: every record of it moves here")
+        .add_parameter(docs::path_id())
+        .description(
+            "The duplicate's records in the branch and in the registry become this patient's; this patient keeps \
+             its own fields (those that differ are in `differences`). The duplicate then answers 301 to reads \
+             and 410 to writes. Needs patients.merge.",
+        );
+    let op = Doc::answers(
+        Doc::with_body(op, body),
+        "201",
+        "The merge, as the merge log keeps it",
+        docs::envelope(merge()),
+    );
+    let op = Doc::conflict(
+        Doc::not_found(Doc::merged(op, true)),
+        "merge_incomplete: a merge of these patients is not finished",
+    );
+    branch.add(PathItemType::Post, "patients/{id:num}/merge", merging::merge_duplicate, op);
+
+    let body = Object::new().property("merge_id", docs::integer().minimum(1)).required("merge_id");
+    let op = branch
+        .operation("patients", "Undo a merge into this patient")
+        .add_parameter(docs::path_id())
+        .description("Within MERGE_UNDO_HOURS of the merge, while nothing it moved was written since. Needs patients.merge.");
+    let op = Doc::answers(Doc::with_body(op, body), "200", "The merge, undone", docs::envelope(merge()));
+    let op = Doc::conflict(
+        Doc::not_found(Doc::merged(op, true)),
+        "merge_changed_since (with `changed`), undo_window_closed, merge_incomplete, invalid_transition",
+    );
+    branch.add(PathItemType::Post, "patients/{id:num}/unmerge", undoing::unmerge, op);
+
+    // The shared routes of a patient answer for a merged one too.
+    branch.amend(PathItemType::Get, "/api/v1/patients/{id}", |op| Doc::merged(op, false));
+    branch.amend(PathItemType::Put, "/api/v1/patients/{id}", |op| Doc::merged(op, true));
+    branch.amend(PathItemType::Delete, "/api/v1/patients/{id}", |op| Doc::merged(op, true));
+}

@@ -1,0 +1,247 @@
+//! The pool of one database server that holds branch schemas, shared by all its branches,
+//! handing each branch the connections that served it before.
+//!
+//! A backend that has served a schema keeps its tables in its catalogue caches and, with
+//! [`super::client`], its statements planned; a backend meeting a schema for the first time
+//! loads both. So a checkout for a schema takes, in order:
+//! 1. an idle connection already on that schema (no switch at all);
+//! 2. otherwise the free slot the schema ranks highest (rendezvous hashing of the schema
+//!    over the slots): the same few connections serve a schema whenever they are free, so
+//!    each backend warms to a share of the schemas instead of all of them;
+//!    a slot without a connection yet opens one.
+//!
+//! Every slot is open to every schema, so one busy branch may still use the whole pool (less
+//! its share, see `Directory::connect`), and the pool never holds more than `max_size`
+//! connections. Waiting is first come, first served, and bounded by the wait timeout.
+
+use std::hash::{BuildHasher, Hasher};
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use deadpool::managed::{PoolError, TimeoutType};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_postgres::NoTls;
+
+use super::client::Client;
+
+pub type BranchPoolError = PoolError<tokio_postgres::Error>;
+
+#[derive(Clone)]
+pub struct BranchPool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: tokio_postgres::Config,
+    slots: Mutex<Vec<Slot>>,
+    /// One permit per slot: holding one guarantees a slot that is not lent.
+    free: Arc<Semaphore>,
+    waiting: AtomicUsize,
+    closed: AtomicBool,
+    wait_timeout: Duration,
+    create_timeout: Duration,
+    /// Bumped to make every connection drop its cached statements.
+    generation: Arc<AtomicU64>,
+    waits: super::waits::Waits,
+}
+
+enum Slot {
+    Vacant,
+    Idle(Client),
+    Lent,
+}
+
+/// The settings of a [`BranchPool`].
+pub struct PoolSettings {
+    pub max_size: usize,
+    pub wait_timeout: Duration,
+    pub create_timeout: Duration,
+}
+
+impl BranchPool {
+    pub fn new(config: tokio_postgres::Config, settings: PoolSettings, waits: super::waits::Waits) -> Self {
+        let max_size = settings.max_size.max(1);
+        let inner = Inner {
+            config,
+            slots: Mutex::new((0..max_size).map(|_| Slot::Vacant).collect()),
+            free: Arc::new(Semaphore::new(max_size)),
+            waiting: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            wait_timeout: settings.wait_timeout,
+            create_timeout: settings.create_timeout,
+            generation: Arc::new(AtomicU64::new(0)),
+            waits,
+        };
+        Self { inner: Arc::new(inner) }
+    }
+
+    /// The pool's name in its metrics: its server and database.
+    pub fn name(&self) -> &str {
+        self.inner.waits.pool_name()
+    }
+
+    pub(super) fn waits(&self) -> &super::waits::Waits {
+        &self.inner.waits
+    }
+
+    /// Drops every connection's prepared statements (after a migration changed tables).
+    pub fn clear_statement_caches(&self) {
+        self.inner.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A connection for `schema` (see the module's order of preference); `None` takes any,
+    /// for maintenance work that sets its own search_path.
+    pub async fn get(&self, schema: Option<&str>) -> Result<Lease, BranchPoolError> {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::Acquire) {
+            return Err(PoolError::Closed);
+        }
+        inner.waiting.fetch_add(1, Ordering::Relaxed);
+        let permit = tokio::time::timeout(inner.wait_timeout, inner.free.clone().acquire_owned()).await;
+        inner.waiting.fetch_sub(1, Ordering::Relaxed);
+        let permit = match permit {
+            Err(_) => return Err(PoolError::Timeout(TimeoutType::Wait)),
+            Ok(Err(_)) => return Err(PoolError::Closed),
+            Ok(Ok(permit)) => permit,
+        };
+        let (slot, idle) = {
+            let mut slots = inner.slots.lock().expect("pool slots poisoned");
+            let slot = choose(&slots, schema).expect("a permit guarantees a slot that is not lent");
+            let taken = std::mem::replace(&mut slots[slot], Slot::Lent);
+            (slot, if let Slot::Idle(client) = taken { Some(client) } else { None })
+        };
+        let mut lease = Lease { pool: self.inner.clone(), slot, client: None, _permit: permit };
+        lease.client = match idle {
+            // A connection the server closed is never handed out again.
+            Some(client) if !client.is_closed() => Some(client),
+            _ => Some(self.open().await?),
+        };
+        Ok(lease)
+    }
+
+    async fn open(&self) -> Result<Client, BranchPoolError> {
+        let inner = &self.inner;
+        let connecting = inner.config.connect(NoTls);
+        let (client, connection) = match tokio::time::timeout(inner.create_timeout, connecting).await {
+            Err(_) => return Err(PoolError::Timeout(TimeoutType::Create)),
+            Ok(Err(e)) => return Err(PoolError::Backend(e)),
+            Ok(Ok(connected)) => connected,
+        };
+        let task = tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "branch connection closed");
+            }
+        });
+        Ok(Client::new(client, task, inner.generation.clone()))
+    }
+
+    /// Refuses new checkouts and closes the idle connections; lent ones close when returned.
+    pub fn close(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        self.inner.free.close();
+        let mut slots = self.inner.slots.lock().expect("pool slots poisoned");
+        for slot in slots.iter_mut() {
+            if matches!(slot, Slot::Idle(_)) {
+                *slot = Slot::Vacant;
+            }
+        }
+    }
+
+    /// The pool's size, its idle connections and its waiters, as deadpool reports them.
+    pub fn status(&self) -> deadpool::Status {
+        let slots = self.inner.slots.lock().expect("pool slots poisoned");
+        let size = slots.iter().filter(|s| !matches!(s, Slot::Vacant)).count();
+        let available = slots.iter().filter(|s| matches!(s, Slot::Idle(_))).count();
+        deadpool::Status {
+            max_size: slots.len(),
+            size,
+            available,
+            waiting: self.inner.waiting.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The slot a checkout for `schema` takes: an idle connection on that schema, else the
+/// free slot (idle or vacant) the schema ranks highest.
+fn choose(slots: &[Slot], schema: Option<&str>) -> Option<usize> {
+    if let Some(schema) = schema {
+        let on_schema =
+            |slot: &Slot| matches!(slot, Slot::Idle(client) if client.schema().as_deref() == Some(schema));
+        if let Some(found) = slots.iter().position(on_schema) {
+            return Some(found);
+        }
+    }
+    let key = schema.map(schema_key).unwrap_or(0);
+    (0..slots.len()).filter(|&i| !matches!(slots[i], Slot::Lent)).max_by_key(|&i| rank(key, i))
+}
+
+fn schema_key(schema: &str) -> u64 {
+    // A fixed hasher, so that every instance ranks a schema's slots the same way.
+    let mut hasher =
+        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().build_hasher();
+    hasher.write(schema.as_bytes());
+    hasher.finish()
+}
+
+/// Rendezvous weight of slot `i` for a schema: a well-mixed function of both (SplitMix64's
+/// finaliser), so that each schema ranks the slots in its own order.
+fn rank(key: u64, i: usize) -> u64 {
+    let mut z = key ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A connection lent from a [`BranchPool`]; it goes back to its slot when dropped.
+pub struct Lease {
+    pool: Arc<Inner>,
+    slot: usize,
+    client: Option<Client>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Deref for Lease {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        self.client.as_ref().expect("a lease holds its client until dropped")
+    }
+}
+
+impl DerefMut for Lease {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.client.as_mut().expect("a lease holds its client until dropped")
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let client = self.client.take();
+        let mut slots = self.pool.slots.lock().expect("pool slots poisoned");
+        slots[self.slot] = match client {
+            Some(client) if !client.is_closed() && !self.pool.closed.load(Ordering::Acquire) => {
+                Slot::Idle(client)
+            }
+            _ => Slot::Vacant,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{rank, schema_key};
+
+    #[test]
+    fn schemas_rank_the_slots_in_orders_of_their_own_and_spread_over_all_of_them() {
+        let slots = 20;
+        let favourite = |schema: &str| (0..slots).max_by_key(|&i| rank(schema_key(schema), i)).unwrap();
+        assert_eq!(favourite("branch_7"), favourite("branch_7"));
+        let mut counts = vec![0; slots];
+        for id in 0..1_000 {
+            counts[favourite(&format!("branch_{id}"))] += 1;
+        }
+        // 50 each on average; every slot is some schemas' favourite, none takes a crowd.
+        assert!(counts.iter().all(|&n| (20..=90).contains(&n)), "{counts:?}");
+    }
+}

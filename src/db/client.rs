@@ -1,0 +1,258 @@
+//! A PostgreSQL connection whose prepared statements are cached per schema.
+//!
+//! PostgreSQL keeps a prepared statement's plan for the search_path it was prepared under and
+//! analyses and plans it again whenever it runs under another. A branch connection moves
+//! between branch schemas, so its statements are cached per schema: each runs only under the
+//! search_path it was prepared for, and keeps its plan. The cache is bounded; the statements
+//! used least recently go first (and are closed on the server).
+
+use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::task::JoinHandle;
+use tokio_postgres::{Error, IsolationLevel, Statement};
+
+/// Statements one connection keeps prepared, at most.
+pub const STATEMENTS_PER_CONNECTION: usize = 1_000;
+
+/// A pooled connection: the tokio-postgres client, the task driving its socket, and its
+/// statement cache.
+pub struct Client {
+    client: tokio_postgres::Client,
+    conn_task: JoinHandle<()>,
+    statements: Arc<Statements>,
+}
+
+impl Client {
+    /// Wraps a connected client; `generation` is what [`Statements`] compares against to
+    /// notice that every cached statement of its pool was declared stale.
+    pub fn new(
+        client: tokio_postgres::Client,
+        conn_task: JoinHandle<()>,
+        generation: Arc<AtomicU64>,
+    ) -> Self {
+        Self {
+            client,
+            conn_task,
+            statements: Arc::new(Statements::new(generation, STATEMENTS_PER_CONNECTION)),
+        }
+    }
+
+    /// The schema the connection's search_path names, as far as the server confirmed it;
+    /// `None` when unknown (a maintenance connection that sets its own).
+    pub fn schema(&self) -> Option<Arc<str>> {
+        self.statements.schema()
+    }
+
+    /// Records the schema the search_path now names: statements prepared from now on are
+    /// cached for it.
+    pub fn set_schema(&mut self, schema: Option<Arc<str>>) {
+        self.statements.set_schema(schema);
+    }
+
+    /// Like [`tokio_postgres::Client::prepare`], but reuses the statement this connection
+    /// prepared for the same text under the same schema.
+    pub async fn prepare_cached(&self, sql: &str) -> Result<Statement, Error> {
+        self.statements.prepare(&self.client, sql).await
+    }
+
+    pub async fn transaction(&mut self) -> Result<Transaction<'_>, Error> {
+        let statements = self.statements.clone();
+        Ok(Transaction { tx: self.client.transaction().await?, statements })
+    }
+
+    pub fn build_transaction(&mut self) -> TransactionBuilder<'_> {
+        let statements = self.statements.clone();
+        TransactionBuilder { builder: self.client.build_transaction(), statements }
+    }
+
+    /// How many statements the connection keeps prepared now.
+    pub fn cached_statements(&self) -> usize {
+        self.statements.len()
+    }
+}
+
+impl Deref for Client {
+    type Target = tokio_postgres::Client;
+    fn deref(&self) -> &Self::Target {
+        &self.client
+    }
+}
+
+impl DerefMut for Client {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.client
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.conn_task.abort();
+    }
+}
+
+/// A transaction of a [`Client`], sharing its statement cache.
+pub struct Transaction<'a> {
+    tx: tokio_postgres::Transaction<'a>,
+    statements: Arc<Statements>,
+}
+
+impl Transaction<'_> {
+    pub async fn prepare_cached(&self, sql: &str) -> Result<Statement, Error> {
+        self.statements.prepare(self.tx.client(), sql).await
+    }
+
+    pub async fn commit(self) -> Result<(), Error> {
+        self.tx.commit().await
+    }
+
+    pub async fn rollback(self) -> Result<(), Error> {
+        self.tx.rollback().await
+    }
+}
+
+impl<'a> Deref for Transaction<'a> {
+    type Target = tokio_postgres::Transaction<'a>;
+    fn deref(&self) -> &Self::Target {
+        &self.tx
+    }
+}
+
+impl DerefMut for Transaction<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.tx
+    }
+}
+
+/// [`tokio_postgres::TransactionBuilder`] for a [`Client`].
+#[must_use = "a builder does nothing until `start`"]
+pub struct TransactionBuilder<'a> {
+    builder: tokio_postgres::TransactionBuilder<'a>,
+    statements: Arc<Statements>,
+}
+
+impl<'a> TransactionBuilder<'a> {
+    pub fn isolation_level(self, level: IsolationLevel) -> Self {
+        Self { builder: self.builder.isolation_level(level), ..self }
+    }
+
+    pub fn read_only(self, read_only: bool) -> Self {
+        Self { builder: self.builder.read_only(read_only), ..self }
+    }
+
+    pub fn deferrable(self, deferrable: bool) -> Self {
+        Self { builder: self.builder.deferrable(deferrable), ..self }
+    }
+
+    pub async fn start(self) -> Result<Transaction<'a>, Error> {
+        Ok(Transaction { tx: self.builder.start().await?, statements: self.statements })
+    }
+}
+
+/// The statements one connection keeps prepared, by schema and text.
+pub struct Statements {
+    inner: Mutex<Cache>,
+    /// The pool's generation: when it moves past the cache's, every statement is dropped
+    /// (a migration changed the tables they were planned for).
+    generation: Arc<AtomicU64>,
+    capacity: usize,
+}
+
+#[derive(Default)]
+struct Cache {
+    schema: Option<Arc<str>>,
+    by_schema: HashMap<Option<Arc<str>>, HashMap<Box<str>, Entry>>,
+    len: usize,
+    /// Bumped on every hit, so entries know when they were last used.
+    clock: u64,
+    generation: u64,
+}
+
+struct Entry {
+    statement: Statement,
+    used: u64,
+}
+
+impl Statements {
+    fn new(generation: Arc<AtomicU64>, capacity: usize) -> Self {
+        let cache = Cache { generation: generation.load(Ordering::Acquire), ..Cache::default() };
+        Self { inner: Mutex::new(cache), generation, capacity }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
+        let mut cache = self.inner.lock().expect("statement cache poisoned");
+        let generation = self.generation.load(Ordering::Acquire);
+        if cache.generation != generation {
+            cache.by_schema.clear();
+            cache.len = 0;
+            cache.generation = generation;
+        }
+        cache
+    }
+
+    fn schema(&self) -> Option<Arc<str>> {
+        self.lock().schema.clone()
+    }
+
+    fn set_schema(&self, schema: Option<Arc<str>>) {
+        self.lock().schema = schema;
+    }
+
+    fn len(&self) -> usize {
+        self.lock().len
+    }
+
+    async fn prepare(&self, client: &tokio_postgres::Client, sql: &str) -> Result<Statement, Error> {
+        let schema = {
+            let mut cache = self.lock();
+            cache.clock += 1;
+            let clock = cache.clock;
+            let schema = cache.schema.clone();
+            if let Some(entry) =
+                cache.by_schema.get_mut(&schema).and_then(|statements| statements.get_mut(sql))
+            {
+                entry.used = clock;
+                return Ok(entry.statement.clone());
+            }
+            schema
+        };
+        // Prepared outside the lock; a concurrent miss of the same text may prepare it twice,
+        // and the later one simply replaces the earlier in the cache.
+        let statement = client.prepare(sql).await?;
+        let mut cache = self.lock();
+        if cache.schema != schema {
+            // The connection moved to another schema meanwhile: use it, but do not cache it
+            // under the wrong one.
+            return Ok(statement);
+        }
+        let clock = cache.clock;
+        let entry = Entry { statement: statement.clone(), used: clock };
+        if cache.by_schema.entry(schema).or_default().insert(sql.into(), entry).is_none() {
+            cache.len += 1;
+        }
+        if cache.len > self.capacity {
+            cache.evict_to(self.capacity * 3 / 4);
+        }
+        Ok(statement)
+    }
+}
+
+impl Cache {
+    /// Drops the least recently used statements until `keep` remain.
+    fn evict_to(&mut self, keep: usize) {
+        let mut used: Vec<u64> = self.by_schema.values().flat_map(|s| s.values().map(|e| e.used)).collect();
+        let drop = used.len().saturating_sub(keep);
+        if drop == 0 {
+            return;
+        }
+        let (_, cutoff, _) = used.select_nth_unstable(drop - 1);
+        let cutoff = *cutoff;
+        for statements in self.by_schema.values_mut() {
+            statements.retain(|_, entry| entry.used > cutoff);
+        }
+        self.by_schema.retain(|_, statements| !statements.is_empty());
+        self.len = self.by_schema.values().map(HashMap::len).sum();
+    }
+}

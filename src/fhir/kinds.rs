@@ -1,0 +1,60 @@
+//! The resource types served, and what each needs and takes.
+
+use super::search::Accepts;
+use super::{charge, encounter, observation, patient, vision};
+use crate::permissions::{BILLING_READ, CLINICAL_READ, PATIENTS_READ};
+
+/// The resource types served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Type {
+    Patient,
+    Encounter,
+    Observation,
+    VisionPrescription,
+    ChargeItem,
+}
+
+impl Type {
+    /// In the order `$everything` answers them.
+    pub const ALL: [Type; 5] =
+        [Type::Patient, Type::Encounter, Type::Observation, Type::VisionPrescription, Type::ChargeItem];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Type::Patient => "Patient",
+            Type::Encounter => "Encounter",
+            Type::Observation => "Observation",
+            Type::VisionPrescription => "VisionPrescription",
+            Type::ChargeItem => "ChargeItem",
+        }
+    }
+
+    /// The permission of the API's reads of the same records.
+    pub fn permission(self) -> &'static str {
+        match self {
+            Type::Patient | Type::Encounter => PATIENTS_READ,
+            Type::Observation | Type::VisionPrescription => CLINICAL_READ,
+            Type::ChargeItem => BILLING_READ,
+        }
+    }
+
+    pub fn accepts(self) -> Accepts {
+        match self {
+            Type::Patient => patient::ACCEPTS,
+            Type::Encounter => encounter::ACCEPTS,
+            Type::Observation => observation::ACCEPTS,
+            Type::VisionPrescription => vision::ACCEPTS,
+            Type::ChargeItem => charge::ACCEPTS,
+        }
+    }
+
+    /// The route of its search, as the audit trail records it.
+    pub fn route(self) -> String {
+        format!("/fhir/r4/{}", self.name())
+    }
+
+    /// Whether its ids are numbers (an observation's id names its source).
+    pub fn numeric_ids(self) -> bool {
+        self != Type::Observation
+    }
+}
