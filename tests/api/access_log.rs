@@ -1,6 +1,6 @@
 //! Who saw this patient: a patient's access log names every read and change of their
-//! records (a view, a list, a search, the type-ahead, an export, a printed document, the
-//! writes) with the user and the route, and nothing of other patients; it needs
+//! records (a view, a list, a search, the type-ahead, an export, a FHIR read, a printed
+//! document, the writes) with the user and the route, and nothing of other patients; it needs
 //! `audit.read`, is itself recorded, and exports as CSV and PDF with the same entries.
 
 use reqwest::Method;
@@ -66,6 +66,7 @@ async fn scene() -> Scene {
         "/api/v1/patients?search=cruz".to_owned(),
         "/api/v1/patients/search?search=ana".to_owned(),
         "/api/v1/patients/export?format=csv".to_owned(),
+        format!("/fhir/r4/Patient/{ana}"),
         // Ben's alone: not Ana's business.
         format!("/api/v1/patients/{ben}"),
         "/api/v1/patients?search=reyes".to_owned(),
@@ -91,6 +92,7 @@ async fn every_kind_of_read_and_write_of_a_patient_is_in_their_access_log_and_no
         of("dr.ocampo", "search", "patients", None, "GET /api/v1/patients"),
         of("dr.ocampo", "search", "patients", None, "GET /api/v1/patients/search"),
         of("dr.ocampo", "exported", "patients", None, "GET /api/v1/patients/export"),
+        of("dr.ocampo", "view", "patients", Some(ana), "GET /fhir/r4/Patient/{id}"),
         of(
             "dr.ocampo",
             "print",
