@@ -24,16 +24,18 @@ pub const MAX_LOOKUP: i64 = 50;
 pub const DEFAULT_LOOKUP: i64 = 10;
 
 /// A handful of records for a type-ahead: every word of `term` begins a word of the name or
-/// PIN (any order; `patients.search_words`), or the digits of a phone number (anywhere, so
-/// that numbers typed without the country code match); an exact PIN first, then by name.
+/// PIN number (any order; `patients.search_prefixes`), or the term is a whole PIN, or the
+/// digits of a phone number (anywhere, so that numbers typed without the country code
+/// match); an exact PIN first, then by name.
 async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<Vec<Value>> {
     let resource = &PATIENTS;
     let words: Vec<&str> = term.split_whitespace().take(8).collect();
-    let mut params: Vec<Param> = vec![Box::new(words.join(" "))];
-    // Each word normalised as the column was, split where the column's words are, and made a
-    // prefix; a term with no word at all makes no query and matches nothing.
-    let mut matches = "t.search_words @@ (SELECT string_agg(quote_literal(w) || ':*', ' & ')::tsquery
-                         FROM unnest(regexp_split_to_array(search_normalize($1), '\\W+')) w WHERE w <> '')"
+    let mut params: Vec<Param> = vec![Box::new(words.join(" ")), Box::new(term.trim().to_uppercase())];
+    // Each word normalised and split as the column's were, and cut to the longest start it
+    // keeps; a term with no word at all matches by PIN or phone only.
+    let mut matches = "(t.search_prefixes @@ (SELECT string_agg(quote_literal(left(w, 20)), ' & ')::tsquery
+                          FROM unnest(regexp_split_to_array(search_normalize($1), '\\W+')) w WHERE w <> '')
+                       OR t.pin = $2)"
         .to_owned();
     let digits: String = term.chars().filter(char::is_ascii_digit).collect();
     let phone_like = term.chars().all(|c| c.is_ascii_digit() || " +-().".contains(c));
@@ -41,8 +43,7 @@ async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<Vec<Valu
         params.push(Box::new(format!("%{digits}%")));
         matches = format!("({matches} OR t.phone_digits LIKE ${})", params.len());
     }
-    params.push(Box::new(term.trim().to_uppercase()));
-    let exact = params.len();
+    let exact = 2;
     params.push(Box::new(limit));
     let sql = format!(
         "SELECT to_jsonb(r) FROM (SELECT {} FROM {} t WHERE t.deleted_at IS NULL AND {matches}

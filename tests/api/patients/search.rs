@@ -270,6 +270,14 @@ async fn lookup_matches_the_start_of_each_typed_word_in_any_order() {
     // Each word of a name counts; punctuation alone is no word and matches nothing.
     let r = lookup(&app, main, "search=cruz%20ram").await;
     assert_eq!(ids(&r.body), vec![id_of(&dela)]);
+    // A PIN counts by its number, with or without its zeros, not by the branch code all share.
+    assert_eq!(dela["pin"], "MAIN-000003");
+    for term in ["000003", "3", "ram%203"] {
+        let r = lookup(&app, main, &format!("search={term}")).await;
+        assert_eq!(ids(&r.body), vec![id_of(&dela)], "search={term}: {}", r.body);
+    }
+    let r = lookup(&app, main, "search=ma").await;
+    assert_eq!(r.body["data"], json!([]), "{}", r.body);
     let r = lookup(&app, main, "search=%25%20_").await;
     assert_status(&r, 200);
     assert_eq!(r.body["data"], json!([]));
