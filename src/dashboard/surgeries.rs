@@ -38,13 +38,9 @@ impl Events {
         };
         let stmt = registry
             .prepare_cached(
-                // to_json: the instant as JSON writes it (what every answer carries).
-                "SELECT (s.scheduled_at AT TIME ZONE $2)::date, s.id, to_json(s.scheduled_at) #>> '{}', s.duration_minutes,
-                        s.eye, s.theatre, s.status, s.priority, s.patient_id,
-                        p.id, p.code, p.name, d.id, d.first_name, d.last_name
+                "SELECT (s.scheduled_at AT TIME ZONE $2)::date, s.id, s.scheduled_at, s.duration_minutes,
+                        s.eye, s.theatre, s.status, s.priority, s.patient_id, s.procedure_id, s.doctor_id
                    FROM surgery_schedules s
-                   JOIN procedures p ON p.id = s.procedure_id
-                   JOIN doctors d ON d.id = s.doctor_id
                   WHERE s.branch_id = $1 AND s.deleted_at IS NULL
                     AND s.scheduled_at >= greatest($5, $3::date::timestamp AT TIME ZONE $2)
                     AND s.scheduled_at < (($4::date + 1)::timestamp AT TIME ZONE $2)
@@ -54,13 +50,38 @@ impl Events {
             .await?;
         let rows =
             registry.query(&stmt, &[&branch_id, &clock.timezone, &start, &end, &from, &upcoming]).await?;
+        // The few procedures and doctors of the events, each read and written once.
+        let ids = |column: usize| -> Vec<i64> {
+            let mut ids: Vec<i64> = rows.iter().map(|r| r.get(column)).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids
+        };
+        let stmt = registry
+            .prepare_cached(
+                "SELECT true, id, code, name FROM procedures WHERE id = ANY($1)
+                 UNION ALL SELECT false, id, first_name, last_name FROM doctors WHERE id = ANY($2)",
+            )
+            .await?;
+        let (mut procedures, mut doctors) = (HashMap::new(), HashMap::new());
+        for r in registry.query(&stmt, &[&ids(9), &ids(10)]).await? {
+            let id: i64 = r.get(1);
+            if r.get(0) {
+                procedures.insert(
+                    id,
+                    object(&[("code", Text(r.get(2))), ("id", Int(id)), ("name", Text(r.get(3)))]),
+                );
+            } else {
+                let fields = [("first_name", Text(r.get(2))), ("id", Int(id)), ("last_name", Text(r.get(3)))];
+                doctors.insert(id, object(&fields));
+            }
+        }
         drop(registry);
-        let ids: Vec<i64> = rows.iter().map(|r| r.get(8)).collect();
         let stmt = branch
             .prepare_cached("SELECT id, pin, first_name, last_name FROM patients WHERE id = ANY($1)")
             .await?;
         let patients = branch
-            .query(&stmt, &[&ids])
+            .query(&stmt, &[&ids(8)])
             .await?
             .iter()
             .map(|r| {
@@ -74,19 +95,6 @@ impl Events {
                 (id, object(&fields))
             })
             .collect();
-        let (mut procedures, mut doctors) = (HashMap::new(), HashMap::new());
-        for r in &rows {
-            procedures.entry(r.get(9)).or_insert_with(|| {
-                object(&[("code", Text(r.get(10))), ("id", Int(r.get(9))), ("name", Text(r.get(11)))])
-            });
-            doctors.entry(r.get(12)).or_insert_with(|| {
-                object(&[
-                    ("first_name", Text(r.get(13))),
-                    ("id", Int(r.get(12))),
-                    ("last_name", Text(r.get(14))),
-                ])
-            });
-        }
         Ok(Self { rows, patients, procedures, doctors })
     }
 
@@ -102,7 +110,7 @@ impl Events {
             map.get(&r.get::<_, i64>(column)).map_or("null", String::as_str)
         };
         out.raw(r#"{"doctor":"#);
-        out.raw(known(&self.doctors, 12));
+        out.raw(known(&self.doctors, 10));
         out.raw(r#","duration_minutes":"#);
         out.int(r.get::<_, i32>(3).into());
         out.raw(r#","eye":"#);
@@ -115,9 +123,8 @@ impl Events {
         out.str(r.get(7));
         out.raw(r#","procedure":"#);
         out.raw(known(&self.procedures, 9));
-        // An RFC 3339 instant needs no escaping.
         out.raw(r#","scheduled_at":""#);
-        out.raw(r.get(2));
+        out.instant(r.get(2));
         out.raw("\"");
         out.raw(r#","status":"#);
         out.str(r.get(6));
@@ -172,6 +179,30 @@ impl Json {
     /// A string value, quoted and escaped.
     fn str(&mut self, value: &str) {
         serde_json::to_writer(&mut self.0, value).expect("writing to memory cannot fail");
+    }
+
+    /// An instant as PostgreSQL writes it in JSON in a UTC session (every other answer's
+    /// form): `2026-03-10T08:30:00+00:00`, microseconds only when there are any, without
+    /// their trailing zeros.
+    fn instant(&mut self, at: OffsetDateTime) {
+        let at = at.to_offset(time::UtcOffset::UTC);
+        let (date, clock) = (at.date(), at.time());
+        let text = format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            date.year(),
+            u8::from(date.month()),
+            date.day(),
+            clock.hour(),
+            clock.minute(),
+            clock.second()
+        );
+        self.raw(&text);
+        let micros = clock.microsecond();
+        if micros > 0 {
+            self.raw(".");
+            self.raw(format!("{micros:06}").trim_end_matches('0'));
+        }
+        self.raw("+00:00");
     }
 
     fn int(&mut self, value: i64) {

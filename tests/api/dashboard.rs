@@ -388,7 +388,8 @@ async fn upcoming_surgeries_run_from_now_to_the_end_of_the_last_local_day() {
     client
         .batch_execute(&format!(
             "UPDATE surgery_schedules SET status = 'cancelled', cancel_reason = 'x' WHERE id = {dropped};
-             UPDATE surgery_schedules SET status = 'confirmed' WHERE id = {last_id};"
+             UPDATE surgery_schedules SET status = 'confirmed' WHERE id = {last_id};
+             UPDATE surgery_schedules SET scheduled_at = scheduled_at + interval '0.1203 seconds' WHERE id = {soon_id};"
         ))
         .await
         .unwrap();
@@ -399,6 +400,12 @@ async fn upcoming_surgeries_run_from_now_to_the_end_of_the_last_local_day() {
         data["surgeries"].as_array().unwrap().iter().map(|s| s["id"].as_i64().unwrap()).collect();
     assert_eq!(ids, [soon_id, last_id]);
     assert_eq!(data["surgeries"][1]["status"], "confirmed");
+    // Instants are written as every other answer writes them, fractions of a second included.
+    for (event, id) in data["surgeries"].as_array().unwrap().iter().zip([soon_id, last_id]) {
+        let schedule = app.get(&format!("/api/v1/surgery-schedules/{id}"), None).await;
+        assert_eq!(event["scheduled_at"], schedule.body["data"]["scheduled_at"]);
+    }
+    assert!(data["surgeries"][0]["scheduled_at"].as_str().unwrap().ends_with(".1203+00:00"));
 }
 
 #[tokio::test]
