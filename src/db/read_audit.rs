@@ -2,7 +2,10 @@
 //! request's path.
 //!
 //! A read hands its record to a bounded queue and answers; one task per instance writes what
-//! has queued, many records per `INSERT`, grouped by branch. Nothing is dropped: when the
+//! has queued, many records per `INSERT`, one `INSERT` per branch, and the branches of one
+//! database server in one transaction (one commit, however many branches were read: reads
+//! spread over a thousand branches would otherwise wait on a thousand commits a second).
+//! A branch that cannot be written is tried again on its own. Nothing is dropped: when the
 //! queue is full a read waits for room, and a batch that cannot be written (the database is
 //! away, the branch is frozen for a move) is tried again until it is. A graceful stop writes
 //! every queued record before the instance exits ([`ReadAudit::flush`]).
@@ -22,8 +25,8 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::{mpsc, oneshot};
 
-use super::BranchConn;
-use super::directory::Directory;
+use super::directory::{BranchRoute, Directory};
+use super::{BranchConn, quote_ident};
 
 /// Records taken from the queue per round, at most.
 const BATCH: usize = 1000;
@@ -139,14 +142,36 @@ fn take(message: Message, pending: &mut Vec<ReadRecord>, waiting: &mut Vec<onesh
     }
 }
 
-/// Writes `records` branch by branch; answers those that could not be written yet.
+/// Writes `records`, the branches of each database server together; answers those that could
+/// not be written yet.
 async fn write(directory: &Directory, records: Vec<ReadRecord>) -> Vec<ReadRecord> {
     let mut by_branch: BTreeMap<i64, Vec<ReadRecord>> = BTreeMap::new();
     for record in records {
         by_branch.entry(record.branch).or_default().push(record);
     }
     let mut left = Vec::new();
+    // The branches of each server, with their routes, in one transaction; any other branch
+    // (unroutable, moving) and any server whose transaction fails, branch by branch.
+    let mut by_server: BTreeMap<String, Vec<(Arc<BranchRoute>, Vec<ReadRecord>)>> = BTreeMap::new();
+    let mut alone = Vec::new();
     for (branch, records) in by_branch {
+        match directory.route(branch).await {
+            Ok(Ok(route)) if !route.frozen => {
+                by_server.entry(route.pool.name().to_owned()).or_default().push((route, records))
+            }
+            _ => alone.push((branch, records)),
+        }
+    }
+    for (_, branches) in by_server {
+        if branches.len() > 1 {
+            match write_together(&branches).await {
+                Ok(()) => continue,
+                Err(e) => tracing::debug!(error = %e, "read audit records are written branch by branch"),
+            }
+        }
+        alone.extend(branches.into_iter().map(|(route, records)| (route.id, records)));
+    }
+    for (branch, records) in alone {
         match write_branch(directory, branch, &records).await {
             Ok(()) => {}
             Err(Retry::Later(e)) => {
@@ -163,6 +188,62 @@ async fn write(directory: &Directory, records: Vec<ReadRecord>) -> Vec<ReadRecor
         }
     }
     left
+}
+
+/// The records of several branches of one server in one transaction: an `INSERT` into each
+/// branch's own `audit_log` (its schema named in the statement), all sent at once.
+async fn write_together(branches: &[(Arc<BranchRoute>, Vec<ReadRecord>)]) -> anyhow::Result<()> {
+    let mut conn = BranchConn::unrouted(&branches[0].0.pool).await?;
+    let tx = conn.client_mut().transaction().await?;
+    let columns: Vec<Columns> = branches.iter().map(|(_, records)| Columns::of(records)).collect();
+    let params: Vec<_> = columns.iter().map(Columns::params).collect();
+    let statements: Vec<String> = branches
+        .iter()
+        .map(|(route, _)| insert_sql(&format!("{}.audit_log", quote_ident(&route.schema))))
+        .collect();
+    // Statements prepared for this once, not cached: one per branch would fill the cache.
+    let inserts = statements.iter().zip(&params).map(|(sql, params)| tx.execute(sql.as_str(), params));
+    futures_util::future::try_join_all(inserts).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// `INSERT` of read records into `table`, their columns given as arrays.
+fn insert_sql(table: &str) -> String {
+    format!(
+        "INSERT INTO {table} (at, user_id, action, resource, record_id, after, route)
+         SELECT * FROM unnest($1::timestamptz[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::jsonb[],
+                              $7::text[])"
+    )
+}
+
+/// The columns of some read records, as the arrays [`insert_sql`] takes.
+struct Columns<'a> {
+    at: Vec<OffsetDateTime>,
+    user_id: Vec<Option<i64>>,
+    action: Vec<&'static str>,
+    resource: Vec<&'static str>,
+    record_id: Vec<Option<i64>>,
+    details: Vec<Option<&'a Value>>,
+    route: Vec<Option<&'a str>>,
+}
+
+impl<'a> Columns<'a> {
+    fn of(records: &'a [ReadRecord]) -> Self {
+        Self {
+            at: records.iter().map(|r| r.at).collect(),
+            user_id: records.iter().map(|r| r.user_id).collect(),
+            action: records.iter().map(|r| r.action).collect(),
+            resource: records.iter().map(|r| r.resource).collect(),
+            record_id: records.iter().map(|r| r.record_id).collect(),
+            details: records.iter().map(|r| r.details.as_ref()).collect(),
+            route: records.iter().map(|r| r.route.as_deref()).collect(),
+        }
+    }
+
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 7] {
+        [&self.at, &self.user_id, &self.action, &self.resource, &self.record_id, &self.details, &self.route]
+    }
 }
 
 enum Retry {
@@ -183,32 +264,8 @@ async fn write_branch(directory: &Directory, branch: i64, records: &[ReadRecord]
         return Err(later(anyhow::anyhow!("the branch is moving")));
     }
     let conn = BranchConn::checkout(&route.pool, &route.schema).await.map_err(|e| later(e.into()))?;
-    let mut at = Vec::with_capacity(records.len());
-    let mut user_id = Vec::with_capacity(records.len());
-    let mut action = Vec::with_capacity(records.len());
-    let mut resource = Vec::with_capacity(records.len());
-    let mut record_id = Vec::with_capacity(records.len());
-    let mut details = Vec::with_capacity(records.len());
-    let mut route = Vec::with_capacity(records.len());
-    for r in records {
-        at.push(r.at);
-        user_id.push(r.user_id);
-        action.push(r.action);
-        resource.push(r.resource);
-        record_id.push(r.record_id);
-        details.push(r.details.clone());
-        route.push(r.route.as_deref());
-    }
-    let stmt = conn
-        .prepare_cached(
-            "INSERT INTO audit_log (at, user_id, action, resource, record_id, after, route)
-             SELECT * FROM unnest($1::timestamptz[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::jsonb[],
-                                  $7::text[])",
-        )
-        .await
-        .map_err(|e| later(e.into()))?;
-    conn.execute(&stmt, &[&at, &user_id, &action, &resource, &record_id, &details, &route])
-        .await
-        .map_err(|e| later(e.into()))?;
+    let columns = Columns::of(records);
+    let stmt = conn.prepare_cached(&insert_sql("audit_log")).await.map_err(|e| later(e.into()))?;
+    conn.execute(&stmt, &columns.params()).await.map_err(|e| later(e.into()))?;
     Ok(())
 }

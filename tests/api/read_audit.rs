@@ -60,6 +60,41 @@ async fn every_concurrent_list_search_lookup_and_view_is_recorded_once() {
 }
 
 /// Marks `branch` frozen (as a move does while it makes its last copy) or thaws it.
+/// Reads of each branch's patients recorded in that branch's audit log.
+async fn reads_in(app: &TestApp, branch: i64) -> i64 {
+    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    let sql = format!(
+        "SELECT count(*) FROM branch_{branch}.audit_log WHERE resource = 'patients' AND action = 'list'"
+    );
+    client.query_one(&sql, &[]).await.unwrap().get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reads_spread_over_branches_are_each_recorded_in_their_own_branch_once() {
+    let app = TestApp::spawn_with(|s| s.rate_limit_api = 100_000).await;
+    let mut branches = vec![app.main_branch().await];
+    for code in ["B2", "B3", "B4", "B5"] {
+        branches.push(app.create_branch(code).await);
+    }
+    let mut reads = Vec::new();
+    for round in 0..60 {
+        // Unequal shares: branch i is read 60 / (i + 1) times.
+        for (i, &branch) in branches.iter().enumerate() {
+            if round % (i + 1) == 0 {
+                let req = app.request(Method::GET, "/api/v1/patients", Some(branch));
+                reads.push(tokio::spawn(async move { send(req).await.0 }));
+            }
+        }
+    }
+    for read in reads {
+        assert_eq!(read.await.unwrap(), 200);
+    }
+    app.state.read_audit.flush().await;
+    for (i, &branch) in branches.iter().enumerate() {
+        assert_eq!(reads_in(&app, branch).await, (60 / (i + 1)) as i64, "branch {branch}");
+    }
+}
+
 async fn set_frozen(app: &TestApp, branch: i64, frozen: bool) {
     let client = app.state.registry.get().await.unwrap();
     client.execute("UPDATE branches SET frozen = $2 WHERE id = $1", &[&branch, &frozen]).await.unwrap();
