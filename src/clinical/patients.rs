@@ -24,7 +24,7 @@ pub const MAX_LOOKUP: i64 = 50;
 pub const DEFAULT_LOOKUP: i64 = 10;
 
 /// A handful of records for a type-ahead: every word of `term` begins a word of the name or
-/// PIN number (any order; `patients.search_prefixes`), or the term is a whole PIN, or the
+/// PIN number (any order; the index `patients_prefixes_idx`), or the term is a whole PIN, or the
 /// digits of a phone number (anywhere, so that numbers typed without the country code
 /// match); an exact PIN first, then by name.
 async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<Vec<Value>> {
@@ -33,7 +33,7 @@ async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<Vec<Valu
     let mut params: Vec<Param> = vec![Box::new(words.join(" ")), Box::new(term.trim().to_uppercase())];
     // Each word normalised and split as the column's were, and cut to the longest start it
     // keeps; a term with no word at all matches by PIN or phone only.
-    let mut matches = "(t.search_prefixes @@ (SELECT string_agg(quote_literal(left(w, 20)), ' & ')::tsquery
+    let mut matches = "(patient_prefixes(t.first_name, t.middle_name, t.last_name, t.suffix, t.pin) @@ (SELECT string_agg(quote_literal(left(w, 20)), ' & ')::tsquery
                           FROM unnest(regexp_split_to_array(search_normalize($1), '\\W+')) w WHERE w <> '')
                        OR t.pin = $2)"
         .to_owned();
