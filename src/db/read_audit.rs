@@ -142,6 +142,9 @@ fn take(message: Message, pending: &mut Vec<ReadRecord>, waiting: &mut Vec<onesh
     }
 }
 
+/// A branch's route and the read records waiting for it.
+type BranchRecords = (Arc<BranchRoute>, Vec<ReadRecord>);
+
 /// Writes `records`, the branches of each database server together; answers those that could
 /// not be written yet.
 async fn write(directory: &Directory, records: Vec<ReadRecord>) -> Vec<ReadRecord> {
@@ -152,7 +155,7 @@ async fn write(directory: &Directory, records: Vec<ReadRecord>) -> Vec<ReadRecor
     let mut left = Vec::new();
     // The branches of each server, with their routes, in one transaction; any other branch
     // (unroutable, moving) and any server whose transaction fails, branch by branch.
-    let mut by_server: BTreeMap<String, Vec<(Arc<BranchRoute>, Vec<ReadRecord>)>> = BTreeMap::new();
+    let mut by_server: BTreeMap<String, Vec<BranchRecords>> = BTreeMap::new();
     let mut alone = Vec::new();
     for (branch, records) in by_branch {
         match directory.route(branch).await {
@@ -192,7 +195,7 @@ async fn write(directory: &Directory, records: Vec<ReadRecord>) -> Vec<ReadRecor
 
 /// The records of several branches of one server in one transaction: an `INSERT` into each
 /// branch's own `audit_log` (its schema named in the statement), all sent at once.
-async fn write_together(branches: &[(Arc<BranchRoute>, Vec<ReadRecord>)]) -> anyhow::Result<()> {
+async fn write_together(branches: &[BranchRecords]) -> anyhow::Result<()> {
     let mut conn = BranchConn::unrouted(&branches[0].0.pool).await?;
     let tx = conn.client_mut().transaction().await?;
     let columns: Vec<Columns> = branches.iter().map(|(_, records)| Columns::of(records)).collect();
