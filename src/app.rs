@@ -357,6 +357,8 @@ pub async fn spawn(state: Arc<AppState>, addr: SocketAddr) -> anyhow::Result<Run
     let handle = server.handle();
     let service = service(state.clone());
     let task = tokio::spawn(async move { server.serve(service).await });
+    // Only a serving instance keeps spare branch schemas, not a one-off command.
+    state.keep(crate::tenancy::spares::spawn(state.clone()));
     Ok(Running { addr, handle, task, state, closer })
 }
 

@@ -130,6 +130,9 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// How long after a merge of two patients it may still be undone (zero: never).
     pub merge_undo_window: Duration,
+    /// Branch schemas kept built ahead on the registry's database server, so that a create
+    /// renames one (`tenancy::spares`); 0: none, each create builds its own.
+    pub spare_branch_schemas: usize,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -204,6 +207,7 @@ impl Settings {
             audit_retention_months: parsed("AUDIT_RETENTION_MONTHS", 0)?,
             shutdown_grace: Duration::from_secs(parsed("SHUTDOWN_GRACE_SECONDS", 30)?),
             merge_undo_window: Duration::from_secs(parsed::<u64>("MERGE_UNDO_HOURS", 72)? * 3600),
+            spare_branch_schemas: parsed("SPARE_BRANCH_SCHEMAS", 2)?,
         };
         settings.check()?;
         Ok(settings)
@@ -243,7 +247,8 @@ impl Settings {
         Ok(())
     }
 
-    /// Settings for tests and tools: everything at its default, on the given database.
+    /// Settings for tests and tools: everything at its default but spare branch schemas (none),
+    /// on the given database.
     pub fn for_database(url: &str) -> Self {
         Self {
             database_url: Some(url.to_owned()),
@@ -280,6 +285,8 @@ impl Settings {
             audit_retention_months: 0,
             shutdown_grace: Duration::from_secs(30),
             merge_undo_window: Duration::from_secs(72 * 3600),
+            // A short-lived server builds nothing ahead.
+            spare_branch_schemas: 0,
         }
     }
 }

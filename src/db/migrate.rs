@@ -6,9 +6,10 @@
 //! every tenant migration's SQL in one batch, with the history rows refinery would have
 //! written, so that refinery later finds them applied and runs only newer ones. It is the
 //! catalogue replaying the migrations makes (`tests/api/tenancy/catalogue.rs` compares the
-//! two) at one commit instead of one per migration. Most of what remains is PostgreSQL's:
-//! version 15 syncs each new B-tree index file to disk as its build ends, and a branch schema
-//! has about 140 of them (tables' keys and indexes, TOAST indexes, audit partitions).
+//! two) at one commit instead of one per migration. What remains is PostgreSQL's DDL: about
+//! 300 relations, 150 of them B-tree indexes that version 15 syncs to disk as each build
+//! ends. So a few schemas are built ahead as spares ([`build_spare_schema`]) and a create
+//! renames one ([`adopt_spare_schema`]); `tenancy::spares` keeps them.
 
 use anyhow::Context;
 use refinery::Runner;
@@ -232,6 +233,159 @@ async fn build_schema(client: &mut Client, schema: &str) -> anyhow::Result<Optio
     tx.batch_execute(&batch).await?;
     tx.commit().await?;
     Ok(Some(SchemaMigration { version: latest_tenant_version(), applied }))
+}
+
+/// What a spare schema is marked with: built ahead at the latest tenant version, not yet any
+/// branch's. Only a schema so marked is adopted or dropped as a spare.
+pub const SPARE_MARKER: &str = "clinic-server spare branch schema";
+
+/// Names of spare schemas: `spare_branch_<hex>`, never a branch schema's name.
+pub fn is_spare_schema_name(schema: &str) -> bool {
+    schema.strip_prefix("spare_branch_").is_some_and(|id| {
+        !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    })
+}
+
+/// Builds a spare schema `name` in one transaction, as [`provision_branch_schema`] builds a
+/// branch's, marked [`SPARE_MARKER`].
+pub async fn build_spare_schema(client: &mut Client, name: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(is_spare_schema_name(name), "refusing to build spare schema {name:?}");
+    without_statement_timeout(client, async |client| {
+        create_extensions(client).await?;
+        let (mut batch, _) = build_batch(name, OffsetDateTime::now_utc())?;
+        batch.push_str(&format!("\nCOMMENT ON SCHEMA {name} IS '{SPARE_MARKER}';"));
+        let tx = client.transaction().await?;
+        tx.batch_execute(&batch).await.with_context(|| format!("building spare schema {name}"))?;
+        tx.commit().await?;
+        Ok(())
+    })
+    .await
+}
+
+/// The spare schemas on the connection's server, each with whether it is at this server's
+/// tenant migrations exactly (same versions, same checksums).
+pub async fn spare_schemas(
+    client: &impl tokio_postgres::GenericClient,
+) -> anyhow::Result<Vec<(String, bool)>> {
+    let rows = client
+        .query(
+            "SELECT n.nspname::text FROM pg_namespace n
+              WHERE n.nspname LIKE 'spare\\_branch\\_%' AND obj_description(n.oid, 'pg_namespace') = $1
+              ORDER BY n.nspname",
+            &[&SPARE_MARKER],
+        )
+        .await?;
+    let mut spares = Vec::with_capacity(rows.len());
+    for name in rows.iter().map(|r| r.get::<_, String>(0)).filter(|n| is_spare_schema_name(n)) {
+        let current = is_current(client, &name).await?;
+        spares.push((name, current));
+    }
+    Ok(spares)
+}
+
+/// Whether `schema`'s history is this server's tenant migrations, no more, no fewer.
+async fn is_current(client: &impl tokio_postgres::GenericClient, schema: &str) -> anyhow::Result<bool> {
+    let history_table = format!("{schema}.refinery_schema_history");
+    let has_history: bool =
+        client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&history_table]).await?.get(0);
+    if !has_history {
+        return Ok(false);
+    }
+    let sql = format!("SELECT version, checksum FROM {history_table} ORDER BY version");
+    let history: Vec<(i32, String)> =
+        client.query(&sql, &[]).await?.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let mut expected: Vec<(i32, String)> =
+        tenant_runner().get_migrations().iter().map(|m| (m.version(), m.checksum().to_string())).collect();
+    expected.sort();
+    Ok(history == expected)
+}
+
+/// Makes a current spare schema on the connection's server the schema `schema` (which must
+/// not exist), marked `marker`, in one transaction: renamed, and each function's fixed
+/// search_path naming the new name. `None` when there is no current spare (or `schema`
+/// exists): the caller builds the schema instead. Spares are taken under an advisory lock
+/// each, so two creates never take the same one.
+pub async fn adopt_spare_schema(
+    client: &mut Client,
+    schema: &str,
+    marker: &str,
+) -> anyhow::Result<Option<SchemaMigration>> {
+    anyhow::ensure!(is_branch_schema_name(schema), "refusing to adopt a spare as {schema:?}");
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&schema]).await?;
+    let exists: bool = tx
+        .query_one("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", &[&schema])
+        .await?
+        .get(0);
+    if exists {
+        return Ok(None);
+    }
+    for (spare, current) in spare_schemas(&tx).await? {
+        let locked: bool =
+            tx.query_one("SELECT pg_try_advisory_xact_lock(hashtext($1))", &[&spare]).await?.get(0);
+        if !current || !locked {
+            continue;
+        }
+        // Taken and committed by another create between the listing and the lock.
+        let still_there: bool = tx
+            .query_one("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", &[&spare])
+            .await?
+            .get(0);
+        if !still_there {
+            continue;
+        }
+        tx.batch_execute(&format!(
+            "ALTER SCHEMA {spare} RENAME TO {schema};
+             COMMENT ON SCHEMA {schema} IS '{}';",
+            marker.replace('\'', "''")
+        ))
+        .await?;
+        // Functions run with `search_path = pg_catalog, <schema>, pg_temp`, the name written
+        // as text when the spare was built.
+        let functions = tx
+            .query(
+                "SELECT p.oid::regprocedure::text FROM pg_proc p
+                  WHERE p.pronamespace = $1::text::regnamespace
+                    AND $2 = ANY (p.proconfig)",
+                &[&schema, &format!("search_path=pg_catalog, {spare}, pg_temp")],
+            )
+            .await?;
+        let mut fix = String::new();
+        for f in &functions {
+            let function: String = f.get(0);
+            fix.push_str(&format!(
+                "ALTER FUNCTION {function} SET search_path = pg_catalog, {schema}, pg_temp;\n"
+            ));
+        }
+        tx.batch_execute(&fix).await?;
+        // Nothing may still name the spare: were a later migration to write its schema's name
+        // some other way, the spare is not used and the schema is built instead.
+        let left: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM pg_proc p
+                  WHERE p.pronamespace = $1::text::regnamespace
+                    AND (array_to_string(p.proconfig, ' ') LIKE '%' || $2 || '%' OR p.prosrc LIKE '%' || $2 || '%')",
+                &[&schema, &spare],
+            )
+            .await?
+            .get(0);
+        if left > 0 {
+            tracing::warn!(
+                spare,
+                "a spare schema still names itself after its renaming; it is left and the schema built"
+            );
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        // The audit log's months ahead were made when the spare was built.
+        tx.batch_execute(&format!("SELECT {schema}.audit_log_add_months(2)")).await?;
+        tx.commit().await?;
+        return Ok(Some(SchemaMigration {
+            version: latest_tenant_version(),
+            applied: tenant_runner().get_migrations().len(),
+        }));
+    }
+    Ok(None)
 }
 
 /// Schema names are made by the server: `branch_<digits>`, nothing else.

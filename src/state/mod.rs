@@ -41,6 +41,8 @@ pub struct AppState {
     pub drain: drain::Drain,
     /// Records of reads, written in batches (`db::read_audit`).
     pub read_audit: ReadAudit,
+    /// Woken when a create may have taken a spare branch schema (`tenancy::spares`).
+    pub spare_schema_taken: tokio::sync::Notify,
     background: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -76,6 +78,7 @@ impl AppState {
             events: tokio::sync::broadcast::channel(1024).0,
             invalidations: tokio::sync::broadcast::channel(256).0,
             drain: drain::Drain::default(),
+            spare_schema_taken: tokio::sync::Notify::new(),
             registry,
             directory,
             settings,

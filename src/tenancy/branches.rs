@@ -1,8 +1,9 @@
 //! Provisioning, listing and migrating branches.
 //!
 //! Creating a branch is all or nothing and safe to retry: the registry row is written as
-//! `provisioning`, the schema is built at the latest tenant version in one transaction
-//! (`db::migrate::provision_branch_schema`), and only then does the row become `active`. A
+//! `provisioning`, the schema is a spare schema renamed (`tenancy::spares`) or built at the
+//! latest tenant version in one transaction (`db::migrate::provision_branch_schema`), and
+//! only then does the row become `active`. A
 //! failure drops the schema and the row; a crash in between leaves a `provisioning` row that
 //! the next create with the same code resumes.
 
@@ -12,7 +13,8 @@ use time::OffsetDateTime;
 
 use crate::db::directory::Directory;
 use crate::db::migrate::{
-    SchemaMigration, latest_tenant_version, migrate_branch_schema, provision_branch_schema,
+    SchemaMigration, adopt_spare_schema, latest_tenant_version, migrate_branch_schema,
+    provision_branch_schema,
 };
 use crate::db::{BranchConn, RegistryPool};
 use crate::http::error::{ApiError, ApiResult};
@@ -105,6 +107,8 @@ pub async fn list_all(registry: &RegistryPool) -> ApiResult<Vec<Branch>> {
 /// granted access before returning; other instances hear it by notification.
 pub async fn provision(state: &AppState, new: NewBranch, grant_to: &[i64]) -> ApiResult<Branch> {
     let branch = create(&state.directory, new, grant_to).await?;
+    // The create may have taken a spare schema; the keeper makes another.
+    state.spare_schema_taken.notify_one();
     for user in grant_to {
         state.invalidate(notify::Topic::User(*user)).await;
     }
@@ -255,8 +259,17 @@ async fn provision_schema(
 ) -> anyhow::Result<SchemaMigration> {
     let pool = directory.pool_for(database_url)?;
     let mut conn = BranchConn::unrouted(&pool).await?;
-    claim_schema(conn.client_mut(), id, schema).await?;
-    let migration = provision_branch_schema(conn.client_mut(), schema).await?;
+    let adopted = adopt_spare_schema(conn.client_mut(), schema, &marker(id)).await.unwrap_or_else(|e| {
+        tracing::warn!(schema, error = format!("{e:#}"), "no spare schema could be taken; building one");
+        None
+    });
+    let migration = match adopted {
+        Some(migration) => migration,
+        None => {
+            claim_schema(conn.client_mut(), id, schema).await?;
+            provision_branch_schema(conn.client_mut(), schema).await?
+        }
+    };
     conn.execute(
         &format!(
             "INSERT INTO {schema}.branch_info (branch_id, code) VALUES ($1, $2)

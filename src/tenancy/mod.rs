@@ -9,3 +9,4 @@ pub mod copy;
 pub mod hoop;
 pub mod moving;
 pub mod retire;
+pub mod spares;

@@ -279,3 +279,122 @@ async fn a_schema_built_in_one_transaction_takes_later_migrations_through_refine
         .unwrap();
     assert_eq!((row.get::<_, bool>(0), row.get::<_, i32>(1), row.get::<_, bool>(2)), (true, newer, true));
 }
+
+/// The spare schemas of the test's database, and how many are current.
+async fn spares(client: &Client) -> (usize, usize) {
+    let spares = clinic_server::db::migrate::spare_schemas(client).await.unwrap();
+    (spares.len(), spares.iter().filter(|(_, current)| *current).count())
+}
+
+#[tokio::test]
+async fn a_branch_made_from_a_spare_schema_is_the_schema_replaying_every_migration_makes() {
+    let app = crate::support::TestApp::spawn().await;
+    let mut client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    let built = clinic_server::tenancy::spares::keep(&app.state.directory, 2).await.unwrap();
+    assert_eq!(built, 2);
+    assert_eq!(spares(&client).await, (2, 2));
+
+    let r = app
+        .post("/api/v1/branches", None, serde_json::json!({ "code": "SPARE1", "name": "From a spare" }))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let id = r.body["data"]["id"].as_i64().unwrap();
+    assert_eq!(spares(&client).await, (1, 1), "the create took one spare");
+    let schema = format!("branch_{id}");
+    let marker: Option<String> = client
+        .query_one("SELECT obj_description($1::text::regnamespace, 'pg_namespace')", &[&schema])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(marker.as_deref(), Some(format!("clinic-server branch {id}").as_str()));
+
+    client.batch_execute(&format!("CREATE SCHEMA {REPLAYED}")).await.unwrap();
+    migrate_branch_schema(&mut client, REPLAYED).await.unwrap();
+    let (mut adopted, mut replayed) = (catalogue(&client, &schema).await, catalogue(&client, REPLAYED).await);
+    // What only a branch has: its marker and its branch_info row.
+    for catalogue in [&mut adopted, &mut replayed] {
+        catalogue.get_mut("comments").unwrap().retain(|l| !l.starts_with("schema <schema>:"));
+        catalogue.get_mut("rows").unwrap().retain(|l| !l.starts_with("branch_info:"));
+    }
+    assert!(
+        adopted["functions"].iter().any(|l| l.contains("search_path TO 'pg_catalog', '<schema>', 'pg_temp'"))
+    );
+    let diff = differences(&adopted, &replayed);
+    assert!(diff.is_empty(), "the adopted spare differs from the replayed schema:\n{}", diff.join("\n"));
+
+    // The branch works: a patient (numbered by a function of the schema) and its audit row.
+    app.create_patient(id, "Ana", "Spare").await;
+    let audited: i64 = client
+        .query_one(&format!("SELECT count(*) FROM {schema}.audit_log WHERE resource = 'patients'"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(audited, 1);
+}
+
+#[tokio::test]
+async fn concurrent_creates_take_each_spare_once_and_build_the_rest() {
+    let app = crate::support::TestApp::spawn().await;
+    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    assert_eq!(clinic_server::tenancy::spares::keep(&app.state.directory, 2).await.unwrap(), 2);
+
+    let creates = (0..5).map(|i| {
+        let app = &app;
+        async move {
+            let body = serde_json::json!({ "code": format!("RACE{i}"), "name": format!("Race {i}") });
+            app.post("/api/v1/branches", None, body).await
+        }
+    });
+    let replies = futures_util::future::join_all(creates).await;
+    let mut ids = Vec::new();
+    for r in &replies {
+        assert_eq!(r.status, 201, "{}", r.text);
+        ids.push(r.body["data"]["id"].as_i64().unwrap());
+    }
+    assert_eq!(spares(&client).await, (0, 0), "both spares were taken");
+    for (i, id) in ids.iter().enumerate() {
+        let patient = app.create_patient(*id, "Race", &format!("Patient{i}")).await;
+        assert_eq!(patient["first_name"], "Race");
+        let info: i64 = client
+            .query_one(&format!("SELECT branch_id FROM branch_{id}.branch_info"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(info, *id, "each schema is its own branch's");
+    }
+}
+
+#[tokio::test]
+async fn spares_of_other_migrations_are_dropped_and_never_taken() {
+    let app = crate::support::TestApp::spawn().await;
+    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    assert_eq!(clinic_server::tenancy::spares::keep(&app.state.directory, 1).await.unwrap(), 1);
+    let (stale,): (String,) = {
+        let spares = clinic_server::db::migrate::spare_schemas(&client).await.unwrap();
+        (spares[0].0.clone(),)
+    };
+    // As if it had been built by a server with one migration fewer.
+    let latest = latest_tenant_version();
+    client
+        .execute(&format!("DELETE FROM {stale}.refinery_schema_history WHERE version = $1"), &[&latest])
+        .await
+        .unwrap();
+    assert_eq!(spares(&client).await, (1, 0));
+
+    let r =
+        app.post("/api/v1/branches", None, serde_json::json!({ "code": "NOSTALE", "name": "Built" })).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let id = r.body["data"]["id"].as_i64().unwrap();
+    let history: i64 = client
+        .query_one(&format!("SELECT count(*) FROM branch_{id}.refinery_schema_history"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(history as usize, tenant_runner().get_migrations().len(), "the stale spare was not taken");
+    assert_eq!(spares(&client).await, (1, 0));
+
+    assert_eq!(clinic_server::tenancy::spares::keep(&app.state.directory, 1).await.unwrap(), 1);
+    let left = clinic_server::db::migrate::spare_schemas(&client).await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert!(left[0].1 && left[0].0 != stale, "the stale spare was dropped and a current one built: {left:?}");
+}
