@@ -62,18 +62,39 @@ pub fn intraocular_pressure(eye: &str) -> Value {
     }
 }
 
-/// Visual acuity of an eye (LOINC).
-pub fn visual_acuity(eye: &str) -> Value {
-    if eye == "right" {
-        concept(LOINC, "70935-2", "Visual acuity Right eye")
-    } else {
-        concept(LOINC, "70936-0", "Visual acuity Left eye")
+/// Visual acuity of an eye measured with `correction`: LOINC's uncorrected (unaided) and best
+/// corrected (formal refraction) acuity of each eye. LOINC has no eye-level code for an acuity
+/// through the patient's own glasses or contact lenses, a pinhole or an autorefraction, so
+/// those are the server's own `visual-acuity` code, the correction in the observation's method.
+pub fn visual_acuity(eye: &str, correction: &str) -> Value {
+    let right = eye == "right";
+    match correction {
+        "unaided" if right => concept(LOINC, "98499-7", "Visual acuity uncorrected Right eye"),
+        "unaided" => concept(LOINC, "98498-9", "Visual acuity uncorrected Left eye"),
+        "formal_refraction" if right => concept(LOINC, "65893-0", "Visual acuity best corrected Right eye"),
+        "formal_refraction" => concept(LOINC, "65897-1", "Visual acuity best corrected Left eye"),
+        other => {
+            let display = format!(
+                "Visual acuity, {}, {} eye",
+                other.replace('_', " "),
+                if right { "right" } else { "left" }
+            );
+            concept(&own("observation"), "visual-acuity", &display)
+        }
     }
 }
 
-/// A refraction of one eye: LOINC's refraction panel, its values as components.
-pub fn refraction() -> Value {
-    concept(LOINC, "79895-9", "Refraction panel")
+/// A refraction of one eye: LOINC's subjective refraction panel for the subjective kinds
+/// (manifest, cycloplegic, the final prescription), its values as components. An
+/// autorefraction, a retinoscopy or a reading of the patient's own glasses is no subjective
+/// refraction: the server's own `refraction` code, the kind in the observation's method.
+pub fn refraction(kind: &str) -> Value {
+    match kind {
+        "manifest" | "cycloplegic" | "final_rx" => concept(LOINC, "79895-9", "Subjective refraction panel"),
+        other => {
+            concept(&own("observation"), "refraction", &format!("Refraction, {}", other.replace('_', " ")))
+        }
+    }
 }
 
 /// The SNOMED CT observable a visual acuity's test distance is given as.

@@ -116,7 +116,7 @@ pub fn resource(row: &Value, names: &HashMap<i64, String>) -> Value {
                 json!({ "valueString": finding["value"] })
             };
             let mut fields = json!({
-                "code": codes::visual_acuity(eye),
+                "code": codes::visual_acuity(eye, finding["correction"].as_str().unwrap_or_default()),
                 "method": own("va-correction", "correction"),
                 "component": [distance, recorded],
             });
@@ -124,7 +124,7 @@ pub fn resource(row: &Value, names: &HashMap<i64, String>) -> Value {
             fields
         }
         _ => json!({
-            "code": codes::refraction(),
+            "code": codes::refraction(finding["kind"].as_str().unwrap_or_default()),
             "method": own("refraction-kind", "kind"),
             "component": refraction_components(finding),
         }),

@@ -12,7 +12,9 @@ pub const ACCEPTS: Accepts = Accepts { patient: false, dates: &["birthdate"], id
 
 pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResult<Page> {
     let mut sql = Sql::default();
-    sql.condition("p.deleted_at IS NULL");
+    // A patient merged into another is still answered, inactive and linked to the one that
+    // replaced it (FHIR's `replaced-by`), so that a system holding its id finds where it went.
+    sql.condition("(p.deleted_at IS NULL OR p.merged_into_id IS NOT NULL)");
     sql.numeric_ids("p.id", search);
     if let Some(identifiers) = &search.identifiers {
         // `value`, `|value` or `system|value`: only this server's PIN system names a patient.
@@ -31,11 +33,39 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
     let matching = format!(
         "SELECT p.id, p.id AS patient_id, p.pin, p.first_name, p.middle_name, p.last_name, p.suffix,
                 p.birth_date, p.sex, p.civil_status, p.status, p.phone, p.email, p.address_line, p.city,
-                p.province, p.postal_code, p.country, p.version, p.updated_at
+                p.province, p.postal_code, p.country, p.version, p.updated_at, p.merged_into_id
            FROM patients p {}",
         sql.filter()
     );
-    page(conn, &matching, "id", sql, search.count, search.offset).await
+    let mut found = page(conn, &matching, "id", sql, search.count, search.offset).await?;
+    // The patients merged into those of the page, for their `replaces` links.
+    let ids: Vec<i64> = found.rows.iter().filter_map(|r| r["id"].as_i64()).collect();
+    let client = conn.client();
+    let statement = client
+        .prepare_cached(
+            "SELECT merged_into_id, array_agg(id ORDER BY id) FROM patients
+              WHERE merged_into_id = ANY($1) GROUP BY merged_into_id",
+        )
+        .await?;
+    for merged in client.query(&statement, &[&ids]).await? {
+        let (into, replaced): (i64, Vec<i64>) = (merged.get(0), merged.get(1));
+        if let Some(row) = found.rows.iter_mut().find(|r| r["id"].as_i64() == Some(into)) {
+            row["replaces"] = json!(replaced);
+        }
+    }
+    Ok(found)
+}
+
+/// FHIR's links of a merge: to the patient that replaced this one, from those it replaced.
+fn links(row: &Value) -> Vec<Value> {
+    let link =
+        |id: &Value, kind: &str| json!({ "other": { "reference": format!("Patient/{id}") }, "type": kind });
+    let mut links: Vec<Value> =
+        row["merged_into_id"].as_i64().map(|into| link(&json!(into), "replaced-by")).into_iter().collect();
+    if let Some(replaced) = row["replaces"].as_array() {
+        links.extend(replaced.iter().map(|id| link(id, "replaces")));
+    }
+    links
 }
 
 pub fn resource(row: &Value) -> Value {
@@ -58,12 +88,13 @@ pub fn resource(row: &Value) -> Value {
         "postalCode": text(row, "postal_code"),
         "country": text(row, "country"),
     });
-    json!({
+    let links = links(row);
+    let mut patient = json!({
         "resourceType": "Patient",
         "id": row["id"].to_string(),
         "meta": meta(row),
         "identifier": [{ "use": "usual", "system": PIN, "value": row["pin"] }],
-        "active": status == "active",
+        "active": status == "active" && row["merged_into_id"].is_null(),
         "name": [{
             "use": "official",
             "text": full,
@@ -77,5 +108,9 @@ pub fn resource(row: &Value) -> Value {
         "deceasedBoolean": status == "deceased",
         "address": [address],
         "maritalStatus": row["civil_status"].as_str().and_then(codes::marital_status),
-    })
+    });
+    if !links.is_empty() {
+        patient["link"] = json!(links);
+    }
+    patient
 }

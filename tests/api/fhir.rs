@@ -295,8 +295,7 @@ async fn every_type_answers_fhir_that_validates_with_each_eye_coded() {
     for (id, loinc, site, side) in [
         (format!("iop-{t}-right-2"), "79892-6", "1290043002", "24028007"),
         (format!("iop-{t}-left-1"), "79893-4", "1290041000", "7771000"),
-        (format!("va-{a}-right"), "70935-2", "1290043002", "24028007"),
-        (format!("va-{a}-left"), "70936-0", "1290041000", "7771000"),
+        (format!("va-{n}-right"), "98499-7", "1290043002", "24028007"),
         (format!("refraction-{m}-right"), "79895-9", "1290043002", "24028007"),
         (format!("refraction-{m}-left"), "79895-9", "1290041000", "7771000"),
     ] {
@@ -320,6 +319,18 @@ async fn every_type_answers_fhir_that_validates_with_each_eye_coded() {
         (Some("final"), Some("2025-03-10T08:00:00"))
     );
     assert_eq!(iop["performer"][0]["display"], "Administrator", "{iop}");
+    // Acuity through the patient's glasses has no eye-level LOINC code: the server's own.
+    for (eye, display) in
+        [("right", "Visual acuity, glasses, right eye"), ("left", "Visual acuity, glasses, left eye")]
+    {
+        let o = with_id(&observations, &format!("va-{a}-{eye}"));
+        assert_eq!(
+            o["code"]["coding"],
+            json!([{ "system": "urn:clinic-server:observation", "code": "visual-acuity", "display": display }]),
+            "{o}"
+        );
+        assert_eq!(code_in(&o["method"], "urn:clinic-server:va-correction"), "glasses", "{o}");
+    }
     let acuity = with_id(&observations, &format!("va-{a}-right"));
     assert_eq!(
         (acuity["valueQuantity"]["value"].as_f64(), acuity["valueQuantity"]["code"].as_str()),
@@ -776,4 +787,50 @@ async fn the_api_document_describes_every_fhir_route_in_fhir_json() {
             assert!(operation["description"].as_str().unwrap().starts_with("Needs `"), "{path}");
         }
     }
+}
+
+#[tokio::test]
+async fn a_merged_patient_is_inactive_and_linked_to_the_patient_that_replaced_it() {
+    let app = TestApp::spawn().await;
+    let main = app.main_branch().await;
+    let survivor = id_of(&app.create_patient(main, "Ana", "Merged").await);
+    let duplicate = id_of(&app.create_patient(main, "Ana", "Merged").await);
+    let r = app
+        .post(
+            &format!("/api/v1/patients/{survivor}/merge"),
+            Some(main),
+            json!({ "duplicate_id": duplicate, "reason": "registered twice" }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let merge_id = id_of(&r.body["data"]);
+
+    let gone = fhir(&app, main, &format!("/fhir/r4/Patient/{duplicate}"), 200).await;
+    assert_eq!(gone["active"], false, "{gone}");
+    assert_eq!(
+        gone["link"],
+        json!([{ "other": { "reference": format!("Patient/{survivor}") }, "type": "replaced-by" }])
+    );
+    let kept = fhir(&app, main, &format!("/fhir/r4/Patient/{survivor}"), 200).await;
+    assert_eq!(kept["active"], true, "{kept}");
+    assert_eq!(
+        kept["link"],
+        json!([{ "other": { "reference": format!("Patient/{duplicate}") }, "type": "replaces" }])
+    );
+    // A search finds both, each with its link.
+    let both = fhir(&app, main, "/fhir/r4/Patient?_count=10", 200).await;
+    assert_eq!(both["total"], 2, "{both}");
+    assert_eq!(with_id(&both, &duplicate.to_string())["link"][0]["type"], "replaced-by");
+    assert_eq!(with_id(&both, &survivor.to_string())["link"][0]["type"], "replaces");
+    validate_with_fhir_resources(&[gone, kept, both]);
+
+    // Undone, neither carries a link.
+    let r = app
+        .post(&format!("/api/v1/patients/{survivor}/unmerge"), Some(main), json!({ "merge_id": merge_id }))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let back = fhir(&app, main, &format!("/fhir/r4/Patient/{duplicate}"), 200).await;
+    assert_eq!((back["active"].as_bool(), back.get("link")), (Some(true), None), "{back}");
+    let kept = fhir(&app, main, &format!("/fhir/r4/Patient/{survivor}"), 200).await;
+    assert_eq!(kept.get("link"), None, "{kept}");
 }
