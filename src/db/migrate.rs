@@ -262,11 +262,22 @@ pub async fn build_spare_schema(client: &mut Client, name: &str) -> anyhow::Resu
     .await
 }
 
-/// The spare schemas on the connection's server, each with whether it is at this server's
-/// tenant migrations exactly (same versions, same checksums).
+/// Where a spare schema stands against this server's tenant migrations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spare {
+    /// Exactly this server's migrations (same versions, same checksums): it may be taken.
+    Current,
+    /// Built by a newer server (a later migration than this one knows): left to that server,
+    /// so that two versions serving during an upgrade do not drop each other's spares.
+    Newer,
+    /// Anything else (an older server's, or a migration changed since): dropped.
+    Stale,
+}
+
+/// The spare schemas on the connection's server, each with where it stands.
 pub async fn spare_schemas(
     client: &impl tokio_postgres::GenericClient,
-) -> anyhow::Result<Vec<(String, bool)>> {
+) -> anyhow::Result<Vec<(String, Spare)>> {
     let rows = client
         .query(
             "SELECT n.nspname::text FROM pg_namespace n
@@ -277,19 +288,18 @@ pub async fn spare_schemas(
         .await?;
     let mut spares = Vec::with_capacity(rows.len());
     for name in rows.iter().map(|r| r.get::<_, String>(0)).filter(|n| is_spare_schema_name(n)) {
-        let current = is_current(client, &name).await?;
-        spares.push((name, current));
+        let state = spare_state(client, &name).await?;
+        spares.push((name, state));
     }
     Ok(spares)
 }
 
-/// Whether `schema`'s history is this server's tenant migrations, no more, no fewer.
-async fn is_current(client: &impl tokio_postgres::GenericClient, schema: &str) -> anyhow::Result<bool> {
+async fn spare_state(client: &impl tokio_postgres::GenericClient, schema: &str) -> anyhow::Result<Spare> {
     let history_table = format!("{schema}.refinery_schema_history");
     let has_history: bool =
         client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&history_table]).await?.get(0);
     if !has_history {
-        return Ok(false);
+        return Ok(Spare::Stale);
     }
     let sql = format!("SELECT version, checksum FROM {history_table} ORDER BY version");
     let history: Vec<(i32, String)> =
@@ -297,7 +307,14 @@ async fn is_current(client: &impl tokio_postgres::GenericClient, schema: &str) -
     let mut expected: Vec<(i32, String)> =
         tenant_runner().get_migrations().iter().map(|m| (m.version(), m.checksum().to_string())).collect();
     expected.sort();
-    Ok(history == expected)
+    let latest = |h: &[(i32, String)]| h.last().map_or(0, |(v, _)| *v);
+    Ok(if history == expected {
+        Spare::Current
+    } else if latest(&history) > latest(&expected) {
+        Spare::Newer
+    } else {
+        Spare::Stale
+    })
 }
 
 /// Makes a current spare schema on the connection's server the schema `schema` (which must
@@ -320,10 +337,13 @@ pub async fn adopt_spare_schema(
     if exists {
         return Ok(None);
     }
-    for (spare, current) in spare_schemas(&tx).await? {
+    for (spare, state) in spare_schemas(&tx).await? {
+        if state != Spare::Current {
+            continue;
+        }
         let locked: bool =
             tx.query_one("SELECT pg_try_advisory_xact_lock(hashtext($1))", &[&spare]).await?.get(0);
-        if !current || !locked {
+        if !locked {
             continue;
         }
         // Taken and committed by another create between the listing and the lock.

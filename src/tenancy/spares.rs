@@ -2,8 +2,8 @@
 //! registry's database server, so that creating a branch there renames one
 //! (`db::migrate::adopt_spare_schema`) instead of building ~300 relations while the caller
 //! waits. The keeper builds them at start-up and again whenever a create takes one, one at
-//! a time per server (an advisory lock), and drops spares of other tenant migrations (after
-//! an upgrade). `SPARE_BRANCH_SCHEMAS` says how many; 0 builds none, and a create finding
+//! a time per server (an advisory lock), and drops spares of older tenant migrations (after
+//! an upgrade; a newer server's are left to it). `SPARE_BRANCH_SCHEMAS` says how many; 0 builds none, and a create finding
 //! none builds its schema as before. Branches on other database servers are always built.
 //!
 //! A spare is no branch's: it is in no registry row, no route reaches it, and it holds no
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::db::directory::Directory;
-use crate::db::migrate::{SPARE_MARKER, build_spare_schema, is_spare_schema_name, spare_schemas};
+use crate::db::migrate::{SPARE_MARKER, Spare, build_spare_schema, is_spare_schema_name, spare_schemas};
 use crate::state::AppState;
 
 /// How often the keeper looks even when no create took a spare (another instance's creates
@@ -58,10 +58,10 @@ pub async fn keep(directory: &Directory, wanted: usize) -> anyhow::Result<usize>
     let mut built = 0;
     loop {
         let spares = spare_schemas(&client).await?;
-        for (stale, _) in spares.iter().filter(|(_, current)| !current) {
+        for (stale, _) in spares.iter().filter(|(_, state)| *state == Spare::Stale) {
             drop_spare(&mut client, stale).await?;
         }
-        if spares.iter().filter(|(_, current)| *current).count() >= wanted {
+        if spares.iter().filter(|(_, state)| *state == Spare::Current).count() >= wanted {
             return Ok(built);
         }
         let name = format!("spare_branch_{:016x}", rand::random::<u64>());

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use clinic_server::db::migrate::{
-    latest_tenant_version, migrate_branch_schema, provision_branch_schema, tenant_runner,
+    Spare, latest_tenant_version, migrate_branch_schema, provision_branch_schema, tenant_runner,
 };
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -283,7 +283,7 @@ async fn a_schema_built_in_one_transaction_takes_later_migrations_through_refine
 /// The spare schemas of the test's database, and how many are current.
 async fn spares(client: &Client) -> (usize, usize) {
     let spares = clinic_server::db::migrate::spare_schemas(client).await.unwrap();
-    (spares.len(), spares.iter().filter(|(_, current)| *current).count())
+    (spares.len(), spares.iter().filter(|(_, state)| *state == Spare::Current).count())
 }
 
 #[tokio::test]
@@ -396,5 +396,28 @@ async fn spares_of_other_migrations_are_dropped_and_never_taken() {
     assert_eq!(clinic_server::tenancy::spares::keep(&app.state.directory, 1).await.unwrap(), 1);
     let left = clinic_server::db::migrate::spare_schemas(&client).await.unwrap();
     assert_eq!(left.len(), 1);
-    assert!(left[0].1 && left[0].0 != stale, "the stale spare was dropped and a current one built: {left:?}");
+    assert!(
+        left[0].1 == Spare::Current && left[0].0 != stale,
+        "the stale spare was dropped and a current one built: {left:?}"
+    );
+
+    // A newer server's spare (a migration this one does not know, as during an upgrade) is
+    // neither taken nor dropped.
+    let newer = left[0].0.clone();
+    client
+        .execute(
+            &format!(
+                "INSERT INTO {newer}.refinery_schema_history (version, name, applied_on, checksum)
+                 VALUES ($1, 'later', '', '0')"
+            ),
+            &[&(latest + 1)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(clinic_server::tenancy::spares::keep(&app.state.directory, 1).await.unwrap(), 1);
+    let mut states = clinic_server::db::migrate::spare_schemas(&client).await.unwrap();
+    states.sort_by_key(|(name, _)| name != &newer);
+    assert_eq!(states.len(), 2, "{states:?}");
+    assert_eq!(states[0], (newer, Spare::Newer));
+    assert_eq!(states[1].1, Spare::Current);
 }
