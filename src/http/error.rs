@@ -289,8 +289,10 @@ fn classify_database(e: &tokio_postgres::Error) -> Option<ApiError> {
     if code.code() == MERGED_SQLSTATE {
         // A row written for a merged patient (a trigger of the schema refuses it); the
         // detail is the id of the patient it was merged into.
-        let into = db.detail().and_then(|d| d.parse().ok()).unwrap_or_default();
-        return Some(ApiError::Merged { into, location: None, write: true });
+        // The triggers guard references to patients only, so the survivor is a patient.
+        let into: i64 = db.detail().and_then(|d| d.parse().ok()).unwrap_or_default();
+        let location = (into > 0).then(|| format!("/api/v1/patients/{into}"));
+        return Some(ApiError::Merged { into, location, write: true });
     }
     if code == &SqlState::T_R_SERIALIZATION_FAILURE || code == &SqlState::T_R_DEADLOCK_DETECTED {
         return Some(ApiError::Contended);
