@@ -17,27 +17,9 @@ VISITS=${VISITS:-300000}
 MOVEMENTS=${MOVEMENTS:-1000000}
 DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-8}
-PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
 PORT=${PORT:-18092}
-DB=clinic_bench_$$
-DB_URL="${PGURL%/*}/$DB"
-BASE="http://127.0.0.1:$PORT/api/v1"
-PASSWORD=bench-password-1
-TARGET=${CARGO_TARGET_DIR:-target}
-
-cargo build --release --quiet
-psql "$PGURL" -qc "CREATE DATABASE $DB"
-cleanup() {
-  [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
-  psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
-}
-trap cleanup EXIT
-
-DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
-  RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn "$TARGET/release/clinic-server" serve >/tmp/clinic-bench.log 2>&1 &
-SERVER=$!
-for _ in $(seq 1 300); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
-curl -sf "$BASE/public/health" >/dev/null || { echo "the server did not start: $(tail -5 /tmp/clinic-bench.log)"; exit 1; }
+# shellcheck source=ops/bench/server.sh
+source ops/bench/server.sh
 
 # Registry rows: four branch services for the queue; 2,000 surgeries over the last year
 # and the next 30 days.
@@ -73,9 +55,6 @@ echo "seeding $COUNT patients and $VISITS visits..."
 psql "$DB_URL" -q -v ON_ERROR_STOP=1 -v schema=branch_1 -v count="$COUNT" -f ops/bench/seed_patients.sql
 psql "$DB_URL" -q -v ON_ERROR_STOP=1 -v schema=branch_1 -v visits="$VISITS" -f ops/bench/seed_dashboard.sql
 echo "seeded in $(echo "$(date +%s.%N) - $start" | bc) s"
-
-TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \
-  -d "{\"username\":\"admin\",\"password\":\"$PASSWORD\"}" | sed 's/.*"token":"\([^"]*\)".*/\1/')
 
 SQL_DIR=ops/bench/dashboard_sql
 ZONE=$(psql "$DB_URL" -Atc 'SELECT timezone FROM branches WHERE id = 1')

@@ -16,29 +16,9 @@ cd "$(dirname "$0")/../.."
 CONNECTIONS=${CONNECTIONS:-16}
 CREATE_DURATION=${CREATE_DURATION:-10s}
 COMPLETE_DURATION=${COMPLETE_DURATION:-30s}
-PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
 PORT=${PORT:-18091}
-DB=clinic_bench_$$
-DB_URL="${PGURL%/*}/$DB"
-BASE="http://127.0.0.1:$PORT/api/v1"
-PASSWORD=bench-password-1
-TARGET=${CARGO_TARGET_DIR:-target}
-
-cargo build --release --quiet
-psql "$PGURL" -qc "CREATE DATABASE $DB"
-cleanup() {
-  [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
-  psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
-}
-trap cleanup EXIT
-
-DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
-  RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn "$TARGET/release/clinic-server" serve >/tmp/clinic-bench.log 2>&1 &
-SERVER=$!
-for _ in $(seq 1 100); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
-
-TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \
-  -d "{\"username\":\"admin\",\"password\":\"$PASSWORD\"}" | sed 's/.*"token":"\([^"]*\)".*/\1/')
+# shellcheck source=ops/bench/server.sh
+source ops/bench/server.sh
 api() { curl -sf -X "$1" "$BASE$2" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d "$3"; }
 id_of() { sed 's/.*"id":\([0-9]*\).*/\1/' | head -1; }
 
