@@ -97,6 +97,8 @@ pub struct Settings {
     /// Read audit records waiting to be written, at most; a read waits for room (up to
     /// `pool_wait`, then 503).
     pub read_audit_queue: usize,
+    /// Longest a branch's read audit records are held to be written together.
+    pub read_audit_hold: Duration,
     /// Password hashes computed at once, and how many more may wait for their turn.
     pub password_hash_limits: HashLimits,
     /// Largest accepted request body in bytes.
@@ -189,6 +191,7 @@ impl Settings {
             migrate_parallelism: parsed("MIGRATE_PARALLELISM", 4)?,
             password_hash_log_n: parsed("PASSWORD_HASH_COST", 15)?,
             read_audit_queue: parsed("READ_AUDIT_QUEUE", 8192)?,
+            read_audit_hold: Duration::from_millis(parsed("READ_AUDIT_HOLD_MS", 1000)?),
             password_hash_limits: HashLimits {
                 concurrency: parsed("PASSWORD_HASH_CONCURRENCY", HashLimits::default_concurrency())?,
                 queue: parsed("PASSWORD_HASH_QUEUE", 32)?,
@@ -270,6 +273,7 @@ impl Settings {
             migrate_parallelism: 4,
             password_hash_log_n: 15,
             read_audit_queue: 8192,
+            read_audit_hold: Duration::from_secs(1),
             password_hash_limits: HashLimits { concurrency: HashLimits::default_concurrency(), queue: 32 },
             max_body_bytes: 1024 * 1024,
             var_dir: "var".into(),

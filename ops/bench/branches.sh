@@ -86,15 +86,32 @@ end
 LUA
 
 ONE=
+# CPU seconds (user and system) a process has used, from /proc; 0 when it is not on this host.
+cpu_seconds() {
+  [ -n "$1" ] && [ -r "/proc/$1/stat" ] || { echo 0; return; }
+  awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"
+}
+# The backend of the read audit's writer (its own connection, named in pg_stat_activity).
+writer_pid() {
+  psql "$DB_URL" -Atc "SELECT pid FROM pg_stat_activity WHERE datname = '$DB' AND application_name = 'clinic-server-read-audit' LIMIT 1"
+}
 measure() {
   local name=$1 duration=$2; shift 2
-  local out rps
+  local out rps writer server_before writer_before requests
+  writer=$(writer_pid)
+  server_before=$(cpu_seconds "$SERVER")
+  writer_before=$(cpu_seconds "$writer")
   out=$(wrk -t2 -c"$CONNECTIONS" -d"$duration" --latency -H "Authorization: Bearer $TOKEN" \
         -H 'Accept: application/json' "$@")
   rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
-  printf '%-48s %10s req/s   p50 %8s   p99 %8s' "$name" "$rps" \
+  requests=$(echo "$out" | awk '/requests in/ {print $1}')
+  # What a request cost the server's process and the audit writer's backend, in CPU.
+  printf '%-48s %10s req/s   p50 %8s   p99 %8s   CPU per request: server %4.0f us, audit writer %4.0f us' \
+    "$name" "$rps" \
     "$(echo "$out" | awk '$1 == "50%" {print $2}')" \
-    "$(echo "$out" | awk '$1 == "99%" {print $2}')"
+    "$(echo "$out" | awk '$1 == "99%" {print $2}')" \
+    "$(echo "($(cpu_seconds "$SERVER") - $server_before) * 1000000 / $requests" | bc -l)" \
+    "$(echo "($(cpu_seconds "$writer") - $writer_before) * 1000000 / $requests" | bc -l)"
   RPS=$rps
 }
 run() {

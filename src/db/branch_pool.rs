@@ -116,14 +116,36 @@ impl BranchPool {
         lease.client = match idle {
             // A connection the server closed is never handed out again.
             Some(client) if !client.is_closed() => Some(client),
-            _ => Some(self.open().await?),
+            _ => Some(self.open(super::client::STATEMENTS_PER_CONNECTION).await?),
         };
         Ok(lease)
     }
 
-    async fn open(&self) -> Result<Client, BranchPoolError> {
+    /// A connection to the pool's server outside its slots, named `application_name` and
+    /// keeping up to `statements` prepared, for one long-lived user of its own (the read
+    /// audit's writer, whose statements name every branch's table and would crowd the
+    /// requests' out of a pooled connection).
+    pub async fn open_apart(
+        &self,
+        application_name: &str,
+        statements: usize,
+    ) -> Result<Client, BranchPoolError> {
+        let mut config = self.inner.config.clone();
+        config.application_name(application_name);
+        self.open_with(&config, statements).await
+    }
+
+    async fn open(&self, statements: usize) -> Result<Client, BranchPoolError> {
+        self.open_with(&self.inner.config, statements).await
+    }
+
+    async fn open_with(
+        &self,
+        config: &tokio_postgres::Config,
+        statements: usize,
+    ) -> Result<Client, BranchPoolError> {
         let inner = &self.inner;
-        let connecting = inner.config.connect(NoTls);
+        let connecting = config.connect(NoTls);
         let (client, connection) = match tokio::time::timeout(inner.create_timeout, connecting).await {
             Err(_) => return Err(PoolError::Timeout(TimeoutType::Create)),
             Ok(Err(e)) => return Err(PoolError::Backend(e)),
@@ -134,7 +156,12 @@ impl BranchPool {
                 tracing::debug!(error = %e, "branch connection closed");
             }
         });
-        Ok(Client::new(client, task, inner.generation.clone()))
+        Ok(Client::keeping(client, task, inner.generation.clone(), statements))
+    }
+
+    /// Whether [`BranchPool::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
     }
 
     /// Refuses new checkouts and closes the idle connections; lent ones close when returned.

@@ -33,11 +33,17 @@ impl Client {
         conn_task: JoinHandle<()>,
         generation: Arc<AtomicU64>,
     ) -> Self {
-        Self {
-            client,
-            conn_task,
-            statements: Arc::new(Statements::new(generation, STATEMENTS_PER_CONNECTION)),
-        }
+        Self::keeping(client, conn_task, generation, STATEMENTS_PER_CONNECTION)
+    }
+
+    /// Like [`Client::new`], keeping up to `statements` prepared.
+    pub fn keeping(
+        client: tokio_postgres::Client,
+        conn_task: JoinHandle<()>,
+        generation: Arc<AtomicU64>,
+        statements: usize,
+    ) -> Self {
+        Self { client, conn_task, statements: Arc::new(Statements::new(generation, statements)) }
     }
 
     /// The schema the connection's search_path names, as far as the server confirmed it;

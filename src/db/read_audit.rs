@@ -2,34 +2,40 @@
 //! request's path.
 //!
 //! A read hands its record to a bounded queue and answers; one task per instance writes what
-//! has queued, many records per `INSERT`, one `INSERT` per branch, and the branches of one
-//! database server in one transaction (one commit, however many branches were read: reads
-//! spread over a thousand branches would otherwise wait on a thousand commits a second).
-//! A branch that cannot be written is tried again on its own. Nothing is dropped: when the
-//! queue is full a read waits for room, and a batch that cannot be written (the database is
-//! away, the branch is frozen for a move) is tried again until it is. A graceful stop writes
-//! every queued record before the instance exits ([`ReadAudit::flush`]).
+//! has queued, many records per `INSERT`, one `INSERT` per branch (prepared once, on the
+//! writer's own connection to each database server), and the branches of one server in one
+//! transaction (one commit, however many branches were read: reads spread over a thousand
+//! branches would otherwise wait on a thousand commits a second). A branch's records are
+//! held until `BRANCH_BATCH` have gathered or the first has waited the hold
+//! (`READ_AUDIT_HOLD_MS`): PostgreSQL's cost of an insert is mostly opening the branch's
+//! table, its partition and indexes, so several records to an insert cost little more than
+//! one. A branch that cannot be written is tried again on its own. Nothing is dropped: when
+//! the queue is full a read waits for room, and a batch that cannot be written (the database
+//! is away, the branch is frozen for a move) is tried again until it is. A graceful stop, and
+//! any reader of the audit trail, writes every queued and held record first
+//! ([`ReadAudit::flush`]).
 //!
-//! What a crash can lose: the records still queued when the server process itself dies
-//! (killed, out of memory), at most `READ_AUDIT_QUEUE` and in practice the reads of the last
-//! few milliseconds. Batches commit synchronously, so a crash of PostgreSQL loses none that
-//! were written. A record's `at` is the moment of the read by this instance's clock, not
-//! the moment of the write. Writes are unaffected: their records are in their own
+//! What a crash can lose: the records still queued or held when the server process itself
+//! dies (killed, out of memory), at most `READ_AUDIT_QUEUE` and the reads of the last hold
+//! (one second by default). Batches commit synchronously, so a crash of PostgreSQL loses none
+//! that were written. A record's `at` is the moment of the read by this instance's clock,
+//! not the moment of the write. Writes are unaffected: their records are in their own
 //! transaction.
 
 use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use time::OffsetDateTime;
 use tokio::sync::{mpsc, oneshot};
 
+use super::branch_pool::BranchPool;
+use super::client::Client;
 use super::directory::{BranchRoute, Directory};
 use super::{BranchConn, quote_ident};
-
-/// Records taken from the queue per round, at most.
-const BATCH: usize = 1000;
 
 /// One read: who saw what of which branch, and when.
 #[derive(Debug)]
@@ -66,10 +72,11 @@ impl ReadAudit {
         directory: Arc<Directory>,
         capacity: usize,
         room_wait: Duration,
+        hold: Duration,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let capacity = capacity.max(1);
         let (sender, receiver) = mpsc::channel(capacity);
-        (Self { sender, room_wait }, tokio::spawn(write_queued(receiver, directory, capacity)))
+        (Self { sender, room_wait }, tokio::spawn(write_queued(receiver, directory, capacity, hold)))
     }
 
     /// Queues `record`, waiting for room when the queue is full: a read is answered only once
@@ -100,44 +107,185 @@ impl ReadAudit {
     }
 }
 
-/// Writes what is queued. Records it could not write yet are held, at most `capacity` of them
+/// Writes what is queued, each branch's records together: a branch's are written once
+/// `BRANCH_BATCH` of them wait or the first has waited `hold`, and everything at once when a
+/// flush asks or half the bound is held. Writing a branch's records costs PostgreSQL about
+/// as much for one record as for several (the table, its partition and its six indexes are
+/// opened either way), so reads spread over many branches are written several to a branch
+/// instead of one. Records it could not write yet are held too, at most `capacity` in all
 /// beside the queue's own: past that it takes no more, the queue fills, and reads wait.
-async fn write_queued(mut receiver: mpsc::Receiver<Message>, directory: Arc<Directory>, capacity: usize) {
-    let mut pending: Vec<ReadRecord> = Vec::new();
+async fn write_queued(
+    mut receiver: mpsc::Receiver<Message>,
+    directory: Arc<Directory>,
+    capacity: usize,
+    hold: Duration,
+) {
+    let mut connections = Connections::new();
+    let mut held = Held::default();
     let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
     let mut backoff = Duration::from_millis(50);
+    // After a failed write, nothing is written again before this.
+    let mut retry_at: Option<Instant> = None;
+    let mut closed = false;
     loop {
-        // Block for the next message only when nothing is left to write.
-        if pending.is_empty() {
-            match receiver.recv().await {
-                Some(message) => take(message, &mut pending, &mut waiting),
-                None => return,
+        // The next message; or none when the first held branch is due (or, once the queue is
+        // closed, when a retry may be made).
+        let next = match held.first_due(hold) {
+            None if closed => return,
+            None => Some(receiver.recv().await),
+            Some(due) => {
+                let due = retry_at.map_or(due, |at| at.max(due));
+                // At the bound nothing more is taken: the queue fills and reads wait.
+                if closed || held.len >= capacity {
+                    tokio::time::sleep_until(due.into()).await;
+                    None
+                } else {
+                    tokio::time::timeout_at(due.into(), receiver.recv()).await.ok()
+                }
             }
+        };
+        match next {
+            Some(Some(message)) => take(message, &mut held, &mut waiting),
+            Some(None) => closed = true,
+            None => {}
         }
         // New records are taken even while older ones wait to be retried, so that one branch
         // that cannot be written does not hold up the others, up to the bound.
-        for _ in 0..BATCH.min(capacity.saturating_sub(pending.len())) {
+        while held.len < capacity {
             match receiver.try_recv() {
-                Ok(message) => take(message, &mut pending, &mut waiting),
+                Ok(message) => take(message, &mut held, &mut waiting),
                 Err(_) => break,
             }
         }
-        pending = write(&directory, std::mem::take(&mut pending)).await;
-        if pending.is_empty() {
-            backoff = Duration::from_millis(50);
+        let now = Instant::now();
+        if retry_at.is_none_or(|at| at <= now) {
+            let everything = closed || !waiting.is_empty() || held.len >= capacity.div_ceil(2);
+            let due = held.take_due(now, hold, everything);
+            if !due.is_empty() {
+                let left = write(&directory, &mut connections, due).await;
+                if left.is_empty() {
+                    backoff = Duration::from_millis(50);
+                    retry_at = None;
+                } else {
+                    held.put_back(left);
+                    retry_at = Some(Instant::now() + backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        if held.len == 0 {
             for done in waiting.drain(..) {
                 let _ = done.send(());
             }
-        } else {
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(2));
         }
     }
 }
 
-fn take(message: Message, pending: &mut Vec<ReadRecord>, waiting: &mut Vec<oneshot::Sender<()>>) {
+/// A branch's records to be written together, at most (past it, they are written at once).
+pub const BRANCH_BATCH: usize = 32;
+
+/// The records the writer holds, by branch, with what makes each due found without a scan
+/// of every branch (a record comes for each read, and a thousand branches may be held).
+#[derive(Default)]
+struct Held {
+    branches: HashMap<i64, Waiting>,
+    len: usize,
+    /// Branches by the moment their first held record came, oldest first; an entry whose
+    /// branch was written since (or holds newer records) is skipped.
+    order: VecDeque<(Instant, i64)>,
+    /// Branches with a full batch, or whose write failed: due at once.
+    ready: Vec<i64>,
+}
+
+/// One branch's records not yet written.
+struct Waiting {
+    /// When the first of them came.
+    since: Instant,
+    records: Vec<ReadRecord>,
+}
+
+impl Held {
+    fn add(&mut self, record: ReadRecord) -> usize {
+        let branch = record.branch;
+        let waiting = self.branches.entry(branch).or_insert_with(|| {
+            let since = Instant::now();
+            self.order.push_back((since, branch));
+            Waiting { since, records: Vec::new() }
+        });
+        waiting.records.push(record);
+        self.len += 1;
+        waiting.records.len()
+    }
+
+    fn push(&mut self, record: ReadRecord) {
+        let branch = record.branch;
+        if self.add(record) == BRANCH_BATCH {
+            self.ready.push(branch);
+        }
+    }
+
+    /// Records whose write failed: due again once the writer's backoff allows.
+    fn put_back(&mut self, records: Vec<ReadRecord>) {
+        for record in records {
+            let branch = record.branch;
+            if self.ready.last() != Some(&branch) {
+                self.ready.push(branch);
+            }
+            self.add(record);
+        }
+    }
+
+    /// When the first branch is due, if any records are held.
+    fn first_due(&mut self, hold: Duration) -> Option<Instant> {
+        if self.len == 0 {
+            return None;
+        }
+        if !self.ready.is_empty() {
+            return Some(Instant::now());
+        }
+        while let Some(&(since, branch)) = self.order.front() {
+            if self.branches.get(&branch).is_some_and(|w| w.since == since) {
+                return Some(since + hold);
+            }
+            self.order.pop_front();
+        }
+        Some(Instant::now())
+    }
+
+    /// The records of every branch that is due (all of them with `everything`).
+    fn take_due(&mut self, now: Instant, hold: Duration, everything: bool) -> Vec<ReadRecord> {
+        let mut taken = Vec::new();
+        if everything {
+            self.order.clear();
+            self.ready.clear();
+            for (_, mut waiting) in self.branches.drain() {
+                taken.append(&mut waiting.records);
+            }
+        } else {
+            let mut due = std::mem::take(&mut self.ready);
+            while let Some(&(since, branch)) = self.order.front() {
+                if since + hold > now {
+                    break;
+                }
+                self.order.pop_front();
+                if self.branches.get(&branch).is_some_and(|w| w.since == since) {
+                    due.push(branch);
+                }
+            }
+            for branch in due {
+                if let Some(mut waiting) = self.branches.remove(&branch) {
+                    taken.append(&mut waiting.records);
+                }
+            }
+        }
+        self.len -= taken.len();
+        taken
+    }
+}
+
+fn take(message: Message, held: &mut Held, waiting: &mut Vec<oneshot::Sender<()>>) {
     match message {
-        Message::Record(record) => pending.push(record),
+        Message::Record(record) => held.push(record),
         Message::Flush(done) => waiting.push(done),
     }
 }
@@ -145,9 +293,28 @@ fn take(message: Message, pending: &mut Vec<ReadRecord>, waiting: &mut Vec<onesh
 /// A branch's route and the read records waiting for it.
 type BranchRecords = (Arc<BranchRoute>, Vec<ReadRecord>);
 
+/// The writer's own connection to each database server, by pool name. Its `INSERT`s name
+/// each branch's table, so each is prepared once per branch and kept: planning an `INSERT`
+/// again for every batch cost as much as the reads it recorded when reads spread over a
+/// thousand branches, and on the pool's connections those statements would crowd out the
+/// requests' own. Each goes with its pool: closed with it, as when a server's last branch
+/// moved away.
+type Connections = HashMap<String, (BranchPool, Client)>;
+
+/// Statements the writer keeps prepared per server, one per branch; past it, the branches
+/// written least recently are prepared again when next read.
+const STATEMENTS_PER_SERVER: usize = 2_000;
+
+/// The writer's connections' `application_name`, to tell them apart in `pg_stat_activity`.
+pub const WRITER_NAME: &str = "clinic-server-read-audit";
+
 /// Writes `records`, the branches of each database server together; answers those that could
 /// not be written yet.
-async fn write(directory: &Directory, records: Vec<ReadRecord>) -> Vec<ReadRecord> {
+async fn write(
+    directory: &Directory,
+    connections: &mut Connections,
+    records: Vec<ReadRecord>,
+) -> Vec<ReadRecord> {
     let mut by_branch: BTreeMap<i64, Vec<ReadRecord>> = BTreeMap::new();
     for record in records {
         by_branch.entry(record.branch).or_default().push(record);
@@ -165,12 +332,11 @@ async fn write(directory: &Directory, records: Vec<ReadRecord>) -> Vec<ReadRecor
             _ => alone.push((branch, records)),
         }
     }
-    for (_, branches) in by_server {
-        if branches.len() > 1 {
-            match write_together(&branches).await {
-                Ok(()) => continue,
-                Err(e) => tracing::debug!(error = %e, "read audit records are written branch by branch"),
-            }
+    connections.retain(|_, (pool, client)| !pool.is_closed() && !client.is_closed());
+    for (server, branches) in by_server {
+        match write_together(connections, server, &branches).await {
+            Ok(()) => continue,
+            Err(e) => tracing::debug!(error = %e, "read audit records are written branch by branch"),
         }
         alone.extend(branches.into_iter().map(|(route, records)| (route.id, records)));
     }
@@ -193,19 +359,31 @@ async fn write(directory: &Directory, records: Vec<ReadRecord>) -> Vec<ReadRecor
     left
 }
 
-/// The records of several branches of one server in one transaction: an `INSERT` into each
-/// branch's own `audit_log` (its schema named in the statement), all sent at once.
-async fn write_together(branches: &[BranchRecords]) -> anyhow::Result<()> {
-    let mut conn = BranchConn::unrouted(&branches[0].0.pool).await?;
-    let tx = conn.client_mut().transaction().await?;
+/// The records of the branches of one server in one transaction, on the writer's own
+/// connection to it: an `INSERT` into each branch's own `audit_log` (its schema named in the
+/// statement, prepared once), all sent at once.
+async fn write_together(
+    connections: &mut Connections,
+    server: String,
+    branches: &[BranchRecords],
+) -> anyhow::Result<()> {
+    let pool = &branches[0].0.pool;
+    let (_, conn) = match connections.entry(server) {
+        Entry::Occupied(entry) => entry.into_mut(),
+        Entry::Vacant(entry) => {
+            entry.insert((pool.clone(), pool.open_apart(WRITER_NAME, STATEMENTS_PER_SERVER).await?))
+        }
+    };
+    let tx = conn.transaction().await?;
     let columns: Vec<Columns> = branches.iter().map(|(_, records)| Columns::of(records)).collect();
     let params: Vec<_> = columns.iter().map(Columns::params).collect();
     let statements: Vec<String> = branches
         .iter()
         .map(|(route, _)| insert_sql(&format!("{}.audit_log", quote_ident(&route.schema))))
         .collect();
-    // Statements prepared for this once, not cached: one per branch would fill the cache.
-    let inserts = statements.iter().zip(&params).map(|(sql, params)| tx.execute(sql.as_str(), params));
+    let prepared =
+        futures_util::future::try_join_all(statements.iter().map(|sql| tx.prepare_cached(sql))).await?;
+    let inserts = prepared.iter().zip(&params).map(|(stmt, params)| tx.execute(stmt, params));
     futures_util::future::try_join_all(inserts).await?;
     tx.commit().await?;
     Ok(())

@@ -66,8 +66,12 @@ impl AppState {
         let hasher = Hasher::new(settings.password_hash_log_n, settings.password_hash_limits)?;
         let limits = Arc::new(Limits::new(&settings));
         metrics.observe(&directory, &hasher, &limits);
-        let (read_audit, read_audit_writer) =
-            ReadAudit::start(directory.clone(), settings.read_audit_queue, settings.pool_wait);
+        let (read_audit, read_audit_writer) = ReadAudit::start(
+            directory.clone(),
+            settings.read_audit_queue,
+            settings.pool_wait,
+            settings.read_audit_hold,
+        );
         Ok(Self {
             read_audit,
             hasher,

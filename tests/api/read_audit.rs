@@ -59,7 +59,6 @@ async fn every_concurrent_list_search_lookup_and_view_is_recorded_once() {
     assert_eq!(shown, 50, "every search that showed Ana names her");
 }
 
-/// Marks `branch` frozen (as a move does while it makes its last copy) or thaws it.
 /// Reads of each branch's patients recorded in that branch's audit log.
 async fn reads_in(app: &TestApp, branch: i64) -> i64 {
     let client = clinic_server::db::connect(&app.db.url).await.unwrap();
@@ -95,6 +94,7 @@ async fn reads_spread_over_branches_are_each_recorded_in_their_own_branch_once()
     }
 }
 
+/// Marks `branch` frozen (as a move does while it makes its last copy) or thaws it.
 async fn set_frozen(app: &TestApp, branch: i64, frozen: bool) {
     let client = app.state.registry.get().await.unwrap();
     client.execute("UPDATE branches SET frozen = $2 WHERE id = $1", &[&branch, &frozen]).await.unwrap();
@@ -132,4 +132,33 @@ async fn records_that_cannot_be_written_yet_are_held_within_the_bound_and_a_read
     app.state.read_audit.flush().await;
     let recorded = patient_reads(&app.db.url, branch, "list").await;
     assert_eq!(recorded, 6, "every answered read is recorded once the branch thaws, the refused one is not");
+}
+
+#[tokio::test]
+async fn a_quiet_branch_s_reads_are_held_to_be_written_together_and_a_busy_branch_s_batch_at_once() {
+    // Held for an hour: only a full batch of a branch, or a flush, writes them.
+    let app = TestApp::spawn_with(|s| {
+        s.rate_limit_api = 100_000;
+        s.read_audit_hold = std::time::Duration::from_secs(3600);
+    })
+    .await;
+    let busy = app.main_branch().await;
+    let quiet = app.create_branch("B2").await;
+    let read = |branch| send(app.request(Method::GET, "/api/v1/patients", Some(branch)));
+    for _ in 0..3 {
+        assert_eq!(read(quiet).await.0, 200);
+    }
+    let batch = clinic_server::db::read_audit::BRANCH_BATCH;
+    for _ in 0..batch {
+        assert_eq!(read(busy).await.0, 200);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while reads_in(&app, busy).await < batch as i64 {
+        assert!(std::time::Instant::now() < deadline, "a full batch was not written without a flush");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(reads_in(&app, quiet).await, 0, "the quiet branch's three reads are still held");
+    app.state.read_audit.flush().await;
+    assert_eq!(reads_in(&app, quiet).await, 3, "a flush writes what is held");
+    assert_eq!(reads_in(&app, busy).await, batch as i64);
 }
