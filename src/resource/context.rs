@@ -1,6 +1,7 @@
 //! The one request context every handler works from: the state, the caller and, on
 //! branch routes, the branch's route.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use salvo::prelude::*;
@@ -49,7 +50,7 @@ pub struct Writer {
     /// The `Idempotency-Key` claim of a POST, if it sent one.
     pub idempotency: Option<std::sync::Arc<Idempotency>>,
     /// The active branches the writer may work in (rows that belong to a branch).
-    pub branches: Vec<i64>,
+    pub branches: Arc<BTreeSet<i64>>,
     /// The route of the request (`PUT /api/v1/patients/{id}`), named by its audit records.
     pub endpoint: Option<Arc<str>>,
 }
@@ -128,7 +129,7 @@ impl Context {
             state: self.state.clone(),
             route: self.branch.clone(),
             idempotency: self.idempotency.clone(),
-            branches: self.accessible_branches(),
+            branches: self.user.branch_ids.clone(),
             endpoint: self.endpoint.clone(),
         }
     }

@@ -24,9 +24,11 @@ pub struct AuthUser {
     pub email: String,
     pub username: String,
     pub default_branch_id: Option<i64>,
-    pub permissions: BTreeSet<String>,
+    /// Shared with the cached user (a request takes a reference, not a copy: an
+    /// administrator of a thousand branches would otherwise copy a thousand ids per request).
+    pub permissions: Arc<BTreeSet<String>>,
     /// Active branches this user may work in.
-    pub branch_ids: BTreeSet<i64>,
+    pub branch_ids: Arc<BTreeSet<i64>>,
     /// The token this request came with (logout revokes it).
     pub token_id: i64,
     /// When that token stops working, if it ever does.
@@ -58,8 +60,8 @@ struct UserRecord {
     email: String,
     username: String,
     default_branch_id: Option<i64>,
-    permissions: BTreeSet<String>,
-    branch_ids: BTreeSet<i64>,
+    permissions: Arc<BTreeSet<String>>,
+    branch_ids: Arc<BTreeSet<i64>>,
 }
 
 pub struct AuthCache {
@@ -188,8 +190,8 @@ async fn load_user(state: &AppState, user_id: i64) -> ApiResult<Option<Arc<UserR
                     email: row.get("email"),
                     username: row.get("username"),
                     default_branch_id: row.get("default_branch_id"),
-                    permissions: row.get::<_, Vec<String>>("permissions").into_iter().collect(),
-                    branch_ids: row.get::<_, Vec<i64>>("branch_ids").into_iter().collect(),
+                    permissions: Arc::new(row.get::<_, Vec<String>>("permissions").into_iter().collect()),
+                    branch_ids: Arc::new(row.get::<_, Vec<i64>>("branch_ids").into_iter().collect()),
                 })
             }))
         })
