@@ -101,7 +101,9 @@ pgbench_header() {
 # 1. The SQL of each case, from the log, with the server's sessions logging every statement.
 stop_server
 psql "$PGURL" -qc "ALTER DATABASE $DB SET log_min_duration_statement = 0"
-start_server
+# Read records written as they come (not held for their branch's batch), so that a
+# request's own record is in the log beside its statements.
+READ_AUDIT_HOLD_MS=0 start_server
 for c in $CASES; do
   read -r method path body <<<"$(request "$c")"
   args=(-s -o /dev/null -X "$method" "${AUTH[@]}" "$BASE$path")
