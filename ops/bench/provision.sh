@@ -17,31 +17,14 @@ BRANCHES=${BRANCHES:-1000}
 SPACED=${SPACED:-50}
 PAUSE=${PAUSE:-1}
 PATIENTS=${PATIENTS:-20}
-PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
 PORT=${PORT:-18093}
 TARGET=${CARGO_TARGET_DIR:-target}
 NEXT_TARGET=${NEXT_TARGET:-$TARGET/bench-next-migration}
-DB=clinic_bench_provision_$$
-DB_URL="${PGURL%/*}/$DB"
-BASE="http://127.0.0.1:$PORT/api/v1"
-PASSWORD=bench-password-1
 WORK=$(mktemp -d)
 
-cargo build --release --quiet
-psql "$PGURL" -qc "CREATE DATABASE $DB"
-cleanup() {
-  [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
-  rm -rf "$WORK"
-  psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
-}
-trap cleanup EXIT
-
-DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
-  RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn "$TARGET/release/clinic-server" serve >"$WORK/server.log" 2>&1 &
-SERVER=$!
-for _ in $(seq 1 100); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
-TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \
-  -d "{\"username\":\"admin\",\"password\":\"$PASSWORD\"}" | sed 's/.*"token":"\([^"]*\)".*/\1/')
+# shellcheck source=ops/bench/server.sh
+source ops/bench/server.sh
+trap 'cleanup; rm -rf "$WORK"' EXIT
 
 # Nearest-rank percentile of the numbers in a file, one per line.
 percentile() { sort -n "$1" | awk -v p="$2" '{ v[NR] = $1 } END { i = int(NR * p / 100 + 0.999999); print v[i < 1 ? 1 : i] }'; }

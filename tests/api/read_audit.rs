@@ -94,6 +94,15 @@ async fn reads_spread_over_branches_are_each_recorded_in_their_own_branch_once()
     }
 }
 
+/// Waits until `done` holds, failing with `failure` after ten seconds.
+async fn within_ten_seconds(failure: &str, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !done().await {
+        assert!(std::time::Instant::now() < deadline, "{failure}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 /// Marks `branch` frozen (as a move does while it makes its last copy) or thaws it.
 async fn set_frozen(app: &TestApp, branch: i64, frozen: bool) {
     let client = app.state.registry.get().await.unwrap();
@@ -117,11 +126,8 @@ async fn records_that_cannot_be_written_yet_are_held_within_the_bound_and_a_read
         assert_eq!(read().await.0, 200);
     }
     // The writer holds those three to retry them; the queue is empty again.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while app.state.read_audit.queued() > 0 {
-        assert!(std::time::Instant::now() < deadline, "the writer did not take the records");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    within_ten_seconds("the writer did not take the records", async || app.state.read_audit.queued() == 0)
+        .await;
     for _ in 0..3 {
         assert_eq!(read().await.0, 200, "the queue has room for three more");
     }
@@ -152,11 +158,10 @@ async fn a_quiet_branch_s_reads_are_held_to_be_written_together_and_a_busy_branc
     for _ in 0..batch {
         assert_eq!(read(busy).await.0, 200);
     }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while reads_in(&app, busy).await < batch as i64 {
-        assert!(std::time::Instant::now() < deadline, "a full batch was not written without a flush");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    within_ten_seconds("a full batch was not written without a flush", async || {
+        reads_in(&app, busy).await == batch as i64
+    })
+    .await;
     assert_eq!(reads_in(&app, quiet).await, 0, "the quiet branch's three reads are still held");
     app.state.read_audit.flush().await;
     assert_eq!(reads_in(&app, quiet).await, 3, "a flush writes what is held");
