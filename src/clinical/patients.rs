@@ -18,7 +18,7 @@ use crate::permissions::PATIENTS_READ;
 use crate::resource::Context;
 use crate::resource::reads::audit_seen;
 use crate::resource::routes::list_rules;
-use crate::resource::{Conn, Param, Within, as_refs, db_span, select_columns, stream};
+use crate::resource::{Conn, PAGE_AGGREGATE, Param, Within, as_refs, db_span, select_columns, stream};
 
 pub const MAX_LOOKUP: i64 = 50;
 pub const DEFAULT_LOOKUP: i64 = 10;
@@ -26,8 +26,9 @@ pub const DEFAULT_LOOKUP: i64 = 10;
 /// A handful of records for a type-ahead: every word of `term` begins a word of the name or
 /// PIN number (any order; the index `patients_prefixes_idx`), or the term is a whole PIN, or the
 /// digits of a phone number (anywhere, so that numbers typed without the country code
-/// match); an exact PIN first, then by name.
-async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<Vec<Value>> {
+/// match); an exact PIN first, then by name. Answers them as the JSON array text PostgreSQL
+/// makes of them (written into the answer unparsed, as a list page is) and their ids.
+async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<(String, Vec<i64>)> {
     let resource = &PATIENTS;
     let words: Vec<&str> = term.split_whitespace().take(8).collect();
     let mut params: Vec<Param> = vec![Box::new(words.join(" ")), Box::new(term.trim().to_uppercase())];
@@ -46,7 +47,7 @@ async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<Vec<Valu
     let exact = 2;
     params.push(Box::new(limit));
     let sql = format!(
-        "SELECT to_jsonb(r) FROM (SELECT {} FROM {} t WHERE t.deleted_at IS NULL AND {matches}
+        "{PAGE_AGGREGATE} FROM (SELECT {} FROM {} t WHERE t.deleted_at IS NULL AND {matches}
           ORDER BY (t.pin = ${exact}) DESC, t.last_name, t.first_name, t.id LIMIT ${}) r",
         select_columns(resource),
         resource.table,
@@ -55,8 +56,8 @@ async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<Vec<Valu
     let client = conn.client();
     async {
         let stmt = client.prepare_cached(&sql).await?;
-        let rows = client.query(&stmt, &as_refs(&params)).await?;
-        Ok(rows.into_iter().map(|r| r.get(0)).collect())
+        let row = client.query_one(&stmt, &as_refs(&params)).await?;
+        Ok((row.get(0), row.get(1)))
     }
     .instrument(db_span(resource, "SELECT"))
     .await
@@ -88,11 +89,10 @@ pub async fn lookup(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     let ctx = Context::of(depot)?;
     ctx.require(PATIENTS_READ)?;
     let mut conn = ctx.conn(PATIENTS.scope).await?;
-    let rows = matching(&mut conn, &term, limit).await?;
-    let ids: Vec<i64> = rows.iter().filter_map(|r| r.get("id").and_then(Value::as_i64)).collect();
+    let (rows, ids) = matching(&mut conn, &term, limit).await?;
     drop(conn);
     audit_seen(&ctx, &PATIENTS, &ids, &pairs).await?;
-    web::ok(res, "Patients found.", rows);
+    web::ok_text(res, "Patients found.", &rows);
     Ok(())
 }
 

@@ -44,6 +44,7 @@ pub static PATIENTS: Resource = Resource {
     default_sort: "last_name",
     default_direction: SortDirection::Asc,
     search_words: Some("search_text"),
+    search_rows: Some("patient_search"),
     filters: &["sex", "civil_status", "status"],
     derived: &[],
     read_permission: PATIENTS_READ,

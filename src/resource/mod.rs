@@ -35,8 +35,8 @@ pub use numbers::Numbering;
 // of its own.
 pub use row::typed;
 pub use store::{
-    Moved, Param, Within, as_refs, audit_event, created_message, db_span, merged_record, select_columns,
-    state_conflict, stream, survivor_of, updated_message,
+    Moved, PAGE_AGGREGATE, Param, Within, as_refs, audit_event, created_message, db_span, merged_record,
+    select_columns, state_conflict, stream, survivor_of, updated_message,
 };
 pub use unit::{Unit, Written};
 
@@ -150,6 +150,11 @@ pub struct Resource {
     /// Instead of `search`: a column of normalised text (see `search_normalize` in the branch
     /// schema) in which every word of the term must occur.
     pub search_words: Option<&'static str>,
+    /// A table kept beside `table` (by triggers, in the writing transaction) holding, for each
+    /// live row, its `id`, its `search_words` column and every sort field, and nothing else:
+    /// a search with no other condition finds its matches there, where checking each match
+    /// visits far fewer pages than the full rows would. Only the page's rows are then read.
+    pub search_rows: Option<&'static str>,
     /// A date or timestamp column that `start_date` / `end_date` (inclusive) bound.
     pub date_range: Option<&'static str>,
     /// Fields usable as `filters[name]`.
@@ -250,6 +255,7 @@ impl Resource {
         unique: &[],
         write_only: &[],
         search_words: None,
+        search_rows: None,
         date_range: None,
         filter_only: &[],
         writable: true,

@@ -109,6 +109,26 @@ async fn every_declared_column_exists_with_its_type_and_every_select_runs() {
                 Some(_) => {}
             }
         }
+        // The narrow table a search reads its matches from holds what it is read for.
+        if let Some(search_rows) = r.search_rows {
+            let kept: Vec<String> = registry
+                .query(
+                    "SELECT column_name::text FROM information_schema.columns
+                      WHERE table_schema = $1 AND table_name = $2",
+                    &[&schema, &search_rows],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            let needed = ["id"].into_iter().chain(r.search_words).chain(r.sort_fields.iter().copied());
+            for column in needed {
+                if !kept.iter().any(|k| k == column) {
+                    problems.push(format!("{}: its search rows {search_rows} lack {column}", r.path));
+                }
+            }
+        }
         // As the server runs it: in the schema's search path (a computed column may read
         // another table of the branch).
         let sql = format!("SELECT {} FROM {schema}.{} t LIMIT 0", select_columns(r), r.table);

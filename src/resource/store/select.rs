@@ -50,6 +50,10 @@ pub async fn parent_exists(conn: &mut Conn, resource: &Resource, id: i64) -> Api
 pub struct Selection {
     conditions: Vec<String>,
     params: Vec<Param>,
+    /// The search's own conditions (also in `conditions`), when nothing but the soft delete
+    /// and the search narrows the rows: then the resource's `search_rows`, which hold the
+    /// live rows only, can answer them alone.
+    words_alone: Option<Vec<String>>,
 }
 
 /// SQL for "the normalised column contains the normalised word in `param` literally": the
@@ -71,7 +75,7 @@ pub fn contains_pattern(term: &str) -> String {
 
 impl Selection {
     pub fn new(resource: &Resource, within: Within<'_>, query: &ListQuery) -> ApiResult<Self> {
-        let mut selection = Self { conditions: Vec::new(), params: Vec::new() };
+        let mut selection = Self { conditions: Vec::new(), params: Vec::new(), words_alone: None };
         if resource.soft_delete {
             selection.conditions.push("t.deleted_at IS NULL".to_owned());
         }
@@ -80,8 +84,12 @@ impl Selection {
         selection.params.extend(params);
         selection.add_filters(resource, query)?;
         selection.add_date_range(resource, query);
+        let narrowed = selection.conditions.len();
         if let Some(term) = &query.search {
             selection.add_search(resource, term);
+        }
+        if narrowed == usize::from(resource.soft_delete) && selection.conditions.len() > narrowed {
+            selection.words_alone = Some(selection.conditions[narrowed..].to_vec());
         }
         Ok(selection)
     }
@@ -152,13 +160,16 @@ impl Selection {
         let dir = query.sort_direction.sql();
         let table = resource.table;
         let sort = &query.sort_field;
+        let (source, filter) = match (resource.search_rows, &self.words_alone) {
+            (Some(rows), Some(words)) if resource.search_words.is_some() => (rows, words.join(" AND ")),
+            _ => (table, self.filter()),
+        };
         format!(
-            "WITH matches AS MATERIALIZED (SELECT t.id, t.{sort} AS sort_key FROM {table} t WHERE {filter}),
+            "WITH matches AS MATERIALIZED (SELECT t.id, t.{sort} AS sort_key FROM {source} t WHERE {filter}),
                   page AS (SELECT id, sort_key FROM matches ORDER BY sort_key {dir}, id {dir} LIMIT {limit} OFFSET {offset})
              SELECT (SELECT count(*) FROM matches), p.data, p.ids
                FROM ({aggregate} FROM (SELECT {columns} FROM page JOIN {table} t ON t.id = page.id
                                         ORDER BY page.sort_key {dir}, page.id {dir}) r) p",
-            filter = self.filter(),
             limit = query.per_page,
             offset = query.offset(),
             columns = select_columns(resource),
@@ -203,7 +214,7 @@ impl Selection {
 
 /// The rows `r` of a page, in their order, as the JSON array text PostgreSQL makes of them and
 /// as ids: the server writes the text into its answer without parsing it.
-const PAGE_AGGREGATE: &str =
+pub const PAGE_AGGREGATE: &str =
     "SELECT coalesce(json_agg(r), '[]')::text AS data, coalesce(array_agg(r.id), '{}') AS ids";
 
 /// One page of a list: the total, the page's rows as a JSON array (text made by PostgreSQL)

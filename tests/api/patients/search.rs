@@ -357,3 +357,104 @@ async fn lookup_without_a_search_term_is_422_on_search() {
         assert_invalid(&r, &["search"]);
     }
 }
+
+/// Every difference between the rows a search reads (`patient_search`) and the live
+/// patients they are kept from; empty when they agree.
+async fn search_rows_drift(app: &TestApp, branch: i64) -> Vec<String> {
+    let client = app.state.registry.get().await.unwrap();
+    let columns = "id, search_text, last_name, first_name, pin, birth_date, created_at";
+    let live = format!("SELECT {columns} FROM branch_{branch}.patients WHERE deleted_at IS NULL");
+    let kept = format!("SELECT {columns} FROM branch_{branch}.patient_search");
+    let rows = client
+        .query(
+            &format!(
+                "(SELECT 'missing', id, search_text FROM ({live} EXCEPT ALL {kept}) m)
+                 UNION ALL (SELECT 'stale', id, search_text FROM ({kept} EXCEPT ALL {live}) s) ORDER BY 2"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|r| format!("{} {} {}", r.get::<_, &str>(0), r.get::<_, i64>(1), r.get::<_, &str>(2)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_rows_searches_read_follow_their_patients_through_concurrent_writes() {
+    let app = TestApp::spawn_with(|s| s.rate_limit_api = 100_000).await;
+    let main = app.main_branch().await;
+    let created = futures_util::future::join_all((0..30).map(|n| {
+        let app = &app;
+        async move { id_of(&patient(app, main, &format!("Kept{n}"), "Follow").await) }
+    }))
+    .await;
+    assert_eq!(search_rows_drift(&app, main).await, Vec::<String>::new(), "after the creates");
+
+    // At once, each but the first: renamed, deleted, born another day, or given a phone
+    // (which the kept rows do not hold); the rest are then merged into the first (a patient's
+    // merges go one at a time).
+    let answers = futures_util::future::join_all(created.iter().enumerate().skip(1).map(|(n, &id)| {
+        let app = &app;
+        async move {
+            let path = format!("{PATIENTS}/{id}");
+            match n % 5 {
+                0 => Some(app.put(&path, Some(main), json!({ "last_name": "Renamed" })).await),
+                1 => Some(app.delete(&path, Some(main)).await),
+                2 => Some(app.put(&path, Some(main), json!({ "birth_date": "1970-01-01" })).await),
+                3 => Some(app.put(&path, Some(main), json!({ "phone": "+63 917 555 0100" })).await),
+                _ => None,
+            }
+        }
+    }))
+    .await;
+    for r in answers.iter().flatten() {
+        assert_status(r, 200);
+    }
+    let mut merges = Vec::new();
+    for (_, &id) in created.iter().enumerate().filter(|(n, _)| n % 5 == 4) {
+        let body = json!({ "duplicate_id": id, "reason": "registered twice" });
+        let r = app.post(&format!("{PATIENTS}/{}/merge", created[0]), Some(main), body).await;
+        assert_status(&r, 201);
+        merges.push(id_of(&r));
+    }
+    // The last merge undone: its patient is back, and found again.
+    let undo = json!({ "merge_id": merges.pop().unwrap() });
+    assert_status(&app.post(&format!("{PATIENTS}/{}/unmerge", created[0]), Some(main), undo).await, 200);
+    assert_eq!(search_rows_drift(&app, main).await, Vec::<String>::new(), "after the writes");
+
+    // Searches answer the patients as they now are.
+    let of = |keep: &dyn Fn(usize) -> bool| {
+        let mut ids: Vec<i64> =
+            created.iter().enumerate().filter(|(n, _)| keep(*n)).map(|(_, id)| *id).collect();
+        ids.sort_unstable();
+        ids
+    };
+    let sorted = |r: &Reply| {
+        let mut found = ids(&r.body);
+        found.sort_unstable();
+        found
+    };
+    let renamed = list(&app, main, "search=renamed&perPage=100").await;
+    assert_eq!(sorted(&renamed), of(&|n| n > 0 && n % 5 == 0));
+    let follow = list(&app, main, "search=follow&perPage=100").await;
+    let staying = of(&|n| n == 0 || n % 5 == 2 || n % 5 == 3 || n == 29);
+    assert_eq!(sorted(&follow), staying, "neither the renamed, the deleted nor the merged");
+    assert_eq!(follow.body["meta"]["total"], staying.len());
+    let born = list(&app, main, "search=follow&sortField=birth_date&perPage=100").await;
+    let first: Vec<i64> = ids(&born.body).into_iter().take(6).collect();
+    let mut first_sorted = first.clone();
+    first_sorted.sort_unstable();
+    assert_eq!(first_sorted, of(&|n| n % 5 == 2), "the earlier birth dates sort first");
+    // The same page as the full rows give when a filter is beside the search.
+    let by_pin = list(&app, main, "search=follow&sortField=pin&sortDirection=desc&perPage=100").await;
+    let filtered =
+        list(&app, main, "search=follow&sortField=pin&sortDirection=desc&perPage=100&filters[sex]=female")
+            .await;
+    assert_status(&filtered, 200);
+    assert_eq!(ids(&by_pin.body), ids(&filtered.body), "every patient here is female");
+    let mut pins = column(&by_pin.body, "pin");
+    assert_eq!(pins.len(), staying.len());
+    pins.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(column(&by_pin.body, "pin"), pins);
+}
