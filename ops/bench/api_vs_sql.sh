@@ -167,43 +167,50 @@ LUA
   esac
 }
 
+# wrk through the API with script $1 (sets rps and p99).
+api_side() {
+  local out
+  out=$(wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$1" "${AUTH[@]}" "http://127.0.0.1:$PORT")
+  rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+  p99=$(echo "$out" | awk '$1 == "99%" {print $2}')
+}
+# pgbench on the SQL script $WORK/$1.sql, logged under the name $2, with pgbench options
+# $3... (sets tps and sp99). Paced (-R), a transaction's logged latency counts from its
+# scheduled start, so the schedule lag is in it.
+sql_side() {
+  local script=$1 name=$2 out
+  shift 2
+  # The server's branch connections: the branch's schema, UTC, SSD costs.
+  out=$(PGOPTIONS="-c search_path=branch_1 -c TimeZone=UTC -c random_page_cost=1.1" pgbench -n -M prepared -c "$CONNECTIONS" -j 2 -T "$DURATION" "$@" "${defs[@]}" -f "$WORK/$script.sql" \
+        --log --log-prefix="$WORK/pgbench_$name" "$DB_URL" 2>"$WORK/pgbench_$name.err") \
+    || { echo "pgbench failed on $name:"; cat "$WORK/pgbench_$name.err" "$WORK/$script.sql"; exit 1; }
+  tps=$(echo "$out" | awk '/^tps/ {print $3; exit}')
+  sp99=$(cat "$WORK"/pgbench_"$name".* | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {printf "%.2fms", a[int(NR*0.99)]/1000}')
+  rm -f "$WORK"/pgbench_"$name".*
+}
+
 printf '%-18s %12s %10s %12s %10s %8s\n' case "API req/s" "API p99" "SQL tps" "SQL p99" ratio
 for c in $CASES; do
   wrk_lua "$c" >"$WORK/$c.lua"
-  api=$(wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/$c.lua" "${AUTH[@]}" "http://127.0.0.1:$PORT")
-  rps=$(echo "$api" | awk '/Requests\/sec/ {print $2}')
-  p99=$(echo "$api" | awk '$1 == "99%" {print $2}')
+  api_side "$WORK/$c.lua"
   others=""; [ "$c" = list ] && others=list_sql_only; [ "$c" = get ] && others=get_sql_only
   [ "$c" = search ] && others=search_before
   mapfile -t defs < <(defines "$c")
-  paced=""; case $c in lookup | lookup_word) paced=1 ;; esac
   for side in "$c" $others; do
-    # The server's branch connections: the branch's schema, UTC, SSD costs.
-    sql=$(PGOPTIONS="-c search_path=branch_1 -c TimeZone=UTC -c random_page_cost=1.1" pgbench -n -M prepared -c "$CONNECTIONS" -j 2 -T "$DURATION" -r "${defs[@]}" -f "$WORK/$side.sql" \
-          --log --log-prefix="$WORK/pgbench_$side" "$DB_URL" 2>"$WORK/pgbench_$side.err") \
-      || { echo "pgbench failed on $side:"; cat "$WORK/pgbench_$side.err" "$WORK/$side.sql"; exit 1; }
-    tps=$(echo "$sql" | awk '/^tps/ {print $3; exit}')
-    sp99=$(cat "$WORK"/pgbench_"$side".* | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {printf "%.2fms", a[int(NR*0.99)]/1000}')
-    rm -f "$WORK"/pgbench_"$side".*
+    sql_side "$side" "$side" -r
     ratio=$(echo "scale=2; $rps / $tps" | bc)
     label=$c; [ "$side" = list_sql_only ] && label="list vs page SQL"
     [ "$side" = get_sql_only ] && label="get vs SELECT"
     [ "$side" = search_before ] && label="search vs old SQL"
     printf '%-18s %12s %10s %12s %10s %8s\n' "$label" "$rps" "$p99" "$tps" "$sp99" "$ratio"
   done
-  if [ -n "$paced" ]; then
-    # Each connection waits its share of the interval between requests.
-    { cat "$WORK/$c.lua"; echo "delay = function() return $((CONNECTIONS * 1000 / PACED_RATE)) end"; } >"$WORK/${c}_paced.lua"
-    api=$(wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/${c}_paced.lua" "${AUTH[@]}" "http://127.0.0.1:$PORT")
-    rps=$(echo "$api" | awk '/Requests\/sec/ {print $2}')
-    p99=$(echo "$api" | awk '$1 == "99%" {print $2}')
-    sql=$(PGOPTIONS="-c search_path=branch_1 -c TimeZone=UTC -c random_page_cost=1.1" pgbench -n -M prepared -R "$PACED_RATE" -c "$CONNECTIONS" -j 2 -T "$DURATION" "${defs[@]}" -f "$WORK/$c.sql" \
-          --log --log-prefix="$WORK/pgbench_paced" "$DB_URL" 2>"$WORK/pgbench_paced.err") \
-      || { echo "pgbench failed on $c paced:"; cat "$WORK/pgbench_paced.err"; exit 1; }
-    tps=$(echo "$sql" | awk '/^tps/ {print $3; exit}')
-    # The schedule lag is part of a paced transaction's latency (column 3 holds both).
-    sp99=$(cat "$WORK"/pgbench_paced.* | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {printf "%.2fms", a[int(NR*0.99)]/1000}')
-    rm -f "$WORK"/pgbench_paced.*
-    printf '%-18s %12s %10s %12s %10s %8s\n' "$c at ${PACED_RATE}/s" "$rps" "$p99" "$tps" "$sp99" ""
-  fi
+  case $c in
+    lookup | lookup_word)
+      # Each connection waits its share of the interval between requests.
+      { cat "$WORK/$c.lua"; echo "delay = function() return $((CONNECTIONS * 1000 / PACED_RATE)) end"; } >"$WORK/${c}_paced.lua"
+      api_side "$WORK/${c}_paced.lua"
+      sql_side "$c" "${c}_paced" -R "$PACED_RATE"
+      printf '%-18s %12s %10s %12s %10s %8s\n' "$c at ${PACED_RATE}/s" "$rps" "$p99" "$tps" "$sp99" ""
+      ;;
+  esac
 done

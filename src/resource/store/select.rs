@@ -50,10 +50,10 @@ pub async fn parent_exists(conn: &mut Conn, resource: &Resource, id: i64) -> Api
 pub struct Selection {
     conditions: Vec<String>,
     params: Vec<Param>,
-    /// The search's own conditions (also in `conditions`), when nothing but the soft delete
-    /// and the search narrows the rows: then the resource's `search_rows`, which hold the
-    /// live rows only, can answer them alone.
-    words_alone: Option<Vec<String>>,
+    /// Where the search's own conditions begin in `conditions`, when nothing but the soft
+    /// delete and the search narrows the rows: then the resource's `search_rows`, which hold
+    /// the live rows only, can answer them alone.
+    search_alone_from: Option<usize>,
 }
 
 /// SQL for "the normalised column contains the normalised word in `param` literally": the
@@ -75,7 +75,7 @@ pub fn contains_pattern(term: &str) -> String {
 
 impl Selection {
     pub fn new(resource: &Resource, within: Within<'_>, query: &ListQuery) -> ApiResult<Self> {
-        let mut selection = Self { conditions: Vec::new(), params: Vec::new(), words_alone: None };
+        let mut selection = Self { conditions: Vec::new(), params: Vec::new(), search_alone_from: None };
         if resource.soft_delete {
             selection.conditions.push("t.deleted_at IS NULL".to_owned());
         }
@@ -89,7 +89,7 @@ impl Selection {
             selection.add_search(resource, term);
         }
         if narrowed == usize::from(resource.soft_delete) && selection.conditions.len() > narrowed {
-            selection.words_alone = Some(selection.conditions[narrowed..].to_vec());
+            selection.search_alone_from = Some(narrowed);
         }
         Ok(selection)
     }
@@ -160,8 +160,10 @@ impl Selection {
         let dir = query.sort_direction.sql();
         let table = resource.table;
         let sort = &query.sort_field;
-        let (source, filter) = match (resource.search_rows, &self.words_alone) {
-            (Some(rows), Some(words)) if resource.search_words.is_some() => (rows, words.join(" AND ")),
+        let (source, filter) = match (resource.search_rows, self.search_alone_from) {
+            (Some(rows), Some(from)) if resource.search_words.is_some() => {
+                (rows, self.conditions[from..].join(" AND "))
+            }
             _ => (table, self.filter()),
         };
         format!(
