@@ -4,6 +4,7 @@
 # switch the connection's search_path, and PostgreSQL re-plans cached statements).
 #
 #   ops/bench/branches.sh            # 1,000 branches, 20 patients each, 10 s per case
+#   COMPARE_WITH=/path/to/other/clinic-server ops/bench/branches.sh   # this build against another
 #
 # Each case first runs for WARMUP (5 s; its figures are printed as the cold start), then is
 # measured: the steady state, once PostgreSQL's backends hold the schemas they serve.
@@ -33,12 +34,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
-DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
-  RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn "${CARGO_TARGET_DIR:-target}/release/clinic-server" serve >/tmp/clinic-bench-branches.log 2>&1 &
-SERVER=$!
-for _ in $(seq 1 100); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
-TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \
-  -d "{\"username\":\"admin\",\"password\":\"$PASSWORD\"}" | sed 's/.*"token":"\([^"]*\)".*/\1/')
+BIN="${CARGO_TARGET_DIR:-target}/release/clinic-server"
+# Starts `$1` serving the database and signs in as the administrator.
+start_server() {
+  DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
+    RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn "$1" serve >/tmp/clinic-bench-branches.log 2>&1 &
+  SERVER=$!
+  for _ in $(seq 1 100); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
+  TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \
+    -d "{\"username\":\"admin\",\"password\":\"$PASSWORD\"}" | sed 's/.*"token":"\([^"]*\)".*/\1/')
+}
+stop_server() {
+  kill "$SERVER" && wait "$SERVER" 2>/dev/null || true
+  SERVER=
+}
+start_server "$BIN"
 
 echo "provisioning $BRANCHES branches..."
 start=$(date +%s.%N)
@@ -123,10 +133,28 @@ run() {
   printf '   ratio to one branch %s\n' "$(echo "scale=2; $RPS / $ONE" | bc)"
 }
 
-echo
-run "list, one branch" -H 'X-Branch-Id: 1' "$BASE/patients"
-run "list, round-robin over $BRANCHES branches" -s "$LUA" "$BASE/patients"
-run "list, Zipf over $BRANCHES branches" -s "$ZIPF" "$BASE/patients"
+cases() {
+  ONE=
+  echo
+  run "list, one branch" -H 'X-Branch-Id: 1' "$BASE/patients"
+  run "list, round-robin over $BRANCHES branches" -s "$LUA" "$BASE/patients"
+  run "list, Zipf over $BRANCHES branches" -s "$ZIPF" "$BASE/patients"
+}
+if [ -n "${COMPARE_WITH:-}" ]; then
+  # Two builds on the same database, each twice, alternately (a drift of the machine shows
+  # as a difference between the two runs of one build).
+  for round in 1 2; do
+    for bin in "$BIN" "$COMPARE_WITH"; do
+      [ -z "$SERVER" ] && start_server "$bin"
+      echo; echo "== $bin, round $round"
+      cases
+      stop_server
+    done
+  done
+  exit 0
+else
+  cases
+fi
 rm -f "$ZIPF"
 echo
 echo "server resident memory after the runs: $(awk '/VmRSS/ {print $2 / 1024 " MiB"}' /proc/$SERVER/status)"

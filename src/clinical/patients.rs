@@ -28,7 +28,7 @@ pub const DEFAULT_LOOKUP: i64 = 10;
 /// digits of a phone number (anywhere, so that numbers typed without the country code
 /// match); an exact PIN first, then by name. Answers them as the JSON array text PostgreSQL
 /// makes of them (written into the answer unparsed, as a list page is) and their ids.
-async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<(String, Vec<i64>)> {
+async fn matching(client: &impl Queries, term: &str, limit: i64) -> ApiResult<(String, Vec<i64>)> {
     let resource = &PATIENTS;
     let words: Vec<&str> = term.split_whitespace().take(8).collect();
     let mut params: Vec<Param> = vec![Box::new(words.join(" ")), Box::new(term.trim().to_uppercase())];
@@ -53,10 +53,10 @@ async fn matching(conn: &mut Conn, term: &str, limit: i64) -> ApiResult<(String,
         resource.table,
         params.len(),
     );
-    let client = conn.client();
     async {
         let stmt = client.prepare_cached(&sql).await?;
-        let row = client.query_one(&stmt, &as_refs(&params)).await?;
+        let rows = client.read(&stmt, &as_refs(&params)).await?;
+        let row = rows.first().ok_or_else(|| anyhow::anyhow!("an aggregate answered no row"))?;
         Ok((row.get(0), row.get(1)))
     }
     .instrument(db_span(resource, "SELECT"))
@@ -88,8 +88,8 @@ pub async fn lookup(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     };
     let ctx = Context::of(depot)?;
     ctx.require(PATIENTS_READ)?;
-    let mut conn = ctx.conn(PATIENTS.scope).await?;
-    let (rows, ids) = matching(&mut conn, &term, limit).await?;
+    let conn = ctx.reading_conn(PATIENTS.scope).await?;
+    let (rows, ids) = matching(&conn.reads(), &term, limit).await?;
     drop(conn);
     audit_seen(&ctx, &PATIENTS, &ids, &pairs).await?;
     web::ok_text(res, "Patients found.", &rows);

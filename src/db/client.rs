@@ -54,8 +54,14 @@ impl Client {
 
     /// Records the schema the search_path now names: statements prepared from now on are
     /// cached for it.
-    pub fn set_schema(&mut self, schema: Option<Arc<str>>) {
+    pub fn set_schema(&self, schema: Option<Arc<str>>) {
         self.statements.set_schema(schema);
+    }
+
+    /// The statement this connection keeps prepared for `sql` under `schema`, if any, without
+    /// a round trip (a read that will switch to `schema` in the same round trip as it runs).
+    pub fn cached(&self, schema: &Arc<str>, sql: &str) -> Option<Statement> {
+        self.statements.cached(schema, sql)
     }
 
     /// Like [`tokio_postgres::Client::prepare`], but reuses the statement this connection
@@ -210,17 +216,16 @@ impl Statements {
         self.lock().len
     }
 
+    fn cached(&self, schema: &Arc<str>, sql: &str) -> Option<Statement> {
+        self.lock().hit(&Some(schema.clone()), sql)
+    }
+
     async fn prepare(&self, client: &tokio_postgres::Client, sql: &str) -> Result<Statement, Error> {
         let schema = {
             let mut cache = self.lock();
-            cache.clock += 1;
-            let clock = cache.clock;
             let schema = cache.schema.clone();
-            if let Some(entry) =
-                cache.by_schema.get_mut(&schema).and_then(|statements| statements.get_mut(sql))
-            {
-                entry.used = clock;
-                return Ok(entry.statement.clone());
+            if let Some(statement) = cache.hit(&schema, sql) {
+                return Ok(statement);
             }
             schema
         };
@@ -246,6 +251,15 @@ impl Statements {
 }
 
 impl Cache {
+    /// The statement kept for `sql` under `schema`, marked as used now.
+    fn hit(&mut self, schema: &Option<Arc<str>>, sql: &str) -> Option<Statement> {
+        self.clock += 1;
+        let clock = self.clock;
+        let entry = self.by_schema.get_mut(schema)?.get_mut(sql)?;
+        entry.used = clock;
+        Some(entry.statement.clone())
+    }
+
     /// Drops the least recently used statements until `keep` remain.
     fn evict_to(&mut self, keep: usize) {
         let mut used: Vec<u64> = self.by_schema.values().flat_map(|s| s.values().map(|e| e.used)).collect();

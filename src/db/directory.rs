@@ -191,6 +191,15 @@ impl Directory {
 
     /// A connection for `route`, its search_path set to the branch's schema.
     pub async fn connect(&self, route: &BranchRoute) -> ApiResult<BranchConn> {
+        let conn = self.connect_deferred(route).await?;
+        // As a failure to take the connection, which the switch was part of.
+        conn.reads().switch_now().await.map_err(super::PoolError::Backend)?;
+        Ok(conn)
+    }
+
+    /// A connection for `route` whose switch to the branch's schema goes with its first read
+    /// ([`BranchConn::checkout_deferred`]).
+    pub async fn connect_deferred(&self, route: &BranchRoute) -> ApiResult<BranchConn> {
         if route.migration_failed {
             return Err(ApiError::unavailable(
                 "branch_unavailable",
@@ -202,7 +211,7 @@ impl Directory {
             .await
             .map_err(|_| busy())?
             .map_err(|_| busy())?;
-        Ok(BranchConn::checkout(&route.pool, &route.schema).await?.holding(permit))
+        Ok(BranchConn::checkout_deferred(&route.pool, &route.schema).await?.holding(permit))
     }
 
     /// Closes every branch pool (at shutdown, before the database goes away).

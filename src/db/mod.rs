@@ -15,7 +15,7 @@ pub mod waits;
 pub mod zones;
 
 use std::ops::{Deref, DerefMut};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use std::sync::atomic::AtomicU64;
@@ -186,6 +186,11 @@ pub fn branch_pool(url: &str, settings: &Settings, waits: &Waits) -> anyhow::Res
     Ok(BranchPool::new(config, sizes, waits))
 }
 
+/// Lowercase letters, digits and underscores only.
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
 /// `name` as a quoted SQL identifier (schema names are made by the server; quoting keeps
 /// that from being load-bearing).
 fn quote_ident(name: &str) -> String {
@@ -195,6 +200,10 @@ fn quote_ident(name: &str) -> String {
 /// A connection whose search_path is exactly one branch's schema.
 pub struct BranchConn {
     conn: Lease,
+    /// A switch to the branch's schema that is not sent yet ([`BranchConn::checkout_deferred`]):
+    /// it goes with the first statement run through [`BranchConn::reads`], and until the
+    /// server confirmed it nothing else may use the connection.
+    switch_to: Mutex<Option<Arc<str>>>,
     /// The branch's share of the pool this connection counts against (released with it).
     _share: Option<tokio::sync::OwnedSemaphorePermit>,
 }
@@ -204,16 +213,19 @@ impl BranchConn {
     /// and makes its search_path `schema`, unless this connection was already switched to
     /// `schema` by us (the switch is a round trip, so it is skipped when provably unneeded).
     pub async fn checkout(pool: &BranchPool, schema: &Arc<str>) -> Result<Self, PoolError> {
-        let mut conn = pool.waits().measure(pool.get(Some(schema))).await?;
-        if conn.schema().as_deref() != Some(&**schema) {
-            // Forget the old schema first: if the switch fails halfway, the next checkout must
-            // not trust this connection.
-            conn.set_schema(None);
-            // One simple-protocol round trip; an unnamed prepared statement would take two.
-            conn.batch_execute(&format!("SET search_path TO {}", quote_ident(schema))).await?;
-            conn.set_schema(Some(schema.clone()));
-        }
-        Ok(Self { conn, _share: None })
+        let conn = Self::checkout_deferred(pool, schema).await?;
+        conn.reads().switch_now().await?;
+        Ok(conn)
+    }
+
+    /// Like [`BranchConn::checkout`], but the switch to `schema` goes in the same round trip
+    /// as the first statement run through [`BranchConn::reads`] (a request that starts with a
+    /// read saves a round trip). Using the connection any other way before that statement
+    /// is a bug, and panics rather than run anything under another branch's schema.
+    pub async fn checkout_deferred(pool: &BranchPool, schema: &Arc<str>) -> Result<Self, PoolError> {
+        let conn = pool.waits().measure(pool.get(Some(schema))).await?;
+        let switch_to = (conn.schema().as_deref() != Some(&**schema)).then(|| schema.clone());
+        Ok(Self { conn, switch_to: Mutex::new(switch_to), _share: None })
     }
 
     /// Counts this connection against a branch's share until it is handed back.
@@ -225,33 +237,163 @@ impl BranchConn {
     /// A connection for maintenance work (provisioning, migrations) that picks its own
     /// schema; it is handed back marked as pointing nowhere.
     pub async fn unrouted(pool: &BranchPool) -> Result<Self, PoolError> {
-        let mut conn = pool.waits().measure(pool.get(None)).await?;
+        let conn = pool.waits().measure(pool.get(None)).await?;
         conn.set_schema(None);
-        Ok(Self { conn, _share: None })
+        Ok(Self { conn, switch_to: Mutex::new(None), _share: None })
     }
 
     /// The raw client, for work that changes session state; forgets the recorded schema.
     pub fn client_mut(&mut self) -> &mut Client {
-        self.conn.set_schema(None);
-        &mut self.conn
+        let client = &mut **self;
+        client.set_schema(None);
+        client
+    }
+
+    /// The statements of a request that starts with a read: the first carries the pending
+    /// switch to the branch's schema, if there is one.
+    pub fn reads(&self) -> Reads<'_> {
+        Reads { client: &self.conn, switch_to: Some(&self.switch_to) }
     }
 }
+
+const SWITCH_NOT_SENT: &str = "a branch connection used before its switch to the branch's schema was sent";
 
 impl Deref for BranchConn {
     type Target = Client;
     fn deref(&self) -> &Self::Target {
+        assert!(self.switch_to.lock().expect("switch poisoned").is_none(), "{SWITCH_NOT_SENT}");
         &self.conn
     }
 }
 
 impl DerefMut for BranchConn {
     fn deref_mut(&mut self) -> &mut Self::Target {
+        assert!(self.switch_to.get_mut().expect("switch poisoned").is_none(), "{SWITCH_NOT_SENT}");
         &mut self.conn
     }
 }
 
-/// A pooled connection, a branch connection or a transaction: anything that runs statements
-/// and caches them by text. The methods are tokio-postgres's, so code reads the same on all.
+/// The statements of a request on one connection whose switch to a branch's schema may still
+/// be pending (a registry connection never has one).
+///
+/// Invariant: no statement runs under another schema than the one switched to. The first
+/// prepared statement run with [`Queries::read`] goes in the switch's round trip, as
+/// `BEGIN; SET search_path` (one message), the statement, `COMMIT`: if the switch fails, the
+/// transaction is aborted and the statement refused, whatever it is. Everything else sends
+/// the switch alone first. The switch counts as done only once the server confirmed it.
+pub struct Reads<'a> {
+    client: &'a Client,
+    switch_to: Option<&'a Mutex<Option<Arc<str>>>>,
+}
+
+impl<'a> Reads<'a> {
+    /// Statements on a connection with no switch to make.
+    pub fn on(client: &'a Client) -> Self {
+        Self { client, switch_to: None }
+    }
+
+    fn pending(&self) -> Option<Arc<str>> {
+        self.switch_to.and_then(|switch| switch.lock().expect("switch poisoned").clone())
+    }
+
+    fn switched(&self, schema: Arc<str>) {
+        self.client.set_schema(Some(schema));
+        if let Some(switch) = self.switch_to {
+            *switch.lock().expect("switch poisoned") = None;
+        }
+    }
+
+    /// Sends the pending switch, if any, on its own.
+    pub async fn switch_now(&self) -> Result<(), PgError> {
+        let Some(schema) = self.pending() else { return Ok(()) };
+        // Forget the old schema first: if the switch fails halfway, the next checkout must
+        // not trust this connection.
+        self.client.set_schema(None);
+        // One simple-protocol round trip; an unnamed prepared statement would take two.
+        self.client.batch_execute(&format!("SET search_path TO {}", quote_ident(&schema))).await?;
+        self.switched(schema);
+        Ok(())
+    }
+}
+
+impl Queries for Reads<'_> {
+    async fn prepare_cached(&self, sql: &str) -> Result<Statement, PgError> {
+        if let Some(schema) = self.pending() {
+            // Kept for the schema switched to: the switch can still go with the statement.
+            if let Some(statement) = self.client.cached(&schema, sql) {
+                return Ok(statement);
+            }
+            // Statements are parsed under the search_path they will run under.
+            self.switch_now().await?;
+        }
+        self.client.prepare_cached(sql).await
+    }
+
+    async fn query<T: ?Sized + ToStatement + Sync>(
+        &self,
+        stmt: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, PgError> {
+        self.switch_now().await?;
+        self.client.query(stmt, params).await
+    }
+
+    async fn query_opt<T: ?Sized + ToStatement + Sync>(
+        &self,
+        stmt: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, PgError> {
+        self.switch_now().await?;
+        self.client.query_opt(stmt, params).await
+    }
+
+    async fn query_one<T: ?Sized + ToStatement + Sync>(
+        &self,
+        stmt: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, PgError> {
+        self.switch_now().await?;
+        self.client.query_one(stmt, params).await
+    }
+
+    async fn execute<T: ?Sized + ToStatement + Sync>(
+        &self,
+        stmt: &T,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, PgError> {
+        self.switch_now().await?;
+        self.client.execute(stmt, params).await
+    }
+
+    async fn read(&self, stmt: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, PgError> {
+        // Only a plain name (the server's own, `branch_7`) rides with the statement: nothing
+        // in it can fail to encode or to parse, which would leave the BEGIN unsent or unrun.
+        let Some(schema) = self.pending().filter(|schema| is_plain_name(schema)) else {
+            self.switch_now().await?;
+            return self.client.query(stmt, params).await;
+        };
+        self.client.set_schema(None);
+        let begin = format!("BEGIN; SET search_path TO {}", quote_ident(&schema));
+        // In this order, each sent as it is first polled: all three in one round trip. A
+        // prepared statement is sent at once (a text would wait for its own preparation and
+        // could then run after the COMMIT).
+        let (switched, rows, committed) = tokio::join!(
+            biased;
+            self.client.batch_execute(&begin),
+            self.client.query(stmt, params),
+            self.client.batch_execute("COMMIT"),
+        );
+        switched?;
+        let rows = rows?;
+        committed?;
+        self.switched(schema);
+        Ok(rows)
+    }
+}
+
+/// A pooled connection, a branch connection, a transaction or a request's [`Reads`]: anything
+/// that runs statements and caches them by text. The methods are tokio-postgres's, so code
+/// reads the same on all.
 pub trait Queries: Sync {
     fn prepare_cached(&self, sql: &str) -> impl Future<Output = Result<Statement, PgError>> + Send;
     fn query<T: ?Sized + ToStatement + Sync>(
@@ -274,6 +416,15 @@ pub trait Queries: Sync {
         stmt: &T,
         params: &[&(dyn ToSql + Sync)],
     ) -> impl Future<Output = Result<u64, PgError>> + Send;
+    /// The rows of one prepared statement. On [`Reads`] whose switch to a branch's schema is
+    /// still pending, the switch goes in the same round trip.
+    fn read(
+        &self,
+        stmt: &Statement,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Vec<Row>, PgError>> + Send {
+        self.query(stmt, params)
+    }
 }
 
 /// `$cached` reaches the statement cache, `$pg` the tokio-postgres client or transaction.
@@ -322,3 +473,18 @@ macro_rules! impl_queries {
 impl_queries!(Client, |c, sql| Client::prepare_cached(c, sql), &**c);
 impl_queries!(RegistryConn, |c, sql| Client::prepare_cached(c, sql), &***c);
 impl_queries!(Transaction<'_>, |c, sql| Transaction::prepare_cached(c, sql), &**c);
+
+#[cfg(test)]
+mod tests {
+    use super::is_plain_name;
+
+    #[test]
+    fn only_names_that_cannot_break_the_switch_message_ride_with_a_statement() {
+        for plain in ["branch_7", "spare_branch_00ff", "b"] {
+            assert!(is_plain_name(plain), "{plain}");
+        }
+        for other in ["", "Branch_7", "branch 7", "branch\"7", "branch;7", "brânch", "branch\u{0}7"] {
+            assert!(!is_plain_name(other), "{other:?}");
+        }
+    }
+}

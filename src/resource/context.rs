@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 use crate::db::Client;
 
 use super::idempotency::Idempotency;
-use crate::db::BranchConn;
 use crate::db::directory::BranchRoute;
+use crate::db::{BranchConn, Reads};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::guard::Endpoint;
 use crate::state::{AppState, AuthUser};
@@ -36,6 +36,15 @@ impl Conn {
         match self {
             Self::Branch(c) => c,
             Self::Registry(c) => c,
+        }
+    }
+
+    /// The statements of a request that starts with a read; on a connection from
+    /// [`Context::reading_conn`] the first of them carries the switch to the branch's schema.
+    pub fn reads(&self) -> Reads<'_> {
+        match self {
+            Self::Branch(c) => c.reads(),
+            Self::Registry(c) => Reads::on(c),
         }
     }
 }
@@ -109,6 +118,16 @@ impl Context {
     pub async fn conn(&self, scope: Scope) -> ApiResult<Conn> {
         match scope {
             Scope::Branch => Ok(Conn::Branch(self.state.directory.connect(self.branch()?).await?)),
+            Scope::Registry => Ok(Conn::Registry(self.state.registry.get().await?)),
+        }
+    }
+
+    /// Like [`Context::conn`] for a request whose first statement is a read through
+    /// [`Conn::reads`]: a branch connection's switch to the branch's schema goes in that
+    /// statement's round trip. Anything else before it panics (see `BranchConn`).
+    pub async fn reading_conn(&self, scope: Scope) -> ApiResult<Conn> {
+        match scope {
+            Scope::Branch => Ok(Conn::Branch(self.state.directory.connect_deferred(self.branch()?).await?)),
             Scope::Registry => Ok(Conn::Registry(self.state.registry.get().await?)),
         }
     }

@@ -136,9 +136,18 @@ impl ResourceHandler {
 
     /// A connection to the resource's rows, once the parent in the path is known to exist.
     async fn connect(&self, ctx: &Context, within: Within<'_>) -> ApiResult<Conn> {
-        let mut conn = ctx.conn(self.resource.scope).await?;
+        self.parent_checked(ctx.conn(self.resource.scope).await?, within).await
+    }
+
+    /// Like `connect`, for a request that reads first: the switch to the branch's schema
+    /// goes with the first statement (the parent's check or the read itself).
+    async fn connect_to_read(&self, ctx: &Context, within: Within<'_>) -> ApiResult<Conn> {
+        self.parent_checked(ctx.reading_conn(self.resource.scope).await?, within).await
+    }
+
+    async fn parent_checked(&self, conn: Conn, within: Within<'_>) -> ApiResult<Conn> {
         if let Some((_, parent_id)) = within.parent
-            && !store::parent_exists(&mut conn, self.resource, parent_id).await?
+            && !store::parent_exists(&conn.reads(), self.resource, parent_id).await?
         {
             return Err(ApiError::NotFound);
         }
@@ -157,8 +166,8 @@ impl ResourceHandler {
         if self.resource.shows_reads {
             write_queued_reads(ctx).await;
         }
-        let mut conn = self.connect(ctx, within).await?;
-        let page = store::list(&*conn.client(), self.resource, within, &query).await?;
+        let conn = self.connect_to_read(ctx, within).await?;
+        let page = store::list(&conn.reads(), self.resource, within, &query).await?;
         drop(conn);
         if self.resource.audit_reads {
             audit_seen(ctx, self.resource, &page.ids, &pairs).await?;
@@ -182,8 +191,8 @@ impl ResourceHandler {
             write_queued_reads(ctx).await;
         }
         let printed = self.resource.printable.filter(|_| print::wants_print(req));
-        let mut conn = self.connect(ctx, within).await?;
-        let (data, version) = store::fetch(&mut conn, self.resource, within, id).await?;
+        let conn = self.connect_to_read(ctx, within).await?;
+        let (data, version) = store::fetch(&conn.reads(), self.resource, within, id).await?;
         drop(conn);
         if let Some(printable) = printed {
             let record: Value = serde_json::from_str(&data).map_err(anyhow::Error::from)?;

@@ -136,6 +136,48 @@ async fn a_connection_keeps_a_statement_per_schema_and_each_answers_its_own_bran
 }
 
 #[tokio::test]
+async fn a_read_carries_the_switch_to_its_branch_and_a_failed_switch_runs_nothing() {
+    use clinic_server::db::{BranchConn, Queries};
+    let app = TestApp::spawn_with(|s| s.branch_pool_size = 1).await;
+    let (main, other) = (app.main_branch().await, app.create_branch("OTHER").await);
+    let route = |id: i64| {
+        let state = app.state.clone();
+        async move { state.directory.route(id).await.unwrap().unwrap() }
+    };
+    let (main, other) = (route(main).await, route(other).await);
+    let code_of = "SELECT code FROM branch_info";
+    // The statement is kept prepared for the other branch's schema.
+    let conn = BranchConn::checkout(&other.pool, &other.schema).await.unwrap();
+    conn.reads().prepare_cached(code_of).await.unwrap();
+    drop(conn);
+
+    // The one connection is on main; a read for the other branch sends nothing before its
+    // statement (the statement was kept), then the switch and the statement together.
+    drop(BranchConn::checkout(&main.pool, &main.schema).await.unwrap());
+    let conn = BranchConn::checkout_deferred(&other.pool, &other.schema).await.unwrap();
+    let reads = conn.reads();
+    let statement = reads.prepare_cached(code_of).await.unwrap();
+    let row = reads.read(&statement, &[]).await.unwrap();
+    assert_eq!(row[0].get::<_, String>(0), other.code);
+    assert_eq!(conn.schema().as_deref(), Some(&*other.schema));
+    drop(conn);
+
+    // A switch that fails (here: the connection is in an aborted transaction) lets the
+    // statement sent with it run nowhere, and stays pending until it succeeds.
+    let mut conn = BranchConn::checkout(&main.pool, &main.schema).await.unwrap();
+    conn.client_mut().batch_execute(&format!("SET search_path TO {}; BEGIN", main.schema)).await.unwrap();
+    conn.batch_execute("SELECT 1 / 0").await.expect_err("division by zero");
+    drop(conn);
+    let conn = BranchConn::checkout_deferred(&other.pool, &other.schema).await.unwrap();
+    let reads = conn.reads();
+    let statement = reads.prepare_cached(code_of).await.unwrap();
+    let refused = reads.read(&statement, &[]).await.expect_err("the switch failed");
+    assert_eq!(refused.code(), Some(&tokio_postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION));
+    assert_eq!(conn.reads().read(&statement, &[]).await.unwrap()[0].get::<_, String>(0), other.code);
+    assert_eq!(conn.schema().as_deref(), Some(&*other.schema));
+}
+
+#[tokio::test]
 async fn a_record_of_one_branch_is_not_found_from_another() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;

@@ -2,6 +2,7 @@
 
 use crate::db::Queries;
 use serde_json::Value;
+use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use tracing::Instrument;
 
@@ -33,16 +34,15 @@ pub fn select_columns(resource: &Resource) -> String {
 }
 
 /// Whether the parent named in the path exists (nested resources answer 404 otherwise).
-pub async fn parent_exists(conn: &mut Conn, resource: &Resource, id: i64) -> ApiResult<bool> {
+pub async fn parent_exists(client: &impl Queries, resource: &Resource, id: i64) -> ApiResult<bool> {
     let Some(parent) = resource.parent else { return Ok(true) };
     let sql = format!(
         "SELECT EXISTS (SELECT 1 FROM {} WHERE id = $1{})",
         parent.table,
         if parent.soft_deleted { " AND deleted_at IS NULL" } else { "" }
     );
-    let client = conn.client();
     let stmt = client.prepare_cached(&sql).await?;
-    Ok(client.query_one(&stmt, &[&id]).await?.get(0))
+    Ok(client.read(&stmt, &[&id]).await?.first().is_some_and(|row| row.get(0)))
 }
 
 /// The rows a list query selects: its WHERE clause and the values bound to it. Lists and
@@ -284,7 +284,7 @@ pub async fn list(
         let refs = as_refs(&selection.params);
         if searching {
             let stmt = client.prepare_cached(&selection.matches_sql(resource, query)).await?;
-            let row = client.query_one(&stmt, &refs).await?;
+            let row = one_row(client.read(&stmt, &refs).await?)?;
             return Ok(Page { total: row.get(0), data: row.get(1), ids: row.get(2) });
         }
         let unfiltered = query.filters.is_empty()
@@ -300,7 +300,7 @@ pub async fn list(
             selection.page_sql(resource, query)
         );
         let stmt = client.prepare_cached(&sql).await?;
-        let row = client.query_one(&stmt, &refs).await?;
+        let row = one_row(client.read(&stmt, &refs).await?)?;
         let total: i64 = row.get(0);
         if query.offset() >= total {
             return Ok(Page { total, data: "[]".into(), ids: Vec::new() });
@@ -309,6 +309,11 @@ pub async fn list(
     }
     .instrument(db_span(resource, "SELECT"))
     .await
+}
+
+/// The one row an aggregate statement answers.
+fn one_row(rows: Vec<Row>) -> ApiResult<Row> {
+    rows.into_iter().next().ok_or_else(|| anyhow::anyhow!("an aggregate answered no row").into())
 }
 
 /// Every matching row, in list order, as a stream (exports): rows are read as they are sent,
@@ -364,7 +369,7 @@ pub async fn reload(client: &impl Queries, resource: &Resource, id: i64) -> ApiR
 /// One record as the JSON text PostgreSQL makes of it, with its version (a GET writes the
 /// text into its answer without parsing it).
 pub async fn fetch(
-    conn: &mut Conn,
+    client: &impl Queries,
     resource: &Resource,
     within: Within<'_>,
     id: i64,
@@ -372,12 +377,11 @@ pub async fn fetch(
     let (conditions, params) = within.conditions(1);
     let version = if resource.trailing.contains(&"version") { "r.version" } else { "NULL::int" };
     let sql = one_record_sql(resource, &conditions, &format!("row_to_json(r)::text, {version}"), false);
-    let client = conn.client();
     async {
         let stmt = client.prepare_cached(&sql).await?;
         let mut refs: Vec<&(dyn ToSql + Sync)> = vec![&id];
         refs.extend(as_refs(&params));
-        let row = client.query_opt(&stmt, &refs).await?.ok_or(ApiError::NotFound)?;
+        let row = client.read(&stmt, &refs).await?.into_iter().next().ok_or(ApiError::NotFound)?;
         Ok((row.get(0), row.get(1)))
     }
     .instrument(db_span(resource, "SELECT"))
