@@ -18,7 +18,9 @@ use crate::permissions::PATIENTS_READ;
 use crate::resource::Context;
 use crate::resource::reads::audit_seen;
 use crate::resource::routes::list_rules;
-use crate::resource::{Conn, PAGE_AGGREGATE, Param, Within, as_refs, db_span, select_columns, stream};
+use crate::resource::{
+    Conn, PAGE_AGGREGATE, Param, Within, as_refs, db_span, one_row, select_columns, stream,
+};
 
 pub const MAX_LOOKUP: i64 = 50;
 pub const DEFAULT_LOOKUP: i64 = 10;
@@ -55,8 +57,7 @@ async fn matching(client: &impl Queries, term: &str, limit: i64) -> ApiResult<(S
     );
     async {
         let stmt = client.prepare_cached(&sql).await?;
-        let rows = client.read(&stmt, &as_refs(&params)).await?;
-        let row = rows.first().ok_or_else(|| anyhow::anyhow!("an aggregate answered no row"))?;
+        let row = one_row(client.read(&stmt, &as_refs(&params)).await?)?;
         Ok((row.get(0), row.get(1)))
     }
     .instrument(db_span(resource, "SELECT"))

@@ -36,7 +36,7 @@ pub use numbers::Numbering;
 pub use row::typed;
 pub use store::{
     Moved, PAGE_AGGREGATE, Param, Within, as_refs, audit_event, created_message, db_span, merged_record,
-    select_columns, state_conflict, stream, survivor_of, updated_message,
+    one_row, select_columns, state_conflict, stream, survivor_of, updated_message,
 };
 pub use unit::{Unit, Written};
 

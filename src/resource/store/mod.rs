@@ -30,7 +30,7 @@ pub use delete::{delete, deleted_answer};
 pub use insert::{create, created_message};
 pub use moving::{Moved, merged_record, survivor_of};
 pub use references::reference_errors;
-pub use select::{PAGE_AGGREGATE, fetch, list, parent_exists, select_columns, stream};
+pub use select::{PAGE_AGGREGATE, fetch, list, one_row, parent_exists, select_columns, stream};
 
 use super::Resource;
 pub use super::context::{Conn, Writer};

@@ -312,7 +312,7 @@ pub async fn list(
 }
 
 /// The one row an aggregate statement answers.
-fn one_row(rows: Vec<Row>) -> ApiResult<Row> {
+pub fn one_row(rows: Vec<Row>) -> ApiResult<Row> {
     rows.into_iter().next().ok_or_else(|| anyhow::anyhow!("an aggregate answered no row").into())
 }
 
