@@ -29,7 +29,7 @@ cargo build --release --quiet
 psql "$PGURL" -qc "CREATE DATABASE $DB"
 cleanup() {
   [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
-  rm -f "$LUA"
+  rm -f "$LUA" "${ZIPF:-}"
   psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
 }
 trap cleanup EXIT
@@ -155,7 +155,6 @@ if [ -n "${COMPARE_WITH:-}" ]; then
 else
   cases
 fi
-rm -f "$ZIPF"
 echo
 echo "server resident memory after the runs: $(awk '/VmRSS/ {print $2 / 1024 " MiB"}' /proc/$SERVER/status)"
 psql "$DB_URL" -Atc "SELECT 'server connections held: ' || count(*) FROM pg_stat_activity WHERE datname = '$DB'"

@@ -151,8 +151,8 @@ async fn a_read_carries_the_switch_to_its_branch_and_a_failed_switch_runs_nothin
     conn.reads().prepare_cached(code_of).await.unwrap();
     drop(conn);
 
-    // The one connection is on main; a read for the other branch sends nothing before its
-    // statement (the statement was kept), then the switch and the statement together.
+    // The one connection is on main; a read for the other branch finds its statement kept
+    // and sends the switch with it.
     drop(BranchConn::checkout(&main.pool, &main.schema).await.unwrap());
     let conn = BranchConn::checkout_deferred(&other.pool, &other.schema).await.unwrap();
     let reads = conn.reads();
