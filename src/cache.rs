@@ -67,13 +67,21 @@ where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<V, E>>,
     {
+        // A hit (nearly every call) takes neither the loader nor moka's loading path, whose
+        // futures would hold the loader's whole state.
+        if let Some(stamped) = self.entries.get(&key).await
+            && self.is_fresh(&key, stamped.loaded_from).await
+        {
+            return Ok(stamped.value);
+        }
         for _ in 0..ATTEMPTS {
             let start = self.seq.load(Ordering::SeqCst);
             let stamped = self
                 .entries
-                .try_get_with(key.clone(), async {
-                    load().await.map(|value| Stamped { value, loaded_from: start })
-                })
+                .try_get_with(
+                    key.clone(),
+                    Box::pin(async { load().await.map(|value| Stamped { value, loaded_from: start }) }),
+                )
                 .await?;
             if self.is_fresh(&key, stamped.loaded_from).await {
                 return Ok(stamped.value);

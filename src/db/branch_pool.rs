@@ -116,7 +116,9 @@ impl BranchPool {
         lease.client = match idle {
             // A connection the server closed is never handed out again.
             Some(client) if !client.is_closed() => Some(client),
-            _ => Some(self.open(super::client::STATEMENTS_PER_CONNECTION).await?),
+            // Boxed: connecting's state is large and rarely needed, and inline it would be
+            // part of every checkout's.
+            _ => Some(Box::pin(self.open(super::client::STATEMENTS_PER_CONNECTION)).await?),
         };
         Ok(lease)
     }

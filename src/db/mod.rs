@@ -80,7 +80,9 @@ impl managed::Manager for RegistryManager {
     type Error = PgError;
 
     async fn create(&self) -> Result<Client, PgError> {
-        let (client, connection) = self.config.connect(NoTls).await?;
+        // Boxed: connecting's state is large, and inline it would be part of every `get`'s,
+        // which nearly always finds an idle connection.
+        let (client, connection) = Box::pin(self.config.connect(NoTls)).await?;
         let task = tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "registry connection closed");

@@ -23,10 +23,11 @@ impl Handler for MergedRecords {
         }
         let Some((resource, id, rest)) = merged_route(req.uri().path()) else { return };
         let Ok(ctx) = Context::of(depot) else { return };
-        let survivor = async {
+        // Boxed: only a 404 gets here, and inline its state would enlarge every request's.
+        let survivor = Box::pin(async {
             let mut conn = ctx.conn(Scope::Branch).await?;
             survivor_of(&*conn.client(), resource, id).await
-        };
+        });
         match survivor.await {
             Ok(Some(into)) => {
                 let mut location = format!("{}/{into}{rest}", resource.collection_path());

@@ -1,5 +1,8 @@
 //! Reads: what a list, an export or a single read selects, and how.
 
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, RwLock};
+
 use crate::db::Queries;
 use serde_json::Value;
 use tokio_postgres::Row;
@@ -13,8 +16,22 @@ use crate::resource::check::parse_date;
 use crate::resource::field::Kind;
 use crate::resource::{Resource, Shape};
 
-/// `<columns>` of `SELECT <columns> FROM <table> t`, the inner query of every read.
-pub fn select_columns(resource: &Resource) -> String {
+/// `<columns>` of `SELECT <columns> FROM <table> t`, the inner query of every read: made
+/// once per resource (a declaration never changes), not again for every read.
+pub fn select_columns(resource: &Resource) -> Arc<str> {
+    /// By the resource's path and table.
+    type Made = HashMap<(&'static str, &'static str), Arc<str>>;
+    static MADE: LazyLock<RwLock<Made>> = LazyLock::new(Default::default);
+    let key = (resource.path, resource.table);
+    if let Some(columns) = MADE.read().expect("select columns poisoned").get(&key) {
+        return columns.clone();
+    }
+    let columns: Arc<str> = make_select_columns(resource).into();
+    MADE.write().expect("select columns poisoned").insert(key, columns.clone());
+    columns
+}
+
+fn make_select_columns(resource: &Resource) -> String {
     let as_text = |c: &str| {
         resource
             .read_only
