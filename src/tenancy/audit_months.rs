@@ -4,6 +4,7 @@
 //! month to a CSV file, syncs it to disk, and only then detaches and drops that month. No
 //! audit row is ever deleted otherwise.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,12 +49,27 @@ async fn logs(directory: &Directory) -> anyhow::Result<Vec<Log>> {
     Ok(logs)
 }
 
+/// One connection per database server for a walk over every log: a thousand branches on
+/// one server are a thousand statements on one connection, not a thousand connections.
+#[derive(Default)]
+struct Servers(HashMap<String, tokio_postgres::Client>);
+
+impl Servers {
+    async fn of(&mut self, url: &str) -> anyhow::Result<&mut tokio_postgres::Client> {
+        if self.0.get(url).is_none_or(|client| client.is_closed()) {
+            self.0.insert(url.to_owned(), crate::db::connect(url).await?);
+        }
+        Ok(self.0.get_mut(url).expect("just connected"))
+    }
+}
+
 /// Makes the months ahead in every audit log; one that fails is logged, the others go on.
 pub async fn add_months(directory: &Directory) -> anyhow::Result<u32> {
     let mut made = 0;
+    let mut servers = Servers::default();
     for log in logs(directory).await? {
         let result = async {
-            let client = crate::db::connect(&log.url).await?;
+            let client = servers.of(&log.url).await?;
             let sql = format!("SELECT {}.audit_log_add_months($1)", ident(&log.schema));
             anyhow::Ok(client.query_one(&sql, &[&MONTHS_AHEAD]).await?.get::<_, i32>(0))
         }
@@ -111,8 +127,9 @@ pub async fn archive(directory: &Directory, before: Date, out: &Path) -> anyhow:
     tokio::fs::create_dir_all(out).await.with_context(|| format!("creating {}", out.display()))?;
     let cutoff = before.midnight().assume_utc();
     let mut archived = Vec::new();
+    let mut servers = Servers::default();
     for log in logs(directory).await? {
-        let mut client = crate::db::connect(&log.url).await?;
+        let client = servers.of(&log.url).await?;
         // Each month's upper bound, from the partition's own definition.
         let months: Vec<String> = client
             .query(
