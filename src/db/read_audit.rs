@@ -3,8 +3,8 @@
 //!
 //! A read hands its record to a bounded queue and answers; one task per instance writes what
 //! has queued, many records per `INSERT`, one `INSERT` per branch (prepared once, on the
-//! writer's own connection to each database server), and the branches of one server in one
-//! transaction (one commit, however many branches were read: reads spread over a thousand
+//! writer's own connection to each database server), and the branches of one server together,
+//! up to 256 to a transaction (one commit for many branches: reads spread over a thousand
 //! branches would otherwise wait on a thousand commits a second). A branch's records are
 //! held until `BRANCH_BATCH` have gathered or the first has waited the hold
 //! (`READ_AUDIT_HOLD_MS`): PostgreSQL's cost of an insert is mostly opening the branch's
@@ -305,6 +305,13 @@ type Connections = HashMap<String, (BranchPool, Client)>;
 /// written least recently are prepared again when next read.
 const STATEMENTS_PER_SERVER: usize = 2_000;
 
+/// Branches written in one transaction, at most. Each holds three locks until the commit
+/// (the log, its partition, its sequence) in PostgreSQL's shared lock table, which holds
+/// about `max_locks_per_transaction` (64) for each of its connections: a flush of every
+/// branch of a server in one transaction would fill it past a couple of thousand branches,
+/// and other sessions' locks would then fail too.
+const BRANCHES_PER_TRANSACTION: usize = 256;
+
 /// The writer's connections' `application_name`, to tell them apart in `pg_stat_activity`.
 pub const WRITER_NAME: &str = "clinic-server-read-audit";
 
@@ -320,8 +327,9 @@ async fn write(
         by_branch.entry(record.branch).or_default().push(record);
     }
     let mut left = Vec::new();
-    // The branches of each server, with their routes, in one transaction; any other branch
-    // (unroutable, moving) and any server whose transaction fails, branch by branch.
+    // The branches of each server, with their routes, together (`BRANCHES_PER_TRANSACTION`
+    // to a transaction); any other branch (unroutable, moving) and the branches of a
+    // transaction that fails, branch by branch.
     let mut by_server: BTreeMap<String, Vec<BranchRecords>> = BTreeMap::new();
     let mut alone = Vec::new();
     for (branch, records) in by_branch {
@@ -333,12 +341,18 @@ async fn write(
         }
     }
     connections.retain(|_, (pool, client)| !pool.is_closed() && !client.is_closed());
-    for (server, branches) in by_server {
-        match write_together(connections, server, &branches).await {
-            Ok(()) => continue,
-            Err(e) => tracing::debug!(error = %e, "read audit records are written branch by branch"),
+    for (server, mut branches) in by_server {
+        while !branches.is_empty() {
+            let rest = branches.split_off(branches.len().min(BRANCHES_PER_TRANSACTION));
+            match write_together(connections, &server, &branches).await {
+                Ok(()) => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "read audit records are written branch by branch");
+                    alone.extend(branches.into_iter().map(|(route, records)| (route.id, records)));
+                }
+            }
+            branches = rest;
         }
-        alone.extend(branches.into_iter().map(|(route, records)| (route.id, records)));
     }
     for (branch, records) in alone {
         match write_branch(directory, branch, &records).await {
@@ -359,16 +373,16 @@ async fn write(
     left
 }
 
-/// The records of the branches of one server in one transaction, on the writer's own
+/// The records of some branches of one server in one transaction, on the writer's own
 /// connection to it: an `INSERT` into each branch's own `audit_log` (its schema named in the
 /// statement, prepared once), all sent at once.
 async fn write_together(
     connections: &mut Connections,
-    server: String,
+    server: &str,
     branches: &[BranchRecords],
 ) -> anyhow::Result<()> {
     let pool = &branches[0].0.pool;
-    let (_, conn) = match connections.entry(server) {
+    let (_, conn) = match connections.entry(server.to_owned()) {
         Entry::Occupied(entry) => entry.into_mut(),
         Entry::Vacant(entry) => {
             entry.insert((pool.clone(), pool.open_apart(WRITER_NAME, STATEMENTS_PER_SERVER).await?))
