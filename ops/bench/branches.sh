@@ -5,6 +5,8 @@
 #
 #   ops/bench/branches.sh            # 1,000 branches, 20 patients each, 10 s per case
 #   COMPARE_WITH=/path/to/other/clinic-server ops/bench/branches.sh   # this build against another
+#   KEEP_DB=clinic_bench_branches ops/bench/branches.sh   # provisions that database once, keeps it,
+#                                                         # and measures it again on later runs
 #
 # Each case first runs for WARMUP (5 s; its figures are printed as the cold start), then is
 # measured: the steady state, once PostgreSQL's backends hold the schemas they serve.
@@ -19,18 +21,19 @@ WARMUP=${WARMUP:-5s}
 CONNECTIONS=${CONNECTIONS:-8}
 PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
 PORT=${PORT:-18092}
-DB=clinic_bench_branches_$$
+DB=${KEEP_DB:-clinic_bench_branches_$$}
 DB_URL="${PGURL%/*}/$DB"
 BASE="http://127.0.0.1:$PORT/api/v1"
 PASSWORD=bench-password-1
 LUA=$(mktemp --suffix .lua)
 
 cargo build --release --quiet
-psql "$PGURL" -qc "CREATE DATABASE $DB"
+KEPT=$(psql "$PGURL" -Atc "SELECT 1 FROM pg_database WHERE datname = '$DB'")
+[ -n "$KEPT" ] || psql "$PGURL" -qc "CREATE DATABASE $DB"
 cleanup() {
   [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
   rm -f "$LUA" "${ZIPF:-}"
-  psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
+  [ -n "${KEEP_DB:-}" ] || psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
 }
 trap cleanup EXIT
 
@@ -50,25 +53,30 @@ stop_server() {
 }
 start_server "$BIN"
 
-echo "provisioning $BRANCHES branches..."
-start=$(date +%s.%N)
-# Four creates at a time: each is mostly PostgreSQL building the schema's indexes.
-# Each id is printed by one write, so that the four never interleave.
-mapfile -t made < <(seq 2 "$BRANCHES" | xargs -P 4 -I{} sh -c \
-  "printf '%s\\n' \"\$(curl -s '$BASE/branches' -H 'Authorization: Bearer $TOKEN' -H 'Content-Type: application/json' \
-     -d '{\"code\":\"B{}\",\"name\":\"Branch {}\"}' | sed 's/.*\"data\":{[^}]*\"id\":\\([0-9]*\\).*/\\1/')\"")
-bad=$(printf '%s\n' "${made[@]}" | grep -cvE '^[0-9]+$' || true)
-[ "$bad" = 0 ] || { echo "$bad creates did not answer an id"; exit 1; }
-ids=(1 "${made[@]}")
-echo "provisioned in $(echo "$(date +%s.%N) - $start" | bc) s"
-echo "seeding 20 patients into each branch..."
-for id in "${ids[@]}"; do
-  echo "\\set schema branch_$id"
-  echo "\\set count 20"
-  echo "\\i $PWD/ops/bench/seed_patients.sql"
-done >"$LUA.seed.sql"
-psql "$DB_URL" -q -v ON_ERROR_STOP=1 -f "$LUA.seed.sql" >/dev/null
-rm -f "$LUA.seed.sql"
+if [ -n "$KEPT" ]; then
+  mapfile -t ids < <(psql "$DB_URL" -Atc "SELECT id FROM branches ORDER BY id")
+  echo "measuring the ${#ids[@]} branches kept in $DB"
+else
+  echo "provisioning $BRANCHES branches..."
+  start=$(date +%s.%N)
+  # Four creates at a time: each is mostly PostgreSQL building the schema's indexes.
+  # Each id is printed by one write, so that the four never interleave.
+  mapfile -t made < <(seq 2 "$BRANCHES" | xargs -P 4 -I{} sh -c \
+    "printf '%s\\n' \"\$(curl -s '$BASE/branches' -H 'Authorization: Bearer $TOKEN' -H 'Content-Type: application/json' \
+       -d '{\"code\":\"B{}\",\"name\":\"Branch {}\"}' | sed 's/.*\"data\":{[^}]*\"id\":\\([0-9]*\\).*/\\1/')\"")
+  bad=$(printf '%s\n' "${made[@]}" | grep -cvE '^[0-9]+$' || true)
+  [ "$bad" = 0 ] || { echo "$bad creates did not answer an id"; exit 1; }
+  ids=(1 "${made[@]}")
+  echo "provisioned in $(echo "$(date +%s.%N) - $start" | bc) s"
+  echo "seeding 20 patients into each branch..."
+  for id in "${ids[@]}"; do
+    echo "\\set schema branch_$id"
+    echo "\\set count 20"
+    echo "\\i $PWD/ops/bench/seed_patients.sql"
+  done >"$LUA.seed.sql"
+  psql "$DB_URL" -q -v ON_ERROR_STOP=1 -f "$LUA.seed.sql" >/dev/null
+  rm -f "$LUA.seed.sql"
+fi
 ZIPF=$(mktemp --suffix .lua)
 cat > "$ZIPF" <<LUA
 local ids = { $(IFS=,; echo "${ids[*]}") }
@@ -95,6 +103,11 @@ request = function()
 end
 LUA
 
+# What PostgreSQL keeps of a thousand branches decides much of round-robin's cost: blocks
+# that miss shared_buffers are read from the kernel, and files past max_files_per_process
+# are closed and opened again.
+psql "$DB_URL" -Atc "SELECT 'PostgreSQL: shared_buffers ' || current_setting('shared_buffers')
+  || ', max_files_per_process ' || current_setting('max_files_per_process')"
 ONE=
 # CPU seconds (user and system) a process has used, from /proc; 0 when it is not on this host.
 cpu_seconds() {
