@@ -22,36 +22,15 @@ cd "$(dirname "$0")/../.."
 COUNT=${COUNT:-100000}
 DURATION=${DURATION:-10}
 CONNECTIONS=${CONNECTIONS:-8}
-PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
 PGLOG=${PGLOG:-$(ls /var/log/postgresql/postgresql-*-main.log | sort -V | tail -1)}
 PORT=${PORT:-18097}
 PACED_RATE=${PACED_RATE:-500}
 CASES=${CASES:-"get list search lookup lookup_word create_patient create_complaint"}
-DB=clinic_bench_sql_$$
-DB_URL="${PGURL%/*}/$DB"
-BASE="http://127.0.0.1:$PORT/api/v1"
-PASSWORD=bench-password-1
-BIN=${CARGO_TARGET_DIR:-target}/release/clinic-server
+NAME=sql
 WORK=$(mktemp -d)
-
-cargo build --release --quiet
-psql "$PGURL" -qc "CREATE DATABASE $DB"
-cleanup() {
-  stop_server
-  psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
-  [ -n "${KEEP:-}" ] && echo "kept $WORK" || rm -rf "$WORK"
-}
-start_server() {
-  DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
-    RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn "$BIN" serve >>/tmp/clinic-bench-sql.log 2>&1 &
-  SERVER=$!
-  for _ in $(seq 1 100); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
-}
-stop_server() {
-  if [ -n "${SERVER:-}" ]; then kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null || true; fi
-  SERVER=
-}
-trap cleanup EXIT
+# shellcheck source=ops/bench/lib.sh
+source ops/bench/lib.sh
+on_exit() { if [ -n "${KEEP:-}" ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi; }
 
 start_server
 psql "$DB_URL" -q -v schema=branch_1 -v count="$COUNT" -f ops/bench/seed_patients.sql
@@ -60,8 +39,7 @@ SET search_path TO branch_1;
 INSERT INTO patient_visits (patient_id, visit_date, visit_type) SELECT i, current_date, 'new' FROM generate_series(1, 1000) i;
 ANALYZE patient_visits;
 SQL
-TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \
-  -d "{\"username\":\"admin\",\"password\":\"$PASSWORD\"}" | sed 's/.*"token":"\([^"]*\)".*/\1/')
+sign_in
 AUTH=(-H "Authorization: Bearer $TOKEN" -H 'X-Branch-Id: 1' -H 'Accept: application/json')
 
 # Each case: the request (method, path, body) and the values that vary.

@@ -10,38 +10,19 @@ cd "$(dirname "$0")/../.."
 
 DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-8}
-PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
 PORT=${PORT:-18093}
-DB=clinic_bench_flood_$$
-DB_URL="${PGURL%/*}/$DB"
-BASE="http://127.0.0.1:$PORT/api/v1"
-PASSWORD=bench-password-1
-BIN=${CARGO_TARGET_DIR:-target}/release/clinic-server
+NAME=flood
+# shellcheck source=ops/bench/lib.sh
+source ops/bench/lib.sh
 LOGIN=$(mktemp --suffix .lua)
-
-cargo build --release --quiet
-psql "$PGURL" -qc "CREATE DATABASE $DB"
-stop_server() {
-  if [ -n "${SERVER:-}" ]; then kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null || true; fi
-  SERVER=
-}
-cleanup() {
-  stop_server
-  rm -f "$LOGIN"
-  psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
-}
-trap cleanup EXIT
-start_server() {
-  env "$@" DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
-    RATE_LIMIT_API_PER_MINUTE=100000000 RATE_LIMIT_LOGIN_PER_MINUTE=100000000 RUST_LOG=warn \
-    "$BIN" serve >>/tmp/clinic-bench-flood.log 2>&1 &
-  SERVER=$!
-  for _ in $(seq 1 100); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
-  TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \
-    -d "{\"username\":\"admin\",\"password\":\"$PASSWORD\"}" | sed 's/.*"token":"\([^"]*\)".*/\1/')
+on_exit() { rm -f "$LOGIN"; }
+# Starts the server with the login limit lifted (and any VAR=value settings) and signs in.
+start_flooded() {
+  start_server RATE_LIMIT_LOGIN_PER_MINUTE=100000000 "$@"
+  sign_in
 }
 
-start_server
+start_flooded
 psql "$DB_URL" -q -v schema=branch_1 -v count=10000 -f ops/bench/seed_patients.sql
 stop_server
 
@@ -64,7 +45,7 @@ report() {
 }
 flood_case() {
   local name=$1; shift
-  start_server "$@"
+  start_flooded "$@"
   local flood_out get_out
   wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --latency -s "$LOGIN" "$BASE/auth/login" >"$LOGIN.out" &
   local flood=$!
@@ -80,7 +61,7 @@ flood_case() {
 }
 
 echo
-start_server
+start_flooded
 report "GET by id, no logins" "$(get)"
 stop_server
 flood_case "GET by id, login flood, default limits"

@@ -21,39 +21,21 @@ COUNT=${COUNT:-100000}
 DURATION=${DURATION:-20}
 WARMUP=${WARMUP:-5}
 CASES=${CASES:-"list get lookup"}
-PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
 PORT=${PORT:-18098}
-DB=clinic_bench_instr_$$
-DB_URL="${PGURL%/*}/$DB"
-BASE="http://127.0.0.1:$PORT/api/v1"
-PASSWORD=bench-password-1
-BIN=${CARGO_TARGET_DIR:-target}/release/clinic-server
+NAME=instr
 WORK=$(mktemp -d)
-
-cargo build --release --quiet
-psql "$PGURL" -qc "CREATE DATABASE $DB"
-cleanup() {
-  stop_server
-  psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
-  rm -rf "$WORK"
+SERVER_LOG=$WORK/server.log
+# Under callgrind the server starts some fifty times slower.
+STARTUP_SECONDS=150
+# shellcheck source=ops/bench/lib.sh
+source ops/bench/lib.sh
+on_exit() { rm -rf "$WORK"; }
+# Starts the binary `$1` under callgrind and signs in.
+start_counted() {
+  SERVE=(valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.out.%p" --dump-instr=no "$1")
+  start_server
+  sign_in
 }
-start_server() {
-  DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
-    RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn \
-    valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.out.%p" --dump-instr=no \
-    "$1" serve >>"$WORK/server.log" 2>&1 &
-  SERVER=$!
-  # Under callgrind the server starts some fifty times slower.
-  for _ in $(seq 1 300); do curl -sf "$BASE/public/live" >/dev/null && break; sleep 0.5; done
-  curl -sf "$BASE/public/live" >/dev/null || { echo "the server did not start: $(tail -5 "$WORK/server.log")"; exit 1; }
-  TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \
-    -d "{\"username\":\"admin\",\"password\":\"$PASSWORD\"}" | sed 's/.*"token":"\([^"]*\)".*/\1/')
-}
-stop_server() {
-  if [ -n "${SERVER:-}" ]; then kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null || true; fi
-  SERVER=
-}
-trap cleanup EXIT
 
 # Dumps the counters and answers the instructions counted since they were zeroed.
 dump_total() {
@@ -78,12 +60,12 @@ path_of() {
   esac
 }
 
-start_server "$BIN"
+start_counted "$BIN"
 psql "$DB_URL" -q -v schema=branch_1 -v count="$COUNT" -f ops/bench/seed_patients.sql
 stop_server
 
 for bin in "$BIN" ${COMPARE_WITH:+"$COMPARE_WITH"}; do
-  start_server "$bin"
+  start_counted "$bin"
   # What the server does with no request at all (timers, pool upkeep), per second: a share of
   # it is in every case's count.
   callgrind_control --zero "$SERVER" >/dev/null 2>&1

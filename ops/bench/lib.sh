@@ -1,0 +1,46 @@
+# Sourced by every benchmark that runs the server. Set PORT first, and NAME to tell its
+# database apart. Builds the release binary, makes a fresh database of the PostgreSQL at
+# PGURL and drops it on exit (after the script's own `on_exit`, if it defines one). Sets
+# PGURL, DB, DB_URL, BASE, PASSWORD, BIN, SERVE and SERVER_LOG; defines start_server,
+# stop_server, sign_in and cleanup.
+PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
+DB=clinic_bench_${NAME:+${NAME}_}$$
+DB_URL="${PGURL%/*}/$DB"
+BASE="http://127.0.0.1:$PORT/api/v1"
+PASSWORD=bench-password-1
+BIN=${CARGO_TARGET_DIR:-target}/release/clinic-server
+# What start_server runs with `serve`: the binary, or a command that runs one (valgrind ...).
+SERVE=("$BIN")
+SERVER_LOG=${SERVER_LOG:-/tmp/clinic-bench-${NAME:-$PORT}.log}
+# How long a start may take before the benchmark gives up.
+STARTUP_SECONDS=${STARTUP_SECONDS:-60}
+
+cargo build --release --quiet
+psql "$PGURL" -qc "CREATE DATABASE $DB"
+
+# Starts `${SERVE[@]} serve` on the database with the limits lifted, with any VAR=value
+# arguments in its environment, and waits until it answers; stops the benchmark with the
+# end of its log if it does not.
+start_server() {
+  env "$@" DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
+    RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn "${SERVE[@]}" serve >>"$SERVER_LOG" 2>&1 &
+  SERVER=$!
+  local tries=$((STARTUP_SECONDS * 5))
+  for _ in $(seq 1 "$tries"); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
+  curl -sf "$BASE/public/health" >/dev/null || { echo "the server did not start: $(tail -5 "$SERVER_LOG")"; exit 1; }
+}
+stop_server() {
+  if [ -n "${SERVER:-}" ]; then kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null || true; fi
+  SERVER=
+}
+# Signs in as the administrator: sets TOKEN.
+sign_in() {
+  TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \
+    -d "{\"username\":\"admin\",\"password\":\"$PASSWORD\"}" | sed 's/.*"token":"\([^"]*\)".*/\1/')
+}
+cleanup() {
+  stop_server
+  if declare -F on_exit >/dev/null; then on_exit; fi
+  psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
+}
+trap cleanup EXIT
