@@ -19,39 +19,19 @@ BRANCHES=${BRANCHES:-1000}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-5s}
 CONNECTIONS=${CONNECTIONS:-8}
-PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
 PORT=${PORT:-18092}
-DB=${KEEP_DB:-clinic_bench_branches_$$}
-DB_URL="${PGURL%/*}/$DB"
-BASE="http://127.0.0.1:$PORT/api/v1"
-PASSWORD=bench-password-1
+NAME=branches
+# shellcheck source=ops/bench/lib.sh
+source ops/bench/lib.sh
 LUA=$(mktemp --suffix .lua)
-
-cargo build --release --quiet
-KEPT=$(psql "$PGURL" -Atc "SELECT 1 FROM pg_database WHERE datname = '$DB'")
-[ -n "$KEPT" ] || psql "$PGURL" -qc "CREATE DATABASE $DB"
-cleanup() {
-  [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
-  rm -f "$LUA" "${ZIPF:-}"
-  [ -n "${KEEP_DB:-}" ] || psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
+on_exit() { rm -f "$LUA" "${ZIPF:-}"; }
+# Starts the binary `$1` and signs in.
+start_binary() {
+  SERVE=("$1")
+  start_server
+  sign_in
 }
-trap cleanup EXIT
-
-BIN="${CARGO_TARGET_DIR:-target}/release/clinic-server"
-# Starts `$1` serving the database and signs in as the administrator.
-start_server() {
-  DATABASE_URL="$DB_URL" BIND_ADDR="127.0.0.1:$PORT" CLINIC_ADMIN_PASSWORD="$PASSWORD" \
-    RATE_LIMIT_API_PER_MINUTE=100000000 RUST_LOG=warn "$1" serve >/tmp/clinic-bench-branches.log 2>&1 &
-  SERVER=$!
-  for _ in $(seq 1 100); do curl -sf "$BASE/public/health" >/dev/null && break; sleep 0.2; done
-  TOKEN=$(curl -s -X POST "$BASE/auth/login" -H 'Content-Type: application/json' \
-    -d "{\"username\":\"admin\",\"password\":\"$PASSWORD\"}" | sed 's/.*"token":"\([^"]*\)".*/\1/')
-}
-stop_server() {
-  kill "$SERVER" && wait "$SERVER" 2>/dev/null || true
-  SERVER=
-}
-start_server "$BIN"
+start_binary "$BIN"
 
 if [ -n "$KEPT" ]; then
   mapfile -t ids < <(psql "$DB_URL" -Atc "SELECT id FROM branches ORDER BY id")
@@ -158,7 +138,7 @@ if [ -n "${COMPARE_WITH:-}" ]; then
   # as a difference between the two runs of one build).
   for round in 1 2; do
     for bin in "$BIN" "$COMPARE_WITH"; do
-      [ -z "$SERVER" ] && start_server "$bin"
+      [ -z "$SERVER" ] && start_binary "$bin"
       echo; echo "== $bin, round $round"
       cases
       stop_server

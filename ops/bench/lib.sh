@@ -1,10 +1,11 @@
 # Sourced by every benchmark that runs the server. Set PORT first, and NAME to tell its
 # database apart. Builds the release binary, makes a fresh database of the PostgreSQL at
-# PGURL and drops it on exit (after the script's own `on_exit`, if it defines one). Sets
-# PGURL, DB, DB_URL, BASE, PASSWORD, BIN, SERVE and SERVER_LOG; defines start_server,
-# stop_server, sign_in and cleanup.
+# PGURL and drops it on exit (after the script's own `on_exit`, if it defines one); with
+# KEEP_DB, a benchmark that offers it uses that database, makes it only if it is missing
+# (KEPT is then empty) and keeps it. Sets PGURL, DB, DB_URL, BASE, PASSWORD, BIN, SERVE,
+# SERVER_LOG and KEPT; defines start_server, stop_server, sign_in and cleanup.
 PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
-DB=clinic_bench_${NAME:+${NAME}_}$$
+DB=${KEEP_DB:-clinic_bench_${NAME:+${NAME}_}$$}
 DB_URL="${PGURL%/*}/$DB"
 BASE="http://127.0.0.1:$PORT/api/v1"
 PASSWORD=bench-password-1
@@ -16,7 +17,8 @@ SERVER_LOG=${SERVER_LOG:-/tmp/clinic-bench-${NAME:-$PORT}.log}
 STARTUP_SECONDS=${STARTUP_SECONDS:-60}
 
 cargo build --release --quiet
-psql "$PGURL" -qc "CREATE DATABASE $DB"
+KEPT=$(psql "$PGURL" -Atc "SELECT 1 FROM pg_database WHERE datname = '$DB'")
+[ -n "$KEPT" ] || psql "$PGURL" -qc "CREATE DATABASE $DB"
 
 # Starts `${SERVE[@]} serve` on the database with the limits lifted, with any VAR=value
 # arguments in its environment, and waits until it answers; stops the benchmark with the
@@ -41,6 +43,6 @@ sign_in() {
 cleanup() {
   stop_server
   if declare -F on_exit >/dev/null; then on_exit; fi
-  psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
+  [ -n "${KEEP_DB:-}" ] || psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
 }
 trap cleanup EXIT
