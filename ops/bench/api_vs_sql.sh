@@ -4,6 +4,7 @@
 #
 #   ops/bench/api_vs_sql.sh          # 100,000 patients, 8 connections, 10 s per side
 #   CASES="get list" ops/bench/api_vs_sql.sh
+#   PG_CPUS=0 CLIENT_CPUS=1 ops/bench/api_vs_sql.sh   # PostgreSQL on a core of its own
 #
 # The type-ahead cases are also measured paced, both sides at PACED_RATE requests a second
 # (wrk waits between a connection's requests, pgbench -R): the latency a front desk sees at
@@ -148,7 +149,7 @@ LUA
 # wrk through the API with script $1 (sets rps and p99).
 api_side() {
   local out
-  out=$(wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$1" "${AUTH[@]}" "http://127.0.0.1:$PORT")
+  out=$("${CLIENT[@]}" wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$1" "${AUTH[@]}" "http://127.0.0.1:$PORT")
   rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
   p99=$(echo "$out" | awk '$1 == "99%" {print $2}')
 }
@@ -159,7 +160,7 @@ sql_side() {
   local script=$1 name=$2 out
   shift 2
   # The server's branch connections: the branch's schema, UTC, SSD costs.
-  out=$(PGOPTIONS="-c search_path=branch_1 -c TimeZone=UTC -c random_page_cost=1.1" pgbench -n -M prepared -c "$CONNECTIONS" -j 2 -T "$DURATION" "$@" "${defs[@]}" -f "$WORK/$script.sql" \
+  out=$(PGOPTIONS="-c search_path=branch_1 -c TimeZone=UTC -c random_page_cost=1.1" "${CLIENT[@]}" pgbench -n -M prepared -c "$CONNECTIONS" -j 2 -T "$DURATION" "$@" "${defs[@]}" -f "$WORK/$script.sql" \
         --log --log-prefix="$WORK/pgbench_$name" "$DB_URL" 2>"$WORK/pgbench_$name.err") \
     || { echo "pgbench failed on $name:"; cat "$WORK/pgbench_$name.err" "$WORK/$script.sql"; exit 1; }
   tps=$(echo "$out" | awk '/^tps/ {print $3; exit}')
@@ -167,6 +168,7 @@ sql_side() {
   rm -f "$WORK"/pgbench_"$name".*
 }
 
+if [ -n "${PG_CPUS:-}" ]; then echo "PostgreSQL on CPUs $PG_CPUS; the server, wrk and pgbench on $CLIENT_CPUS"; fi
 printf '%-18s %12s %10s %12s %10s %8s\n' case "API req/s" "API p99" "SQL tps" "SQL p99" ratio
 for c in $CASES; do
   wrk_lua "$c" >"$WORK/$c.lua"

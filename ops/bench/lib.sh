@@ -3,7 +3,13 @@
 # PGURL and drops it on exit (after the script's own `on_exit`, if it defines one); with
 # KEEP_DB, a benchmark that offers it uses that database, makes it only if it is missing
 # (KEPT is then empty) and keeps it. Sets PGURL, DB, DB_URL, BASE, PASSWORD, BIN, SERVE,
-# SERVER_LOG and KEPT; defines start_server, stop_server, sign_in and cleanup.
+# SERVER_LOG, KEPT and CLIENT; defines start_server, stop_server, sign_in and cleanup.
+#
+# With PG_CPUS and CLIENT_CPUS (taskset lists: PG_CPUS=0 CLIENT_CPUS=1), every process of
+# PostgreSQL's cluster, and each backend it starts later, runs on PG_CPUS, and the server
+# and whatever the benchmark runs through `"${CLIENT[@]}"` (its wrk and pgbench) on
+# CLIENT_CPUS: a host where the database has cores of its own. PostgreSQL gets its CPUs back
+# on exit. Pinning the cluster's processes needs root. Unset, all share the machine's cores.
 PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432/postgres}
 DB=${KEEP_DB:-clinic_bench_${NAME:+${NAME}_}$$}
 DB_URL="${PGURL%/*}/$DB"
@@ -12,11 +18,26 @@ PASSWORD=bench-password-1
 BIN=${CARGO_TARGET_DIR:-target}/release/clinic-server
 # What start_server runs with `serve`: the binary, or a command that runs one (valgrind ...).
 SERVE=("$BIN")
+CLIENT=()
 SERVER_LOG=${SERVER_LOG:-/tmp/clinic-bench-${NAME:-$PORT}.log}
 # How long a start may take before the benchmark gives up.
 STARTUP_SECONDS=${STARTUP_SECONDS:-60}
 
 cargo build --release --quiet
+
+# Puts every running PostgreSQL process (threads included) on the CPUs $1.
+pin_postgres() {
+  local pid
+  for pid in $(ps -C postgres -o pid=); do taskset -a -p -c "$1" "$pid" >/dev/null 2>&1 || true; done
+}
+if [ -n "${PG_CPUS:-}" ]; then
+  : "${CLIENT_CPUS:?set CLIENT_CPUS beside PG_CPUS}"
+  CLIENT=(taskset -c "$CLIENT_CPUS")
+  SERVE=("${CLIENT[@]}" "$BIN")
+  # The postmaster's CPUs, which its backends inherit: restored on exit.
+  PG_CPUS_BEFORE=$(taskset -p -c "$(pgrep -o -x postgres)" | awk '{print $NF}')
+  pin_postgres "$PG_CPUS"
+fi
 KEPT=$(psql "$PGURL" -Atc "SELECT 1 FROM pg_database WHERE datname = '$DB'")
 [ -n "$KEPT" ] || psql "$PGURL" -qc "CREATE DATABASE $DB"
 
@@ -43,6 +64,7 @@ sign_in() {
 cleanup() {
   stop_server
   if declare -F on_exit >/dev/null; then on_exit; fi
+  if [ -n "${PG_CPUS_BEFORE:-}" ]; then pin_postgres "$PG_CPUS_BEFORE"; fi
   [ -n "${KEEP_DB:-}" ] || psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
 }
 trap cleanup EXIT
