@@ -7,6 +7,7 @@
 #   COMPARE_WITH=/path/to/other/clinic-server ops/bench/branches.sh   # this build against another
 #   KEEP_DB=clinic_bench_branches ops/bench/branches.sh   # provisions that database once, keeps it,
 #                                                         # and measures it again on later runs
+#   PG_CPUS=0 CLIENT_CPUS=1 ops/bench/branches.sh   # PostgreSQL on a core of its own (lib.sh)
 #
 # Each case first runs for WARMUP (5 s; its figures are printed as the cold start), then is
 # measured: the steady state, once PostgreSQL's backends hold the schemas they serve.
@@ -27,7 +28,7 @@ LUA=$(mktemp --suffix .lua)
 on_exit() { rm -f "$LUA" "${ZIPF:-}"; }
 # Starts the binary `$1` and signs in.
 start_binary() {
-  SERVE=("$1")
+  SERVE=("${CLIENT[@]}" "$1")
   start_server
   sign_in
 }
@@ -104,7 +105,7 @@ measure() {
   writer=$(writer_pid)
   server_before=$(cpu_seconds "$SERVER")
   writer_before=$(cpu_seconds "$writer")
-  out=$(wrk -t2 -c"$CONNECTIONS" -d"$duration" --latency -H "Authorization: Bearer $TOKEN" \
+  out=$("${CLIENT[@]}" wrk -t2 -c"$CONNECTIONS" -d"$duration" --latency -H "Authorization: Bearer $TOKEN" \
         -H 'Accept: application/json' "$@")
   rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
   requests=$(echo "$out" | awk '/requests in/ {print $1}')
