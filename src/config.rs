@@ -65,6 +65,14 @@ impl HashLimits {
     }
 }
 
+/// Branches whose read audit records are written in one transaction, at most, by default.
+/// Each holds three locks until the commit (the log, its partition, its sequence) in
+/// PostgreSQL's shared lock table, which holds about `max_locks_per_transaction` (64) for
+/// each of its connections: a flush of every branch of a server in one transaction would
+/// fill it past a couple of thousand branches, and other sessions' locks would then fail
+/// too.
+pub const READ_AUDIT_BRANCHES_PER_TRANSACTION: usize = 256;
+
 #[derive(Clone, Debug)]
 pub struct Settings {
     /// Registry database. `None` means: run on the embedded cluster under `./var/pg`.
@@ -99,6 +107,8 @@ pub struct Settings {
     pub read_audit_queue: usize,
     /// Longest a branch's read audit records are held to be written together.
     pub read_audit_hold: Duration,
+    /// Branches whose read audit records are written in one transaction, at most.
+    pub read_audit_branches_per_transaction: usize,
     /// Password hashes computed at once, and how many more may wait for their turn.
     pub password_hash_limits: HashLimits,
     /// Largest accepted request body in bytes.
@@ -192,6 +202,10 @@ impl Settings {
             password_hash_log_n: parsed("PASSWORD_HASH_COST", 15)?,
             read_audit_queue: parsed("READ_AUDIT_QUEUE", 8192)?,
             read_audit_hold: Duration::from_millis(parsed("READ_AUDIT_HOLD_MS", 1000)?),
+            read_audit_branches_per_transaction: parsed(
+                "READ_AUDIT_BRANCHES_PER_TRANSACTION",
+                READ_AUDIT_BRANCHES_PER_TRANSACTION,
+            )?,
             password_hash_limits: HashLimits {
                 concurrency: parsed("PASSWORD_HASH_CONCURRENCY", HashLimits::default_concurrency())?,
                 queue: parsed("PASSWORD_HASH_QUEUE", 32)?,
@@ -229,6 +243,9 @@ impl Settings {
         }
         if self.read_audit_queue == 0 {
             bail!("READ_AUDIT_QUEUE must be at least 1");
+        }
+        if self.read_audit_branches_per_transaction == 0 {
+            bail!("READ_AUDIT_BRANCHES_PER_TRANSACTION must be at least 1");
         }
         if self.password_hash_limits.concurrency == 0 {
             bail!("PASSWORD_HASH_CONCURRENCY must be at least 1");
@@ -274,6 +291,7 @@ impl Settings {
             password_hash_log_n: 15,
             read_audit_queue: 8192,
             read_audit_hold: Duration::from_secs(1),
+            read_audit_branches_per_transaction: READ_AUDIT_BRANCHES_PER_TRANSACTION,
             password_hash_limits: HashLimits { concurrency: HashLimits::default_concurrency(), queue: 32 },
             max_body_bytes: 1024 * 1024,
             var_dir: "var".into(),

@@ -67,16 +67,20 @@ pub struct ReadAudit {
 
 impl ReadAudit {
     /// The queue, and the task that writes it (to be kept with the instance's background
-    /// work, and stopped only after [`ReadAudit::flush`]).
+    /// work, and stopped only after [`ReadAudit::flush`]). At most `branches_per_transaction`
+    /// branches' records go in one transaction (see
+    /// [`crate::config::READ_AUDIT_BRANCHES_PER_TRANSACTION`]).
     pub fn start(
         directory: Arc<Directory>,
         capacity: usize,
         room_wait: Duration,
         hold: Duration,
+        branches_per_transaction: usize,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let capacity = capacity.max(1);
         let (sender, receiver) = mpsc::channel(capacity);
-        (Self { sender, room_wait }, tokio::spawn(write_queued(receiver, directory, capacity, hold)))
+        let bounds = Bounds { capacity, hold, branches_per_transaction: branches_per_transaction.max(1) };
+        (Self { sender, room_wait }, tokio::spawn(write_queued(receiver, directory, bounds)))
     }
 
     /// Queues `record`, waiting for room when the queue is full: a read is answered only once
@@ -114,12 +118,8 @@ impl ReadAudit {
 /// opened either way), so reads spread over many branches are written several to a branch
 /// instead of one. Records it could not write yet are held too, at most `capacity` in all
 /// beside the queue's own: past that it takes no more, the queue fills, and reads wait.
-async fn write_queued(
-    mut receiver: mpsc::Receiver<Message>,
-    directory: Arc<Directory>,
-    capacity: usize,
-    hold: Duration,
-) {
+async fn write_queued(mut receiver: mpsc::Receiver<Message>, directory: Arc<Directory>, bounds: Bounds) {
+    let Bounds { capacity, hold, branches_per_transaction } = bounds;
     let mut connections = Connections::new();
     let mut held = Held::default();
     let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
@@ -162,7 +162,7 @@ async fn write_queued(
             let everything = closed || !waiting.is_empty() || held.len >= capacity.div_ceil(2);
             let due = held.take_due(now, hold, everything);
             if !due.is_empty() {
-                let left = write(&directory, &mut connections, due).await;
+                let left = write(&directory, &mut connections, due, branches_per_transaction).await;
                 if left.is_empty() {
                     backoff = Duration::from_millis(50);
                     retry_at = None;
@@ -179,6 +179,16 @@ async fn write_queued(
             }
         }
     }
+}
+
+/// What the writer holds and writes at once.
+struct Bounds {
+    /// Records held beside the queue's own, at most.
+    capacity: usize,
+    /// Longest a branch's records are held.
+    hold: Duration,
+    /// Branches written in one transaction, at most.
+    branches_per_transaction: usize,
 }
 
 /// A branch's records to be written together, at most (past it, they are written at once).
@@ -305,13 +315,6 @@ type Connections = HashMap<String, (BranchPool, Client)>;
 /// written least recently are prepared again when next read.
 const STATEMENTS_PER_SERVER: usize = 2_000;
 
-/// Branches written in one transaction, at most. Each holds three locks until the commit
-/// (the log, its partition, its sequence) in PostgreSQL's shared lock table, which holds
-/// about `max_locks_per_transaction` (64) for each of its connections: a flush of every
-/// branch of a server in one transaction would fill it past a couple of thousand branches,
-/// and other sessions' locks would then fail too.
-const BRANCHES_PER_TRANSACTION: usize = 256;
-
 /// The writer's connections' `application_name`, to tell them apart in `pg_stat_activity`.
 pub const WRITER_NAME: &str = "clinic-server-read-audit";
 
@@ -321,13 +324,14 @@ async fn write(
     directory: &Directory,
     connections: &mut Connections,
     records: Vec<ReadRecord>,
+    branches_per_transaction: usize,
 ) -> Vec<ReadRecord> {
     let mut by_branch: BTreeMap<i64, Vec<ReadRecord>> = BTreeMap::new();
     for record in records {
         by_branch.entry(record.branch).or_default().push(record);
     }
     let mut left = Vec::new();
-    // The branches of each server, with their routes, together (`BRANCHES_PER_TRANSACTION`
+    // The branches of each server, with their routes, together (`branches_per_transaction`
     // to a transaction); any other branch (unroutable, moving) and the branches of a
     // transaction that fails, branch by branch.
     let mut by_server: BTreeMap<String, Vec<BranchRecords>> = BTreeMap::new();
@@ -343,7 +347,7 @@ async fn write(
     connections.retain(|_, (pool, client)| !pool.is_closed() && !client.is_closed());
     for (server, mut branches) in by_server {
         while !branches.is_empty() {
-            let rest = branches.split_off(branches.len().min(BRANCHES_PER_TRANSACTION));
+            let rest = branches.split_off(branches.len().min(branches_per_transaction));
             match write_together(connections, &server, &branches).await {
                 Ok(()) => {}
                 Err(e) => {

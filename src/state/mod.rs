@@ -71,6 +71,7 @@ impl AppState {
             settings.read_audit_queue,
             settings.pool_wait,
             settings.read_audit_hold,
+            settings.read_audit_branches_per_transaction,
         );
         Ok(Self {
             read_audit,

@@ -167,3 +167,52 @@ async fn a_quiet_branch_s_reads_are_held_to_be_written_together_and_a_busy_branc
     assert_eq!(reads_in(&app, quiet).await, 3, "a flush writes what is held");
     assert_eq!(reads_in(&app, busy).await, batch as i64);
 }
+
+#[tokio::test]
+async fn a_flush_writes_the_branches_of_a_server_a_bounded_number_to_a_transaction() {
+    // Held for an hour, so that only the flush writes them; two branches to a transaction.
+    let app = TestApp::spawn_with(|s| {
+        s.rate_limit_api = 100_000;
+        s.read_audit_hold = std::time::Duration::from_secs(3600);
+        s.read_audit_branches_per_transaction = 2;
+    })
+    .await;
+    let mut branches = vec![app.main_branch().await];
+    for code in ["B2", "B3", "B4", "B5"] {
+        branches.push(app.create_branch(code).await);
+    }
+    for (i, &branch) in branches.iter().enumerate() {
+        for _ in 0..=i {
+            assert_eq!(send(app.request(Method::GET, "/api/v1/patients", Some(branch))).await.0, 200);
+        }
+    }
+    app.state.read_audit.flush().await;
+    for (i, &branch) in branches.iter().enumerate() {
+        assert_eq!(reads_in(&app, branch).await, i as i64 + 1, "branch {branch}");
+    }
+    // The transaction that wrote each row is its xmin: five branches, two to a transaction.
+    let rows = branches
+        .iter()
+        .map(|b| {
+            format!(
+                "SELECT {b} AS branch, xmin::text AS tx FROM branch_{b}.audit_log
+                  WHERE resource = 'patients' AND action = 'list'"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ");
+    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    let row = client
+        .query_one(
+            &format!(
+                "WITH r AS ({rows})
+                 SELECT (SELECT count(DISTINCT tx) FROM r),
+                        (SELECT max(n) FROM (SELECT count(DISTINCT tx) AS n FROM r GROUP BY branch) b)"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let (transactions, most_per_branch): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!((transactions, most_per_branch), (3, 1), "each branch in one transaction, two to each");
+}
