@@ -30,14 +30,6 @@ pin_postgres() {
   local pid
   for pid in $(ps -C postgres -o pid=); do taskset -a -p -c "$1" "$pid" >/dev/null 2>&1 || true; done
 }
-if [ -n "${PG_CPUS:-}" ]; then
-  : "${CLIENT_CPUS:?set CLIENT_CPUS beside PG_CPUS}"
-  CLIENT=(taskset -c "$CLIENT_CPUS")
-  SERVE=("${CLIENT[@]}" "$BIN")
-  # The postmaster's CPUs, which its backends inherit: restored on exit.
-  PG_CPUS_BEFORE=$(taskset -p -c "$(pgrep -o -x postgres)" | awk '{print $NF}')
-  pin_postgres "$PG_CPUS"
-fi
 KEPT=$(psql "$PGURL" -Atc "SELECT 1 FROM pg_database WHERE datname = '$DB'")
 [ -n "$KEPT" ] || psql "$PGURL" -qc "CREATE DATABASE $DB"
 
@@ -68,3 +60,13 @@ cleanup() {
   [ -n "${KEEP_DB:-}" ] || psql "$PGURL" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" || true
 }
 trap cleanup EXIT
+
+# Pinned only once cleanup is sure to give PostgreSQL its CPUs back.
+if [ -n "${PG_CPUS:-}" ]; then
+  : "${CLIENT_CPUS:?set CLIENT_CPUS beside PG_CPUS}"
+  CLIENT=(taskset -c "$CLIENT_CPUS")
+  SERVE=("${CLIENT[@]}" "$BIN")
+  # The postmaster's CPUs, which its backends inherit: restored on exit.
+  PG_CPUS_BEFORE=$(taskset -p -c "$(pgrep -o -x postgres)" | awk '{print $NF}')
+  pin_postgres "$PG_CPUS"
+fi
