@@ -4,15 +4,15 @@
 //! A read hands its record to a bounded queue and answers; one task per instance writes what
 //! has queued, many records per `INSERT`, one `INSERT` per branch (prepared once, on the
 //! writer's own connection to each database server), and the branches of one server together,
-//! up to 256 to a transaction (one commit for many branches: reads spread over a thousand
-//! branches would otherwise wait on a thousand commits a second). A branch's records are
-//! held until `BRANCH_BATCH` have gathered or the first has waited the hold
-//! (`READ_AUDIT_HOLD_MS`): PostgreSQL's cost of an insert is mostly opening the branch's
-//! table, its partition and indexes, so several records to an insert cost little more than
-//! one. A branch that cannot be written is tried again on its own. Nothing is dropped: when
-//! the queue is full a read waits for room, and a batch that cannot be written (the database
-//! is away, the branch is frozen for a move) is tried again until it is. A graceful stop, and
-//! any reader of the audit trail, writes every queued and held record first
+//! up to `READ_AUDIT_BRANCHES_PER_TRANSACTION` (256) to a transaction (one commit for many
+//! branches: reads spread over a thousand branches would otherwise wait on a thousand commits a
+//! second). A branch's records are held until `BRANCH_BATCH` have gathered or the first has
+//! waited the hold (`READ_AUDIT_HOLD_MS`): PostgreSQL's cost of an insert is mostly opening the
+//! branch's table, its partition and indexes, so several records to an insert cost little more
+//! than one. A branch that cannot be written is tried again on its own. Nothing is dropped:
+//! when the queue is full a read waits for room, and a batch that cannot be written (the
+//! database is away, the branch is frozen for a move) is tried again until it is. A graceful
+//! stop, and any reader of the audit trail, writes every queued and held record first
 //! ([`ReadAudit::flush`]).
 //!
 //! What a crash can lose: the records still queued or held when the server process itself
