@@ -24,6 +24,8 @@ BRANCHES=${BRANCHES:-1000}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-10s}
 ROUNDS=${ROUNDS:-3}
+# pgbench takes whole seconds.
+[[ $DURATION =~ ^[0-9]+s$ ]] || { echo "DURATION is whole seconds (10s), not $DURATION"; exit 1; }
 CONNECTIONS=${CONNECTIONS:-8}
 PORT=${PORT:-18092}
 NAME=branches
@@ -204,11 +206,11 @@ median() {
   printf '%s\n' "$@" | sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 
-ONE_BRANCH=(-H 'X-Branch-Id: 1' "$BASE/patients")
+ONE_BRANCH=(-H "X-Branch-Id: $first" "$BASE/patients")
 ROUND_ROBIN=(-s "$LUA" "$BASE/patients")
 SKEWED=(-s "$ZIPF" "$BASE/patients")
 cases() {
-  local round rr=() zipf=() sql=() ratio one_sql
+  local round rr=() zipf=() sql=() ratio one one_sql
   echo
   # The cold start: backends meeting the schemas for the first time.
   measure "list, one branch, first $WARMUP" "$WARMUP" "${ONE_BRANCH[@]}"; echo
@@ -219,11 +221,11 @@ cases() {
   # shows between rounds instead of in a ratio.
   for round in $(seq 1 "$ROUNDS"); do
     measure "list, one branch, round $round" "$DURATION" "${ONE_BRANCH[@]}"; echo
-    ONE=$RPS
+    one=$RPS
     measure "list, round-robin over $BRANCHES branches, round $round" "$DURATION" "${ROUND_ROBIN[@]}"
-    ratio=$(echo "scale=2; $RPS / $ONE" | bc); rr+=("$ratio"); printf '   ratio to one branch %s\n' "$ratio"
+    ratio=$(echo "scale=2; $RPS / $one" | bc); rr+=("$ratio"); printf '   ratio to one branch %s\n' "$ratio"
     measure "list, Zipf over $BRANCHES branches, round $round" "$DURATION" "${SKEWED[@]}"
-    ratio=$(echo "scale=2; $RPS / $ONE" | bc); zipf+=("$ratio"); printf '   ratio to one branch %s\n' "$ratio"
+    ratio=$(echo "scale=2; $RPS / $one" | bc); zipf+=("$ratio"); printf '   ratio to one branch %s\n' "$ratio"
     measure_sql "the list's SQL, one schema, round $round" "$SQL_ONE"; echo
     one_sql=$TPS
     measure_sql "the list's SQL, round-robin, round $round" "$SQL_ROUND_ROBIN"
