@@ -109,3 +109,37 @@ async fn the_current_month_is_never_archived() {
     let error = audit_months::archive(&app.state.directory, next_year, &out).await.unwrap_err();
     assert!(format!("{error:#}").contains("past months"), "{error:#}");
 }
+
+#[tokio::test]
+async fn a_branch_s_months_ahead_are_made_once_whatever_the_caller_s_date_style() {
+    let app = TestApp::spawn().await;
+    let north = app.create_branch("NORTH").await;
+    let schema = format!("branch_{north}");
+    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    let months = partitions(&client, &schema).await;
+    let after_next = month_name(
+        time::OffsetDateTime::now_utc()
+            .date()
+            .replace_day(1)
+            .unwrap()
+            .checked_add(time::Duration::days(63))
+            .unwrap(),
+    );
+    assert!(months.contains(&after_next), "{months:?}");
+    // A month gone (archived, say) is made again; the months a partition already holds, the
+    // branch's first among them (held by the rows from before partitioning), are left alone.
+    // The bounds are read back from their text, which a session's DateStyle would change.
+    client
+        .batch_execute(&format!(
+            "SET DateStyle = 'SQL, DMY'; SET TimeZone = 'Asia/Manila';
+             DROP TABLE {schema}.{after_next}"
+        ))
+        .await
+        .unwrap();
+    let add = format!("SELECT {schema}.audit_log_add_months(2)");
+    let made: i32 = client.query_one(&add, &[]).await.unwrap().get(0);
+    assert_eq!(made, 1);
+    assert_eq!(partitions(&client, &schema).await, months);
+    let made: i32 = client.query_one(&add, &[]).await.unwrap().get(0);
+    assert_eq!(made, 0);
+}
