@@ -11,8 +11,10 @@ LANGUAGE plpgsql SET datestyle = 'ISO, MDY' AS $$
 DECLARE
     log regclass := 'audit_log'::regclass;
     home text := (SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = log);
-    first timestamptz := date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC';
-    month timestamptz;
+    -- Months are counted on UTC's calendar (in `timestamp`: a month added to a `timestamptz`
+    -- follows the session's time zone, and its daylight saving time).
+    first timestamp := date_trunc('month', now() AT TIME ZONE 'UTC');
+    month timestamp;
     made integer := 0;
 BEGIN
     FOR month IN
@@ -26,13 +28,13 @@ BEGIN
               CROSS JOIN LATERAL regexp_match(pg_get_expr(c.relpartbound, c.oid),
                                               '^FOR VALUES FROM \((.*)\) TO \((.*)\)$') AS b(v)
               WHERE i.inhparent = log
-                AND (b.v[1] = 'MINVALUE' OR btrim(b.v[1], '''')::timestamptz <= m)
-                AND (b.v[2] = 'MAXVALUE' OR btrim(b.v[2], '''')::timestamptz > m))
+                AND (b.v[1] = 'MINVALUE' OR btrim(b.v[1], '''')::timestamptz <= m AT TIME ZONE 'UTC')
+                AND (b.v[2] = 'MAXVALUE' OR btrim(b.v[2], '''')::timestamptz > m AT TIME ZONE 'UTC'))
     LOOP
         BEGIN
             EXECUTE format('CREATE TABLE %s.%I PARTITION OF %s FOR VALUES FROM (%L) TO (%L)', home,
-                           'audit_log_y' || to_char(month AT TIME ZONE 'UTC', 'YYYY"m"MM'), log,
-                           month, month + interval '1 month');
+                           'audit_log_y' || to_char(month, 'YYYY"m"MM'), log,
+                           month AT TIME ZONE 'UTC', (month + interval '1 month') AT TIME ZONE 'UTC');
             made := made + 1;
         EXCEPTION WHEN invalid_object_definition THEN
             NULL; -- a partition holds part of this month

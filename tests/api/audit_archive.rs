@@ -111,7 +111,7 @@ async fn the_current_month_is_never_archived() {
 }
 
 #[tokio::test]
-async fn a_branch_s_months_ahead_are_made_once_whatever_the_caller_s_date_style() {
+async fn a_branch_s_months_are_made_once_on_utc_s_calendar_whatever_the_caller_s_date_style_and_zone() {
     let app = TestApp::spawn().await;
     let north = app.create_branch("NORTH").await;
     let schema = format!("branch_{north}");
@@ -126,12 +126,17 @@ async fn a_branch_s_months_ahead_are_made_once_whatever_the_caller_s_date_style(
             .unwrap(),
     );
     assert!(months.contains(&after_next), "{months:?}");
+    let bounds = format!(
+        "SELECT pg_get_expr(relpartbound, oid) FROM pg_class WHERE oid = '{schema}.{after_next}'::regclass"
+    );
+    let made_by_the_server: String = client.query_one(&bounds, &[]).await.unwrap().get(0);
     // A month gone (archived, say) is made again; the months a partition already holds, the
     // branch's first among them (held by the rows from before partitioning), are left alone.
-    // The bounds are read back from their text, which a session's DateStyle would change.
+    // The bounds are read back from their text, which a session's DateStyle would change, and
+    // months are UTC's whatever the session's time zone and its daylight saving time.
     client
         .batch_execute(&format!(
-            "SET DateStyle = 'SQL, DMY'; SET TimeZone = 'Asia/Manila';
+            "SET DateStyle = 'SQL, DMY'; SET TimeZone = 'America/New_York';
              DROP TABLE {schema}.{after_next}"
         ))
         .await
@@ -142,4 +147,7 @@ async fn a_branch_s_months_ahead_are_made_once_whatever_the_caller_s_date_style(
     assert_eq!(partitions(&client, &schema).await, months);
     let made: i32 = client.query_one(&add, &[]).await.unwrap().get(0);
     assert_eq!(made, 0);
+    client.batch_execute("RESET DateStyle; RESET TimeZone").await.unwrap();
+    let made_again: String = client.query_one(&bounds, &[]).await.unwrap().get(0);
+    assert_eq!(made_again, made_by_the_server);
 }
