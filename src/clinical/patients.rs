@@ -26,34 +26,52 @@ pub const MAX_LOOKUP: i64 = 50;
 pub const DEFAULT_LOOKUP: i64 = 10;
 
 /// A handful of records for a type-ahead: every word of `term` begins a word of the name or
-/// PIN number (any order; the index `patients_prefixes_idx`), or the term is a whole PIN, or the
-/// digits of a phone number (anywhere, so that numbers typed without the country code
-/// match); an exact PIN first, then by name. Answers them as the JSON array text PostgreSQL
-/// makes of them (written into the answer unparsed, as a list page is) and their ids.
+/// PIN number (any order; the index `patient_search_prefixes_idx`), or the term is a whole
+/// PIN, or the digits of a phone number (anywhere, so that numbers typed without the country
+/// code match); an exact PIN first, then by name. Answers them as the JSON array text
+/// PostgreSQL makes of them (written into the answer unparsed, as a list page is) and their
+/// ids.
+///
+/// Each way of matching picks its first `limit` by the answer's order on its own, the words
+/// from `patient_search`'s narrow rows (a common word's thousands of matches are sorted there,
+/// not from the full rows); their union is ordered again and only its first `limit` are read
+/// from `patients`.
 async fn matching(client: &impl Queries, term: &str, limit: i64) -> ApiResult<(String, Vec<i64>)> {
     let resource = &PATIENTS;
     let words: Vec<&str> = term.split_whitespace().take(8).collect();
-    let mut params: Vec<Param> = vec![Box::new(words.join(" ")), Box::new(term.trim().to_uppercase())];
+    let mut params: Vec<Param> =
+        vec![Box::new(words.join(" ")), Box::new(term.trim().to_uppercase()), Box::new(limit)];
+    const ORDER: &str = "ORDER BY exact DESC, last_name, first_name, id LIMIT $3";
     // Each word normalised and split as the column's were, and cut to the longest start it
     // keeps; a term with no word at all matches by PIN or phone only.
-    let mut matches = "(patient_prefixes(t.first_name, t.middle_name, t.last_name, t.suffix, t.pin) @@ (SELECT string_agg(quote_literal(left(w, 20)), ' & ')::tsquery
-                          FROM unnest(regexp_split_to_array(search_normalize($1), '\\W+')) w WHERE w <> '')
-                       OR t.pin = $2)"
-        .to_owned();
+    let mut ways = vec![
+        format!(
+            "(SELECT s.id, s.pin = $2 AS exact, s.last_name, s.first_name FROM patient_search s
+               WHERE patient_prefixes(s.first_name, s.middle_name, s.last_name, s.suffix, s.pin)
+                     @@ (SELECT string_agg(quote_literal(left(w, 20)), ' & ')::tsquery
+                           FROM unnest(regexp_split_to_array(search_normalize($1), '\\W+')) w WHERE w <> '')
+               {ORDER})"
+        ),
+        "(SELECT p.id, true, p.last_name, p.first_name FROM patients p WHERE p.pin = $2 AND p.deleted_at IS NULL)"
+            .to_owned(),
+    ];
     let digits: String = term.chars().filter(char::is_ascii_digit).collect();
     let phone_like = term.chars().all(|c| c.is_ascii_digit() || " +-().".contains(c));
     if phone_like && digits.len() >= 3 {
         params.push(Box::new(format!("%{digits}%")));
-        matches = format!("({matches} OR t.phone_digits LIKE ${})", params.len());
+        ways.push(format!(
+            "(SELECT p.id, p.pin = $2 AS exact, p.last_name, p.first_name FROM patients p
+               WHERE p.deleted_at IS NULL AND p.phone_digits LIKE ${} {ORDER})",
+            params.len()
+        ));
     }
-    let exact = 2;
-    params.push(Box::new(limit));
+    // UNION: a patient matched more than one way is answered once.
     let sql = format!(
-        "{PAGE_AGGREGATE} FROM (SELECT {} FROM {} t WHERE t.deleted_at IS NULL AND {matches}
-          ORDER BY (t.pin = ${exact}) DESC, t.last_name, t.first_name, t.id LIMIT ${}) r",
+        "{PAGE_AGGREGATE} FROM (SELECT {} FROM (SELECT * FROM ({}) u {ORDER}) m JOIN {} t ON t.id = m.id
+          ORDER BY m.exact DESC, m.last_name, m.first_name, m.id) r",
         select_columns(resource),
+        ways.join(" UNION "),
         resource.table,
-        params.len(),
     );
     async {
         let stmt = client.prepare_cached(&sql).await?;

@@ -284,6 +284,30 @@ async fn lookup_matches_the_start_of_each_typed_word_in_any_order() {
 }
 
 #[tokio::test]
+async fn lookup_matches_the_middle_name_and_suffix_as_they_are_now() {
+    let app = TestApp::spawn().await;
+    let main = app.main_branch().await;
+    let maria = patient_with(&app, main, "Maria", "Santos", json!({ "middle_name": "Clarita" })).await;
+    let junior = patient_with(&app, main, "Juan", "Luna", json!({ "suffix": "III" })).await;
+    let found = |term: &'static str| {
+        let app = &app;
+        async move { ids(&lookup(app, main, &format!("search={term}")).await.body) }
+    };
+    assert_eq!(found("clar").await, vec![id_of(&maria)]);
+    assert_eq!(found("luna%20iii").await, vec![id_of(&junior)]);
+    let path = format!("{PATIENTS}/{}", id_of(&maria));
+    assert_status(&app.put(&path, Some(main), json!({ "middle_name": "Bituin" })).await, 200);
+    assert_eq!(found("clar").await, Vec::<i64>::new(), "the old middle name no longer matches");
+    assert_eq!(found("bit%20mar").await, vec![id_of(&maria)]);
+    // Changes the words do not see are kept all the same: the rows read are the patient's.
+    assert_status(&app.put(&path, Some(main), json!({ "middle_name": "BITUIN" })).await, 200);
+    let path = format!("{PATIENTS}/{}", id_of(&junior));
+    assert_status(&app.put(&path, Some(main), json!({ "suffix": null })).await, 200);
+    assert_eq!(found("luna%20iii").await, Vec::<i64>::new());
+    assert_eq!(search_rows_drift(&app, main).await, Vec::<String>::new());
+}
+
+#[tokio::test]
 async fn lookup_by_pin_puts_the_exact_pin_first() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
@@ -362,7 +386,7 @@ async fn lookup_without_a_search_term_is_422_on_search() {
 /// patients they are kept from; empty when they agree.
 async fn search_rows_drift(app: &TestApp, branch: i64) -> Vec<String> {
     let client = app.state.registry.get().await.unwrap();
-    let columns = "id, search_text, last_name, first_name, pin, birth_date, created_at";
+    let columns = "id, search_text, last_name, first_name, middle_name, suffix, pin, birth_date, created_at";
     let live = format!("SELECT {columns} FROM branch_{branch}.patients WHERE deleted_at IS NULL");
     let kept = format!("SELECT {columns} FROM branch_{branch}.patient_search");
     let rows = client
