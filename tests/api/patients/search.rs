@@ -307,6 +307,41 @@ async fn lookup_matches_the_middle_name_and_suffix_as_they_are_now() {
     assert_eq!(search_rows_drift(&app, main).await, Vec::<String>::new());
 }
 
+/// Every GIN index on the tables patient searches read bounds the pending list each search
+/// through it reads (64 kB, not PostgreSQL's 4 MB).
+#[tokio::test]
+async fn the_indexes_patient_searches_read_keep_their_pending_entries_few() {
+    let app = TestApp::spawn().await;
+    let main = app.main_branch().await;
+    let client = app.state.registry.get().await.unwrap();
+    let rows = client
+        .query(
+            "SELECT c.relname::text, coalesce(array_to_string(c.reloptions, ','), '')
+               FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid
+               JOIN pg_am a ON a.oid = c.relam
+              WHERE a.amname = 'gin' AND t.relnamespace = $1::text::regnamespace
+                AND t.relname IN ('patients', 'patient_search')
+              ORDER BY 1",
+            &[&format!("branch_{main}")],
+        )
+        .await
+        .unwrap();
+    let found: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let names: Vec<&str> = found.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "patient_search_prefixes_idx",
+            "patient_search_text_idx",
+            "patients_phone_idx",
+            "patients_search_idx"
+        ]
+    );
+    for (name, options) in &found {
+        assert!(options.split(',').any(|o| o == "gin_pending_list_limit=64"), "{name}: {options:?}");
+    }
+}
+
 #[tokio::test]
 async fn lookup_by_pin_puts_the_exact_pin_first() {
     let app = TestApp::spawn().await;
