@@ -37,11 +37,12 @@ pub const DEFAULT_LOOKUP: i64 = 10;
 /// not from the full rows); their union is ordered again and only its first `limit` are read
 /// from `patients`.
 async fn matching(client: &impl Queries, term: &str, limit: i64) -> ApiResult<(String, Vec<i64>)> {
+    // The answer's order, and its length: `$3` is the limit (the third parameter below).
+    const ORDER: &str = "ORDER BY exact DESC, last_name, first_name, id LIMIT $3";
     let resource = &PATIENTS;
     let words: Vec<&str> = term.split_whitespace().take(8).collect();
     let mut params: Vec<Param> =
         vec![Box::new(words.join(" ")), Box::new(term.trim().to_uppercase()), Box::new(limit)];
-    const ORDER: &str = "ORDER BY exact DESC, last_name, first_name, id LIMIT $3";
     // Each word normalised and split as the column's were, and cut to the longest start it
     // keeps; a term with no word at all matches by PIN or phone only.
     let mut ways = vec![
