@@ -18,6 +18,7 @@ use crate::http::docs::{Access, Doc};
 use crate::http::endpoints::Endpoints;
 use crate::http::guard::guard_routes;
 use crate::http::listener::Closer;
+use crate::http::text::QueryText;
 use crate::http::{catcher, trace};
 use crate::metrics::{MeasureRequests, Metrics};
 use crate::permissions::ADMIN_ACCESS;
@@ -129,6 +130,7 @@ fn api_router() -> Router {
     }
     metered = metered.push(in_branch(declared_in_branch));
     let mut api = Router::with_path("api/v1")
+        .hoop(QueryText::FIELDS)
         .push(public)
         // Routes with a per-user limit of their own.
         .push(unmetered.hoop(auth::Authenticate { metered: false }).hoop(Idempotent))
@@ -170,9 +172,11 @@ fn root_router() -> Router {
     }
     let fhir = Router::new()
         .hoop(crate::fhir::OperationOutcomes)
+        .hoop(QueryText::BAD_REQUEST)
         .push(fhir_public)
         .push(fhir_user.hoop(auth::Authenticate { metered: true }));
-    let mut root = Router::new().push(public).push(signed_in).push(fhir);
+    let beside_the_api = Router::new().hoop(QueryText::FIELDS).push(public).push(signed_in);
+    let mut root = Router::new().push(beside_the_api).push(fhir);
     guard_routes(&mut root);
     root
 }

@@ -5,16 +5,10 @@ use serde_json::{Map, Value};
 use crate::http::error::FieldErrors;
 use crate::security::password;
 
-/// A required string field of a JSON body (422 naming it when missing or not a string).
+/// A required string field of a JSON body (422 naming it when missing or not a string; the
+/// body's parsing has refused control characters already).
 pub fn required_string(body: &Map<String, Value>, name: &str, errors: &mut FieldErrors) -> String {
     match body.get(name) {
-        Some(Value::String(s)) if s.contains('\0') => {
-            errors
-                .entry(name.into())
-                .or_default()
-                .push(format!("The {} contains control characters.", name.replace('_', " ")));
-            String::new()
-        }
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         Some(Value::String(_)) | None | Some(Value::Null) => {
             errors

@@ -106,7 +106,7 @@ pub fn query_pairs(req: &Request) -> Vec<(String, String)> {
 
 /// PostgreSQL text cannot hold NUL, and no search needs other control characters.
 pub fn has_control_characters(text: &str) -> bool {
-    text.chars().any(|c| c.is_control() && c != '\t')
+    super::text::refused(text, super::text::Lines::One)
 }
 
 /// Checks every list parameter against `rules`; a 422 names each bad one.

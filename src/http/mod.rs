@@ -11,6 +11,7 @@ pub mod guard;
 pub mod list;
 pub mod listener;
 pub mod rate_limit;
+pub mod text;
 pub mod trace;
 
 use std::net::IpAddr;
@@ -50,7 +51,8 @@ pub fn done(res: &mut Response, message: &str) {
 /// Reads the request body as a JSON object.
 ///
 /// Oversized bodies are a 413, a body declared as something other than JSON a 415, and
-/// malformed JSON or a non-object a 400 that says what is wrong.
+/// malformed JSON or a non-object a 400 that says what is wrong, and a text holding NUL or
+/// another control character a 422 naming it (`text`).
 /// A body that takes longer than the body-read limit to arrive is a 408: a slow client holds
 /// no more than its own task.
 pub async fn json_object(req: &mut Request, settings: &Settings) -> ApiResult<Map<String, Value>> {
@@ -66,7 +68,10 @@ pub async fn json_object(req: &mut Request, settings: &Settings) -> ApiResult<Ma
         return Ok(Map::new());
     }
     match serde_json::from_slice::<Value>(bytes) {
-        Ok(Value::Object(map)) => Ok(map),
+        Ok(Value::Object(map)) => {
+            let refused = text::body_errors(&map);
+            if refused.is_empty() { Ok(map) } else { Err(ApiError::Validation(refused)) }
+        }
         Ok(_) => Err(ApiError::bad_request("invalid_json", "The request body must be a JSON object.")),
         Err(e) => Err(ApiError::bad_request(
             "invalid_json",

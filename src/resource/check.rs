@@ -10,9 +10,14 @@ use time::format_description::well_known::Rfc3339;
 use super::field::{Field, Kind, Structure};
 use crate::http::error::FieldErrors;
 pub use crate::http::list::parse_date;
+use crate::http::text::{self, Lines};
 
 /// Clock skew allowed to "not in the future" (a tablet a few minutes fast).
 const SKEW: time::Duration = time::Duration::minutes(5);
+/// The instants a timestamp field takes: from 1900 to two days before the end of 9999, so
+/// that no zone's local time of one leaves the years `time` and the answers' format hold.
+const EARLIEST: OffsetDateTime = time::macros::datetime!(1900-01-01 00:00 UTC);
+const LATEST: OffsetDateTime = time::macros::datetime!(9999-12-30 00:00 UTC);
 
 /// A field name as people read it: `birth_date` -> "birth date".
 pub fn label(name: &str) -> String {
@@ -205,12 +210,6 @@ fn string<'a>(name: &str, value: &'a Value) -> Result<&'a str, String> {
     value.as_str().ok_or_else(|| format!("The {name} must be a string."))
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Lines {
-    One,
-    Many,
-}
-
 fn text(name: &str, value: &Value, max: usize, required: bool, lines: Lines) -> Result<Value, String> {
     let s = string(name, value)?.trim();
     if required && s.is_empty() {
@@ -219,10 +218,10 @@ fn text(name: &str, value: &Value, max: usize, required: bool, lines: Lines) -> 
     if s.chars().count() > max {
         return Err(format!("The {name} may not be greater than {max} characters."));
     }
-    if s.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t')) {
+    if text::refused(s, Lines::Many) {
         return Err(format!("The {name} contains control characters."));
     }
-    if lines == Lines::One && s.contains(['\n', '\r']) {
+    if text::refused(s, lines) {
         return Err(format!("The {name} must be a single line."));
     }
     Ok(Value::String(s.to_owned()))
@@ -280,10 +279,12 @@ fn timestamp(name: &str, value: &Value, past: bool) -> Result<Value, String> {
     if past && at > OffsetDateTime::now_utc() + SKEW {
         return Err(format!("The {name} may not be in the future."));
     }
-    if at.year() < 1900 || at.year() > 9999 {
-        return Err(format!("The {name} is out of range."));
-    }
-    let utc = at.to_offset(time::UtcOffset::UTC);
+    // In UTC, and early enough that its local date in any zone is still a year of four
+    // digits: dates read back in a branch's zone must convert too.
+    let utc = at.checked_to_offset(time::UtcOffset::UTC).filter(|utc| (EARLIEST..LATEST).contains(utc));
+    let Some(utc) = utc else {
+        return Err(format!("The {name} is out of range (from 1900 to 9999-12-29)."));
+    };
     Ok(Value::String(utc.format(&Rfc3339).map_err(|_| malformed())?))
 }
 

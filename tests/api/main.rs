@@ -18,6 +18,7 @@ mod dashboard_rollups;
 mod display;
 mod documents;
 mod drift;
+mod edges;
 mod exams;
 mod fhir;
 mod idempotency;
