@@ -262,7 +262,13 @@ pub fn service(state: Arc<AppState>) -> Service {
         Some(cors) => service.hoop(cors),
         None => service,
     };
-    service.catcher(Catcher::default().hoop(catcher::json_errors))
+    service.catcher(error_catcher())
+}
+
+/// What answers an error no route gave a body (no route, a method not served, a panic):
+/// an OperationOutcome under `/fhir/r4`, the API's JSON error body elsewhere.
+pub fn error_catcher() -> Catcher {
+    Catcher::default().hoop(crate::fhir::catch_errors).hoop(catcher::json_errors)
 }
 
 /// A server listening in the background.

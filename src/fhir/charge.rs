@@ -15,7 +15,12 @@ pub const ACCEPTS: Accepts = Accepts { patient: true, dates: &["date", "occurren
 
 pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResult<Page> {
     let mut sql = Sql::default();
-    sql.condition("b.deleted_at IS NULL AND b.kind = 'charge' AND b.status = 'posted'");
+    sql.condition(if search.gone {
+        // A charge once posted, since voided or deleted, was served before.
+        "b.kind = 'charge' AND b.posted_at IS NOT NULL AND (b.status = 'voided' OR b.deleted_at IS NOT NULL)"
+    } else {
+        "b.deleted_at IS NULL AND b.kind = 'charge' AND b.status = 'posted'"
+    });
     sql.numeric_ids("b.id", search);
     sql.patients("b.patient_id", search);
     sql.dates("b.transaction_date", true, search, timezone);

@@ -12,7 +12,7 @@ pub const ACCEPTS: Accepts = Accepts { patient: true, dates: &["date"], identifi
 
 pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResult<Page> {
     let mut sql = Sql::default();
-    sql.condition("v.deleted_at IS NULL");
+    sql.condition(if search.gone { "v.deleted_at IS NOT NULL" } else { "v.deleted_at IS NULL" });
     sql.numeric_ids("v.id", search);
     sql.patients("v.patient_id", search);
     sql.dates("v.visit_date", true, search, timezone);

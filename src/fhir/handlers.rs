@@ -2,11 +2,13 @@
 //! read of patient data is recorded as patient reads are (`db::read_audit`): a search names
 //! the patients its page showed, a read or `$everything` the patient whose data it was.
 
+use salvo::http::StatusCode;
 use salvo::prelude::*;
 use serde_json::{Value, json};
 
 use super::kinds::Type;
-use super::outcome::respond;
+use super::outcome::{fail, moved, respond};
+use super::patient::Standing;
 use super::search::{self, Accepts, Search, bundle};
 use super::shape::prune;
 use super::{charge, encounter, observation, patient, registry, vision};
@@ -27,15 +29,20 @@ struct Found {
     patients: Vec<i64>,
 }
 
-async fn find(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> ApiResult<Found> {
+/// The rows of `kind` that `search` finds.
+async fn rows(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> ApiResult<search::Page> {
     let timezone = ctx.branch()?.timezone.clone();
-    let page = match kind {
-        Type::Patient => patient::search(conn, search, &timezone).await?,
-        Type::Encounter => encounter::search(conn, search, &timezone).await?,
-        Type::Observation => observation::search(conn, search, &timezone).await?,
-        Type::VisionPrescription => vision::search(conn, search, &timezone).await?,
-        Type::ChargeItem => charge::search(conn, search, &timezone).await?,
-    };
+    match kind {
+        Type::Patient => patient::search(conn, search, &timezone).await,
+        Type::Encounter => encounter::search(conn, search, &timezone).await,
+        Type::Observation => observation::search(conn, search, &timezone).await,
+        Type::VisionPrescription => vision::search(conn, search, &timezone).await,
+        Type::ChargeItem => charge::search(conn, search, &timezone).await,
+    }
+}
+
+async fn find(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> ApiResult<Found> {
+    let page = rows(ctx, conn, kind, search).await?;
     let rows = &page.rows;
     let resources: Vec<Value> = match kind {
         Type::Patient => rows.iter().map(patient::resource).collect(),
@@ -77,7 +84,8 @@ fn base_of(ctx: &Context, req: &Request) -> String {
 }
 
 /// The handler of a type's routes: its search (`GET /fhir/r4/<Type>?...`, a searchset
-/// Bundle) or a read by id (`GET /fhir/r4/<Type>/{id}`, the resource or 404).
+/// Bundle) or a read by id (`GET /fhir/r4/<Type>/{id}`: the resource, 410 when it was
+/// deleted, else 404).
 pub enum Serve {
     Search(Type),
     Read(Type),
@@ -119,13 +127,20 @@ async fn read_one(kind: Type, req: &Request, depot: &Depot, res: &mut Response) 
     list::only(&list::query_pairs(req), &["_format"]).map_err(|_| {
         ApiError::bad_request("invalid_search", "A read by id takes no parameter but _format.")
     })?;
-    let search = Search { ids: Some(vec![id.clone()]), count: 1, ..Search::default() };
+    let mut search = Search { ids: Some(vec![id.clone()]), count: 1, ..Search::default() };
     let mut conn = ctx.conn(Scope::Branch).await?;
     let found = find(&ctx, &mut conn, kind, &search).await?;
-    drop(conn);
     let (Some(resource), Some(patient)) = (found.resources.into_iter().next(), found.patients.first()) else {
-        return Err(ApiError::NotFound);
+        // FHIR's read tells a resource the server knows was deleted (410) from one it never had.
+        search.gone = true;
+        if rows(&ctx, &mut conn, kind, &search).await?.total == 0 {
+            return Err(ApiError::NotFound);
+        }
+        let message = format!("{}/{id} was deleted.", kind.name());
+        fail(req, res, StatusCode::GONE, "deleted", &message);
+        return Ok(());
     };
+    drop(conn);
     let details = json!({ "route": kind.route(), "id": id });
     record_read(&ctx, PATIENT_RECORDS, "view", Some(*patient), Some(details)).await?;
     respond(req, res, &resource);
@@ -134,7 +149,9 @@ async fn read_one(kind: Type, req: &Request, depot: &Depot, res: &mut Response) 
 
 /// `GET /fhir/r4/Patient/{id}/$everything`: the patient, their encounters, and what the
 /// caller may also read of their observations, prescriptions and charges, in that order,
-/// paged as one searchset.
+/// paged as one searchset. A deleted patient is 410, as its read is; a patient merged into
+/// another is a 301 to the survivor's, who holds its records now (the API's reads of a
+/// merged patient answer 301 too).
 #[handler]
 pub async fn everything(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let ctx = Context::of(depot)?;
@@ -148,6 +165,24 @@ pub async fn everything(req: &mut Request, depot: &mut Depot, res: &mut Response
     let kinds: Vec<Type> = Type::ALL.into_iter().filter(|kind| ctx.user.can(kind.permission())).collect();
     let (mut skip, mut room, mut total, mut resources) = (paging.offset, paging.count, 0, Vec::new());
     let mut conn = ctx.conn(Scope::Branch).await?;
+    match patient::standing(&mut conn, patient).await? {
+        Standing::Unknown => return Err(ApiError::NotFound),
+        Standing::Deleted => {
+            fail(req, res, StatusCode::GONE, "deleted", &format!("Patient/{patient} was deleted."));
+            return Ok(());
+        }
+        Standing::MergedInto(survivor) => {
+            let mut location = format!("/fhir/r4/Patient/{survivor}/$everything");
+            if let Some(query) = req.uri().query() {
+                location = format!("{location}?{query}");
+            }
+            let message =
+                format!("Patient/{patient} was merged into Patient/{survivor}, who holds its records.");
+            moved(req, res, &location, "merged", &message);
+            return Ok(());
+        }
+        Standing::Live => {}
+    }
     for kind in &kinds {
         let mut search = Search { count: room, offset: skip, ..Search::default() };
         match kind {
@@ -155,9 +190,6 @@ pub async fn everything(req: &mut Request, depot: &mut Depot, res: &mut Response
             _ => search.patients = Some(vec![patient]),
         }
         let found = find(&ctx, &mut conn, *kind, &search).await?;
-        if *kind == Type::Patient && found.total == 0 {
-            return Err(ApiError::NotFound);
-        }
         total += found.total;
         skip = (skip - found.total).max(0);
         room -= found.resources.len() as i64;

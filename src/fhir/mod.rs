@@ -26,7 +26,7 @@ use crate::http::docs::{self, Access, Doc};
 use crate::http::endpoints::Endpoints;
 use crate::http::guard::Produces;
 pub use kinds::Type;
-pub use outcome::OperationOutcomes;
+pub use outcome::{OperationOutcomes, catch_errors};
 
 /// A resource of `kind`, as the API description shows it.
 fn resource_schema(kind: &str) -> Object {
@@ -77,7 +77,7 @@ pub fn endpoints() -> Vec<Endpoints> {
         let needs = format!("Needs `{}`.", kind.permission());
         let mut op = branch.fhir_operation("fhir", &format!("Search {name}")).description(format!(
             "{needs} A searchset Bundle with `total` and `self`/`next`/`previous` links; a parameter \
-             this search does not take is a 400."
+             this search does not take, or a value holding a control character, is a 400."
         ));
         let mut parameters = vec![("_id", docs::string(), "Ids, comma-separated")];
         let accepts = kind.accepts();
@@ -89,13 +89,18 @@ pub fn endpoints() -> Vec<Endpoints> {
             ));
         }
         if accepts.identifier {
-            parameters.push(("identifier", docs::string(), "The PIN, or urn:clinic-server:pin|PIN"));
+            parameters.push((
+                "identifier",
+                docs::string(),
+                "The PIN, or urn:clinic-server:pin|PIN; comma-separated; no control characters",
+            ));
         }
         for date in accepts.dates {
             parameters.push((
                 date,
                 docs::string(),
-                "A date, or date and time, after eq, gt, lt, ge or le; may repeat",
+                "A date, or date and time, after eq, gt, lt, ge or le; comma-separated (any), each with \
+                 its own prefix; may repeat (all)",
             ));
         }
         parameters.push((
@@ -126,7 +131,7 @@ pub fn endpoints() -> Vec<Endpoints> {
         };
         let op = branch
             .fhir_operation("fhir", &format!("Read a {name} by id"))
-            .description(format!("{needs} 404 for an id the branch does not have."))
+            .description(format!("{needs} 410 for a resource deleted, 404 for an id the branch never had."))
             .add_parameter(id);
         let op = Doc::fhir_answers(op, "200", &format!("The {name}"), resource_schema(name));
         let op = Doc::fhir_answers(
@@ -135,6 +140,8 @@ pub fn endpoints() -> Vec<Endpoints> {
             "No such resource in this branch",
             resource_schema("OperationOutcome"),
         );
+        let op =
+            Doc::fhir_answers(op, "410", "The resource was deleted", resource_schema("OperationOutcome"));
         let path = if kind.numeric_ids() {
             format!("fhir/r4/{name}/{{id:num}}")
         } else {
@@ -149,7 +156,8 @@ pub fn endpoints() -> Vec<Endpoints> {
         )
         .description(
             "Needs `patients.read`; observations and prescriptions only with `clinical.read`, charges only \
-             with `billing.read`. One searchset, paged with _count and _offset.",
+             with `billing.read`. One searchset, paged with _count and _offset. A patient merged into \
+             another moves (301) to the survivor's.",
         )
         .add_parameter(docs::path_id())
         .add_parameter(docs::query(
@@ -165,6 +173,13 @@ pub fn endpoints() -> Vec<Endpoints> {
     let op = Doc::fhir_answers(op, "200", "The patient's records", bundle_schema("Patient"));
     let op =
         Doc::fhir_answers(op, "404", "No such patient in this branch", resource_schema("OperationOutcome"));
+    let op = Doc::fhir_answers(op, "410", "The patient was deleted", resource_schema("OperationOutcome"));
+    let op = Doc::fhir_answers(
+        op,
+        "301",
+        "The patient was merged into another: Location is the survivor's $everything",
+        resource_schema("OperationOutcome"),
+    );
     branch.add(PathItemType::Get, "fhir/r4/Patient/{id:num}/$everything", handlers::everything, op);
     vec![public, branch]
 }

@@ -70,7 +70,12 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
     }
     sql.patients("o.patient_id", search);
     sql.dates("o.examined_at", false, search, timezone);
-    let matching = format!("SELECT * FROM ({OBSERVATIONS}) o {}", sql.filter());
+    let observations = if search.gone {
+        OBSERVATIONS.replace("t.deleted_at IS NULL", "t.deleted_at IS NOT NULL")
+    } else {
+        OBSERVATIONS.to_owned()
+    };
+    let matching = format!("SELECT * FROM ({observations}) o {}", sql.filter());
     let order = "examined_at DESC, kind, record_id, eye DESC, reading";
     page(conn, &matching, order, sql, search.count, search.offset).await
 }

@@ -14,19 +14,14 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
     let mut sql = Sql::default();
     // A patient merged into another is still answered, inactive and linked to the one that
     // replaced it (FHIR's `replaced-by`), so that a system holding its id finds where it went.
-    sql.condition("(p.deleted_at IS NULL OR p.merged_into_id IS NOT NULL)");
+    sql.condition(if search.gone {
+        "(p.deleted_at IS NOT NULL AND p.merged_into_id IS NULL)"
+    } else {
+        "(p.deleted_at IS NULL OR p.merged_into_id IS NOT NULL)"
+    });
     sql.numeric_ids("p.id", search);
-    if let Some(identifiers) = &search.identifiers {
-        // `value`, `|value` or `system|value`: only this server's PIN system names a patient.
-        let pins: Vec<String> = identifiers
-            .iter()
-            .filter_map(|i| match i.split_once('|') {
-                Some((system, pin)) if system.is_empty() || system == PIN => Some(pin.to_owned()),
-                Some(_) => None,
-                None => Some(i.clone()),
-            })
-            .collect();
-        let placeholder = sql.value(pins);
+    if let Some(pins) = &search.identifiers {
+        let placeholder = sql.value(pins.clone());
         sql.condition(format!("p.pin = ANY({placeholder}::text[])"));
     }
     sql.dates("p.birth_date", true, search, timezone);
@@ -54,6 +49,39 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
         }
     }
     Ok(found)
+}
+
+/// Where a patient id stands: a live patient, one deleted, one merged into another (the last
+/// of a chain of merges), or none the branch ever had.
+pub enum Standing {
+    Live,
+    Deleted,
+    MergedInto(i64),
+    Unknown,
+}
+
+pub async fn standing(conn: &mut Conn, id: i64) -> ApiResult<Standing> {
+    let client = conn.client();
+    let statement = client
+        .prepare_cached(
+            "WITH RECURSIVE chain (id, depth) AS (
+                 SELECT merged_into_id, 1 FROM patients WHERE id = $1 AND merged_into_id IS NOT NULL
+                 UNION ALL
+                 SELECT p.merged_into_id, c.depth + 1 FROM chain c JOIN patients p ON p.id = c.id
+                  WHERE p.merged_into_id IS NOT NULL AND c.depth < 50)
+             SELECT p.deleted_at IS NOT NULL,
+                    (SELECT id FROM chain ORDER BY depth DESC LIMIT 1)
+               FROM patients p WHERE p.id = $1",
+        )
+        .await?;
+    Ok(match client.query_opt(&statement, &[&id]).await? {
+        None => Standing::Unknown,
+        Some(row) => match (row.get::<_, bool>(0), row.get::<_, Option<i64>>(1)) {
+            (_, Some(survivor)) => Standing::MergedInto(survivor),
+            (true, None) => Standing::Deleted,
+            (false, None) => Standing::Live,
+        },
+    })
 }
 
 /// FHIR's links of a merge: to the patient that replaced this one, from those it replaced.

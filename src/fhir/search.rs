@@ -5,9 +5,10 @@
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;
-use time::{Date, Duration, Month, OffsetDateTime, PrimitiveDateTime};
+use time::{Date, Duration, Month, OffsetDateTime, PrimitiveDateTime, UtcOffset};
 use tokio_postgres::types::ToSql;
 
+use super::codes::PIN;
 use crate::http::error::{ApiError, ApiResult};
 use crate::resource::{Conn, Param, as_refs};
 
@@ -42,15 +43,16 @@ pub enum Prefix {
 }
 
 /// What a date parameter's value covers: from its start up to (not including) its end, at
-/// the precision written (`2026` is a year, `2026-03-01T10:00Z` a minute).
+/// the precision written (`2026` is a year, `2026-03-01T10:00Z` a minute). A span that ends
+/// with year 9999 has no end the calendar can write (`None`): it reaches the end of time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Span {
     /// Whole local days of the branch.
-    Days(Date, Date),
-    /// Instants, when the value has a time and an offset.
-    Instants(OffsetDateTime, OffsetDateTime),
+    Days(Date, Option<Date>),
+    /// Instants (in UTC), when the value has a time and an offset.
+    Instants(OffsetDateTime, Option<OffsetDateTime>),
     /// Local times of the branch, when the value has a time but no offset.
-    Local(PrimitiveDateTime, PrimitiveDateTime),
+    Local(PrimitiveDateTime, Option<PrimitiveDateTime>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,9 +67,13 @@ pub struct Search {
     /// `_id` values, as sent (an id that cannot exist matches nothing).
     pub ids: Option<Vec<String>>,
     pub patients: Option<Vec<i64>>,
+    /// PINs named by `identifier` (a value of another system names none).
     pub identifiers: Option<Vec<String>>,
-    /// Every date parameter must hold.
-    pub dates: Vec<DateParam>,
+    /// Every date parameter must hold, each by any of its comma-separated values.
+    pub dates: Vec<Vec<DateParam>>,
+    /// The records deleted rather than the live ones: what a read of an id not found asks
+    /// next, to tell a 410 from a 404.
+    pub gone: bool,
     pub count: i64,
     pub offset: i64,
     /// The query as sent, for the links.
@@ -91,27 +97,35 @@ pub fn parse(pairs: &[(String, String)], accepts: Accepts) -> ApiResult<Search> 
     }
     taken.extend(accepts.dates);
     for (name, value) in pairs {
+        // NUL never reaches the database, nor any other control character a search value
+        // cannot mean.
+        if name.chars().chain(value.chars()).any(char::is_control) {
+            return Err(invalid(format!(
+                "The parameter {} holds a control character.",
+                name.escape_default()
+            )));
+        }
         if !taken.contains(&name.as_str()) {
             return Err(invalid(format!(
                 "This search does not take the parameter {name}; it takes {}.",
                 taken.join(", ")
             )));
         }
-        let value = value.trim();
-        if value.is_empty() {
+        let items: Vec<String> = list(value).collect();
+        if items.is_empty() {
             continue;
         }
         match name.as_str() {
-            "_id" => all_of(&mut search.ids, list(value).collect()),
-            "identifier" => all_of(&mut search.identifiers, list(value).collect()),
+            "_id" => all_of(&mut search.ids, items),
+            "identifier" => all_of(&mut search.identifiers, items.iter().filter_map(|i| pin(i)).collect()),
             "patient" => {
-                let ids = list(value).map(|v| patient_reference(&v)).collect::<ApiResult<Vec<_>>>()?;
+                let ids = items.iter().map(|v| patient_reference(v)).collect::<ApiResult<Vec<_>>>()?;
                 all_of(&mut search.patients, ids);
             }
-            "_count" => search.count = number(name, value, 1, MAX_COUNT)?,
-            "_offset" => search.offset = number(name, value, 0, MAX_OFFSET)?,
-            "_format" => format(value)?,
-            _ => search.dates.push(date_param(name, value)?),
+            "_count" => search.count = number(name, value.trim(), 1, MAX_COUNT)?,
+            "_offset" => search.offset = number(name, value.trim(), 0, MAX_OFFSET)?,
+            "_format" => format(value.trim())?,
+            _ => search.dates.push(items.iter().map(|v| date_param(name, v)).collect::<ApiResult<_>>()?),
         }
     }
     Ok(search)
@@ -146,6 +160,16 @@ fn format(value: &str) -> ApiResult<()> {
     }
 }
 
+/// The PIN an `identifier` value names: `value`, `|value` or `system|value`, where only this
+/// server's PIN system names a patient.
+fn pin(value: &str) -> Option<String> {
+    match value.split_once('|') {
+        Some((system, pin)) if system.is_empty() || system == PIN => Some(pin.to_owned()),
+        Some(_) => None,
+        None => Some(value.to_owned()),
+    }
+}
+
 /// `123`, `Patient/123` or an absolute URL ending in `Patient/123`.
 fn patient_reference(value: &str) -> ApiResult<i64> {
     let id = match value.rsplit_once("Patient/") {
@@ -174,49 +198,66 @@ pub fn date_param(name: &str, value: &str) -> ApiResult<DateParam> {
         }
         _ => (Prefix::Eq, value),
     };
-    let span = span(rest).ok_or_else(|| {
-        invalid(format!(
+    let span = span(rest).map_err(|unreadable| match unreadable {
+        Unreadable::Malformed => invalid(format!(
             "{name} must be a date (YYYY, YYYY-MM, YYYY-MM-DD) or a date and time \
              (YYYY-MM-DDThh:mm[:ss][Z|+hh:mm]), after an optional prefix; not {value}."
-        ))
+        )),
+        Unreadable::OutOfRange => {
+            invalid(format!("{name}: {value} is outside the years 1 to 9999 once its offset is taken away."))
+        }
     })?;
     Ok(DateParam { prefix, span })
 }
 
-fn span(value: &str) -> Option<Span> {
+/// Why a date parameter's value is refused.
+#[derive(Debug, PartialEq, Eq)]
+enum Unreadable {
+    Malformed,
+    /// A date and time whose offset carries it past the calendar's years (`9999-12-31T20:00-05:00`).
+    OutOfRange,
+}
+
+fn span(value: &str) -> Result<Span, Unreadable> {
+    use Unreadable::Malformed;
     let first_of = |year: i32, month: Month| Date::from_calendar_date(year, month, 1).ok();
+    let year = |text: &str| text.parse::<i32>().ok().filter(|y| (1..=9999).contains(y)).ok_or(Malformed);
     match value.len() {
-        4 => {
-            let year = value.parse::<i32>().ok().filter(|y| (1..=9999).contains(y))?;
-            return Some(Span::Days(first_of(year, Month::January)?, first_of(year + 1, Month::January)?));
+        4 if value.bytes().all(|b| b.is_ascii_digit()) => {
+            let year = year(value)?;
+            return Ok(Span::Days(
+                first_of(year, Month::January).ok_or(Malformed)?,
+                first_of(year + 1, Month::January),
+            ));
         }
         7 => {
-            let (year, month) = value.split_once('-')?;
-            let year = year.parse::<i32>().ok().filter(|y| (1..=9999).contains(y))?;
-            let month = Month::try_from(month.parse::<u8>().ok()?).ok()?;
-            let first = first_of(year, month)?;
+            let (year_text, month) = value.split_once('-').ok_or(Malformed)?;
+            let year = if year_text.len() == 4 { year(year_text)? } else { return Err(Malformed) };
+            let month = month.parse::<u8>().ok().and_then(|m| Month::try_from(m).ok()).ok_or(Malformed)?;
+            let first = first_of(year, month).ok_or(Malformed)?;
             let next = if month == Month::December {
                 first_of(year + 1, Month::January)
             } else {
                 first_of(year, month.next())
             };
-            return Some(Span::Days(first, next?));
+            return Ok(Span::Days(first, next));
         }
         10 => {
-            let day = Date::parse(value, format_description!("[year]-[month]-[day]")).ok()?;
-            return Some(Span::Days(day, day.next_day()?));
+            let day =
+                Date::parse(value, format_description!("[year]-[month]-[day]")).map_err(|_| Malformed)?;
+            return Ok(Span::Days(day, day.next_day()));
         }
         _ => {}
     }
-    let (_, time) = value.split_once('T')?;
+    let (_, time) = value.split_once('T').ok_or(Malformed)?;
     // Minutes (hh:mm) or seconds, with or without a fraction: the span is one unit of it.
     let zoned = time.ends_with('Z') || time.contains('+') || time.contains('-');
-    let clock = time.trim_end_matches('Z').split(['+', '-']).next()?;
+    let clock = time.trim_end_matches('Z').split(['+', '-']).next().ok_or(Malformed)?;
     let unit = match clock.len() {
         5 => Duration::MINUTE,
         8 => Duration::SECOND,
         n if n > 9 && clock.as_bytes()[8] == b'.' => Duration::MILLISECOND,
-        _ => return None,
+        _ => return Err(Malformed),
     };
     if zoned {
         let with_seconds = if clock.len() == 5 {
@@ -224,15 +265,17 @@ fn span(value: &str) -> Option<Span> {
         } else {
             value.to_owned()
         };
-        let start = OffsetDateTime::parse(&with_seconds, &Rfc3339).ok()?;
-        Some(Span::Instants(start, start + unit))
+        let start = OffsetDateTime::parse(&with_seconds, &Rfc3339).map_err(|_| Malformed)?;
+        // In UTC here, so that no later conversion (the database's) can overflow.
+        let start = start.checked_to_offset(UtcOffset::UTC).ok_or(Unreadable::OutOfRange)?;
+        Ok(Span::Instants(start, start.checked_add(unit)))
     } else {
         let format = format_description!(
             version = 2,
             "[year]-[month]-[day]T[hour]:[minute][optional [:[second][optional [.[subsecond]]]]]"
         );
-        let start = PrimitiveDateTime::parse(value, format).ok()?;
-        Some(Span::Local(start, start + unit))
+        let start = PrimitiveDateTime::parse(value, format).map_err(|_| Malformed)?;
+        Ok(Span::Local(start, start.checked_add(unit)))
     }
 }
 
@@ -284,48 +327,68 @@ impl Sql {
     /// local day of the branch, zone `timezone`), as FHIR compares ranges: `eq` when the
     /// value lies within the parameter's span, `ge`/`le` when it reaches at or after its
     /// start / before its end, `gt`/`lt` when it reaches after its end / before its start.
+    /// The values of one parameter are alternatives; the parameters must all hold.
     pub fn dates(&mut self, column: &str, is_day: bool, search: &Search, timezone: &str) {
-        for param in &search.dates {
-            // Only the bounds and zone a condition uses become values: a placeholder that no
-            // statement uses has no type.
-            let (first, last) = match param.span {
-                Span::Days(first, after) => (Bound::Day(first), Bound::Day(after)),
-                Span::Instants(start, end) => (Bound::Instant(start), Bound::Instant(end)),
-                Span::Local(start, end) => (Bound::Local(start), Bound::Local(end)),
-            };
-            let days_against_days = is_day && matches!(param.span, Span::Days(..));
-            let zone = if days_against_days || (!is_day && matches!(param.span, Span::Instants(..))) {
-                String::new()
-            } else {
-                self.value(timezone.to_owned())
-            };
-            let mut bound = |b: Bound| match b {
-                Bound::Day(day) if days_against_days => format!("{}::date", self.value(day)),
-                Bound::Day(day) => {
-                    format!("({}::date::timestamp AT TIME ZONE {zone}::text)", self.value(day))
-                }
-                Bound::Instant(at) => format!("{}::timestamptz", self.value(at)),
-                Bound::Local(at) => format!("({}::timestamp AT TIME ZONE {zone}::text)", self.value(at)),
-            };
-            // A moment (or a day against days) lies in [from, to); a whole local day against
-            // a span of time reaches from its start to its end.
-            let (from, to, after, within) = if is_day && !days_against_days {
-                let from = format!("({column}::timestamp AT TIME ZONE {zone}::text)");
-                (from, format!("(({column} + 1)::timestamp AT TIME ZONE {zone}::text)"), ">", "<=")
-            } else {
-                (column.to_owned(), column.to_owned(), ">=", "<")
-            };
-            let condition = match param.prefix {
-                Prefix::Eq => {
-                    let (start, end) = (bound(first), bound(last));
-                    format!("{from} >= {start} AND {to} {within} {end}")
-                }
-                Prefix::Gt => format!("{to} {after} {}", bound(last)),
-                Prefix::Lt => format!("{from} < {}", bound(first)),
-                Prefix::Ge => format!("{to} {after} {}", bound(first)),
-                Prefix::Le => format!("{from} < {}", bound(last)),
-            };
-            self.condition(format!("({condition})"));
+        for any_of in &search.dates {
+            let alternatives: Vec<String> = any_of
+                .iter()
+                .map(|param| {
+                    let mut zone = Zone { name: timezone, placeholder: None };
+                    self.date(column, is_day, param, &mut zone)
+                })
+                .collect();
+            self.condition(format!("({})", alternatives.join(" OR ")));
+        }
+    }
+
+    /// The condition of one date value on `column`.
+    fn date(&mut self, column: &str, is_day: bool, param: &DateParam, zone: &mut Zone) -> String {
+        let (first, last) = match param.span {
+            Span::Days(first, after) => (Bound::Day(first), after.map(Bound::Day)),
+            Span::Instants(start, end) => (Bound::Instant(start), end.map(Bound::Instant)),
+            Span::Local(start, end) => (Bound::Local(start), end.map(Bound::Local)),
+        };
+        let days = is_day && matches!(param.span, Span::Days(..));
+        // A moment (or a day against days) lies in [from, to); a whole local day against
+        // a span of time reaches from its start to its end.
+        let (from, to, after, within) = if is_day && !days {
+            let zone = zone.of(self);
+            let from = format!("({column}::timestamp AT TIME ZONE {zone}::text)");
+            (from, format!("(({column} + 1)::timestamp AT TIME ZONE {zone}::text)"), ">", "<=")
+        } else {
+            (column.to_owned(), column.to_owned(), ">=", "<")
+        };
+        // Only the bounds a condition uses become values: a placeholder that no statement
+        // uses has no type.
+        let condition = match param.prefix {
+            Prefix::Eq => {
+                let (start, end) = (self.bound(Some(first), days, zone), self.bound(last, days, zone));
+                format!("{from} >= {start} AND {to} {within} {end}")
+            }
+            Prefix::Gt => format!("{to} {after} {}", self.bound(last, days, zone)),
+            Prefix::Lt => format!("{from} < {}", self.bound(Some(first), days, zone)),
+            Prefix::Ge => format!("{to} {after} {}", self.bound(Some(first), days, zone)),
+            Prefix::Le => format!("{from} < {}", self.bound(last, days, zone)),
+        };
+        format!("({condition})")
+    }
+
+    /// One end of a span as SQL: a `date` when `days` (a day against days), else a
+    /// `timestamptz`. No end (a span that closes past year 9999) is the end of time.
+    fn bound(&mut self, bound: Option<Bound>, days: bool, zone: &mut Zone) -> String {
+        match bound {
+            None if days => "'infinity'::date".to_owned(),
+            None => "'infinity'::timestamptz".to_owned(),
+            Some(Bound::Day(day)) if days => format!("{}::date", self.value(day)),
+            Some(Bound::Day(day)) => {
+                let day = self.value(day);
+                format!("({day}::date::timestamp AT TIME ZONE {}::text)", zone.of(self))
+            }
+            Some(Bound::Instant(at)) => format!("{}::timestamptz", self.value(at)),
+            Some(Bound::Local(at)) => {
+                let at = self.value(at);
+                format!("({at}::timestamp AT TIME ZONE {}::text)", zone.of(self))
+            }
         }
     }
 }
@@ -336,6 +399,18 @@ enum Bound {
     Day(Date),
     Instant(OffsetDateTime),
     Local(PrimitiveDateTime),
+}
+
+/// The branch's zone, a value of the statement once a condition uses it.
+struct Zone<'a> {
+    name: &'a str,
+    placeholder: Option<String>,
+}
+
+impl Zone<'_> {
+    fn of(&mut self, sql: &mut Sql) -> String {
+        self.placeholder.get_or_insert_with(|| sql.value(self.name.to_owned())).clone()
+    }
 }
 
 /// One page of a search: how many rows match in all, and the page's rows as JSON objects.
@@ -421,25 +496,63 @@ mod tests {
     #[test]
     fn dates_cover_the_span_their_precision_gives() {
         let d = |v: &str| date_param("date", v).unwrap();
-        assert_eq!(d("2026").span, Span::Days(date!(2026 - 01 - 01), date!(2027 - 01 - 01)));
-        assert_eq!(d("ge2026-12").span, Span::Days(date!(2026 - 12 - 01), date!(2027 - 01 - 01)));
+        assert_eq!(d("2026").span, Span::Days(date!(2026 - 01 - 01), Some(date!(2027 - 01 - 01))));
+        assert_eq!(d("ge2026-12").span, Span::Days(date!(2026 - 12 - 01), Some(date!(2027 - 01 - 01))));
         assert_eq!(d("ge2026-12").prefix, Prefix::Ge);
-        assert_eq!(d("lt2026-02-28").span, Span::Days(date!(2026 - 02 - 28), date!(2026 - 03 - 01)));
+        assert_eq!(d("lt2026-02-28").span, Span::Days(date!(2026 - 02 - 28), Some(date!(2026 - 03 - 01))));
         assert_eq!(
             d("gt2026-02-28T10:30Z").span,
-            Span::Instants(datetime!(2026-02-28 10:30 UTC), datetime!(2026-02-28 10:31 UTC))
+            Span::Instants(datetime!(2026-02-28 10:30 UTC), Some(datetime!(2026-02-28 10:31 UTC)))
         );
         assert_eq!(
             d("eq2026-02-28T10:30:05+02:00").span,
-            Span::Instants(datetime!(2026-02-28 08:30:05 UTC), datetime!(2026-02-28 08:30:06 UTC))
+            Span::Instants(datetime!(2026-02-28 08:30:05 UTC), Some(datetime!(2026-02-28 08:30:06 UTC)))
         );
         assert_eq!(
             d("2026-02-28T10:30").span,
-            Span::Local(datetime!(2026-02-28 10:30), datetime!(2026-02-28 10:31))
+            Span::Local(datetime!(2026-02-28 10:30), Some(datetime!(2026-02-28 10:31)))
         );
         for bad in ["2026-13", "2026-02-30", "sa2026", "ne2026-01-01", "yesterday", "2026-01-01T25:00Z", "ge"]
         {
             assert!(date_param("date", bad).is_err(), "{bad} was taken");
+        }
+    }
+
+    #[test]
+    fn the_last_year_reaches_the_end_of_time_and_nothing_overflows() {
+        let d = |v: &str| date_param("date", v).unwrap().span;
+        assert_eq!(d("9999"), Span::Days(date!(9999 - 01 - 01), None));
+        assert_eq!(d("9999-12"), Span::Days(date!(9999 - 12 - 01), None));
+        assert_eq!(d("9999-12-31"), Span::Days(date!(9999 - 12 - 31), None));
+        assert_eq!(d("9999-12-31T23:59:59Z"), Span::Instants(datetime!(9999-12-31 23:59:59 UTC), None));
+        assert_eq!(d("9999-12-31T23:59"), Span::Local(datetime!(9999-12-31 23:59), None));
+        assert_eq!(
+            d("9999-12-31T20:00:00+05:00"),
+            Span::Instants(datetime!(9999-12-31 15:00 UTC), Some(datetime!(9999-12-31 15:00:01 UTC)))
+        );
+        // Past the calendar once its offset is taken away: a refusal, not a panic.
+        assert_eq!(span("9999-12-31T20:00:00-05:00"), Err(Unreadable::OutOfRange));
+        assert_eq!(span("0001-01-01T00:00:00+14:00").map(|_| ()), Ok(()));
+    }
+
+    #[test]
+    fn comma_lists_are_alternatives_each_with_its_prefix_and_repeats_must_all_hold() {
+        let s = parse(&pairs("date=1985-03-01,ge1990,lt1970-01&date=le2000"), ALL).unwrap();
+        let prefixes: Vec<Vec<Prefix>> =
+            s.dates.iter().map(|any| any.iter().map(|d| d.prefix).collect()).collect();
+        assert_eq!(prefixes, [vec![Prefix::Eq, Prefix::Ge, Prefix::Lt], vec![Prefix::Le]]);
+        assert!(parse(&pairs("date=2026,sa2026"), ALL).is_err(), "each item is checked");
+        let with_pins = Accepts { identifier: true, ..ALL };
+        let s = parse(&pairs("identifier=P-1,urn:other|P-2&identifier=urn:clinic-server:pin|P-1"), with_pins);
+        assert_eq!(s.unwrap().identifiers, Some(vec!["P-1".to_owned()]), "the same PIN either way");
+        assert_eq!(parse(&pairs("_id=,&date=,"), ALL).map(|s| (s.ids, s.dates.len())).unwrap(), (None, 0));
+    }
+
+    #[test]
+    fn control_characters_are_refused_before_any_statement() {
+        for query in ["_id=1%002", "identifier=P%0A1", "date=2026%00", "_count=5%1B", "%00=1"] {
+            let with_pins = Accepts { identifier: true, ..ALL };
+            assert!(parse(&pairs(query), with_pins).is_err(), "{query} was taken");
         }
     }
 

@@ -16,7 +16,8 @@ pub const ACCEPTS: Accepts = Accepts { patient: true, dates: &["date", "datewrit
 pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResult<Page> {
     let mut sql = Sql::default();
     // A prescription names at least one lens: an eye that was measured.
-    sql.condition("t.deleted_at IS NULL AND t.kind = 'final_rx'");
+    sql.condition(if search.gone { "t.deleted_at IS NOT NULL" } else { "t.deleted_at IS NULL" });
+    sql.condition("t.kind = 'final_rx'");
     sql.condition("(coalesce(t.right_eye ? 'sphere', false) OR coalesce(t.left_eye ? 'sphere', false))");
     sql.numeric_ids("t.id", search);
     sql.patients("t.patient_id", search);

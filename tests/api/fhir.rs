@@ -4,6 +4,8 @@
 //! `$everything`, permissions per type, OperationOutcomes, content negotiation, tenant
 //! isolation and the read audit.
 
+mod edges;
+
 use serde_json::{Value, json};
 
 use crate::support::{Clinic, Reply, TestApp, id_of, reply};
