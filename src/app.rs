@@ -172,7 +172,7 @@ fn root_router() -> Router {
     }
     let fhir = Router::new()
         .hoop(crate::fhir::OperationOutcomes)
-        .hoop(QueryText::BAD_REQUEST)
+        .hoop(QueryText::bad_request("invalid_search"))
         .push(fhir_public)
         .push(fhir_user.hoop(auth::Authenticate { metered: true }));
     let beside_the_api = Router::new().hoop(QueryText::FIELDS).push(public).push(signed_in);

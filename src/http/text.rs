@@ -10,7 +10,6 @@
 //! - A header value reaches a handler only through `HeaderValue::to_str`, which yields
 //!   visible ASCII and tab alone (hyper refuses NUL, CR and LF in a header before that).
 
-use salvo::http::StatusCode;
 use salvo::prelude::*;
 use serde_json::{Map, Value};
 
@@ -69,14 +68,18 @@ fn walk(path: &str, value: &Value, errors: &mut FieldErrors) {
 /// refused before the handler runs: 422 naming the parameter in the API, 400 where the
 /// protocol has no field errors (FHIR's searches, whose OperationOutcome hoop wraps it).
 pub struct QueryText {
-    pub status: StatusCode,
+    /// The code of a 400; `None`: a 422 naming each parameter.
+    bad_request: Option<&'static str>,
 }
 
 impl QueryText {
     /// The API's answer: a 422 naming each parameter.
-    pub const FIELDS: Self = Self { status: StatusCode::UNPROCESSABLE_ENTITY };
-    /// A 400 that names the parameter in its message.
-    pub const BAD_REQUEST: Self = Self { status: StatusCode::BAD_REQUEST };
+    pub const FIELDS: Self = Self { bad_request: None };
+
+    /// A 400 with `code`, naming the parameter in its message.
+    pub const fn bad_request(code: &'static str) -> Self {
+        Self { bad_request: Some(code) }
+    }
 }
 
 #[async_trait]
@@ -91,11 +94,10 @@ impl Handler for QueryText {
                 errors.entry(shown).or_default().push(message);
             }
         }
-        let Some((name, messages)) = errors.iter().next() else { return };
-        let error = if self.status == StatusCode::BAD_REQUEST {
-            ApiError::bad_request("invalid_parameter", format!("{name}: {}", messages[0]))
-        } else {
-            ApiError::Validation(errors)
+        let Some(messages) = errors.values().next() else { return };
+        let error = match self.bad_request {
+            Some(code) => ApiError::bad_request(code, messages[0].clone()),
+            None => ApiError::Validation(errors),
         };
         res.render(error);
         ctrl.skip_rest();
