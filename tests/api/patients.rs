@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 mod concurrency;
 mod export;
 mod merge;
+mod merge_chain;
 mod pin;
 mod record;
 mod search;
