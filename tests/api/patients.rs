@@ -15,6 +15,7 @@ mod concurrency;
 mod export;
 mod merge;
 mod merge_chain;
+mod merge_duplicates;
 mod pin;
 mod record;
 mod search;
