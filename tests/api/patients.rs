@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 mod concurrency;
 mod export;
 mod merge;
+mod merge_chain;
+mod merge_duplicates;
 mod pin;
 mod record;
 mod search;

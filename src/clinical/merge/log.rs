@@ -56,6 +56,27 @@ pub async fn record_rows(
     Ok(())
 }
 
+/// Rows the merge machinery moved (`moved`, a merge's or an undo's, at their versions once
+/// moved) were not written since for the other standing merges that moved them before: a
+/// merge of their survivor into a third and its undo leave them undoable. Their recorded
+/// versions follow the move where they were still the version it moved from (a move adds
+/// one); a row someone else wrote in between stays behind, and still refuses their undo.
+pub async fn follow_moves(unit: &Unit<'_>, merge: i64, table: &str, moved: &[Moved]) -> ApiResult<()> {
+    if moved.is_empty() {
+        return Ok(());
+    }
+    let (ids, versions): (Vec<i64>, Vec<i32>) = moved.iter().map(|m| (m.id, m.version)).unzip();
+    unit.execute(
+        "UPDATE patient_merge_rows r SET version = m.version
+           FROM unnest($3::bigint[], $4::int[]) AS m (row_id, version), patient_merges pm
+          WHERE r.place = 'branch' AND r.table_name = $2 AND r.row_id = m.row_id AND r.version = m.version - 1
+            AND r.merge_id <> $1 AND pm.id = r.merge_id AND pm.state <> 'undone'",
+        &[&merge, &table, &ids, &versions],
+    )
+    .await?;
+    Ok(())
+}
+
 /// The merge a patient is the duplicate of, unless undone: its id, survivor and state.
 pub async fn standing(unit: &Unit<'_>, duplicate: i64) -> ApiResult<Option<(i64, i64, String)>> {
     let row = unit

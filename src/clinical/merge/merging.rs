@@ -18,7 +18,7 @@ use salvo::prelude::*;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::log::{COMPLETE, incomplete, record_rows, standing};
+use super::log::{COMPLETE, follow_moves, incomplete, record_rows, standing};
 use super::registry::{self, Merge};
 use super::tables::{self, MovedRows};
 use crate::clinical::records::{PATIENT_MERGES, PATIENTS};
@@ -140,6 +140,7 @@ async fn in_branch(ctx: &Context, client: &mut Client, survivor: i64, asked: &As
             .reassign(rows.resource, Within::default(), rows.column, duplicate, survivor, None, "merge")
             .await?;
         record_rows(&unit, id, "branch", rows.table(), &moved).await?;
+        follow_moves(&unit, id, rows.table(), &moved).await?;
     }
     unit.merge_record(&PATIENTS, duplicate, survivor).await?;
     let details = json!({ "merge_id": id, "duplicate_id": duplicate, "reason": asked.reason });

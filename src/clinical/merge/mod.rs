@@ -97,11 +97,16 @@ pub fn add_endpoints(branch: &mut Endpoints) {
     let op = branch
         .operation("patients", "Undo a merge into this patient")
         .add_parameter(docs::path_id())
-        .description("Within MERGE_UNDO_HOURS of the merge, while nothing it moved was written since. Needs patients.merge.");
+        .description(
+            "Within MERGE_UNDO_HOURS of the merge, while nothing it moved was written since (a later merge of this \
+             patient into another, undone, does not count: a chain of merges is undone in reverse order). Needs \
+             patients.merge.",
+        );
     let op = Doc::answers(Doc::with_body(op, body), "200", "The merge, undone", docs::envelope(merge()));
     let op = Doc::conflict(
         Doc::not_found(Doc::merged(op, true)),
-        "merge_changed_since (with `changed`), undo_window_closed, merge_incomplete, invalid_transition",
+        "merge_changed_since (with `changed`), merged_since (this patient was merged into `merged_into_id` since: \
+         undo that merge, `merge_id`, first), undo_window_closed, merge_incomplete, invalid_transition",
     );
     branch.add(PathItemType::Post, "patients/{id:num}/unmerge", undoing::unmerge, op);
 

@@ -58,6 +58,24 @@ async fn recorded(unit: &Unit<'_>, merge: &Merge) -> ApiResult<MovedRows> {
     Ok(by_table(&rows))
 }
 
+/// The registry's side of `log::follow_moves`: the versions the branch's other standing merges
+/// recorded of these registry rows follow this move, where no one else wrote them in between.
+async fn follow_moves(unit: &Unit<'_>, merge: &Merge, table: &str, moved: &[Moved]) -> ApiResult<()> {
+    if moved.is_empty() {
+        return Ok(());
+    }
+    let (ids, versions): (Vec<i64>, Vec<i32>) = moved.iter().map(|m| (m.id, m.version)).unzip();
+    unit.execute(
+        "UPDATE branch_patient_merge_rows r SET version = m.version
+           FROM unnest($4::bigint[], $5::int[]) AS m (row_id, version), branch_patient_merges bm
+          WHERE r.table_name = $3 AND r.row_id = m.row_id AND r.version = m.version - 1 AND r.branch_id = $1
+            AND r.merge_id <> $2 AND bm.branch_id = r.branch_id AND bm.merge_id = r.merge_id AND bm.undone_at IS NULL",
+        &[&merge.branch, &merge.id, &table, &ids, &versions],
+    )
+    .await?;
+    Ok(())
+}
+
 /// Moves the duplicate's registry rows to the survivor and records them; a step done already
 /// (its transaction committed, the request's last step did not) moves nothing more. Answers
 /// every row this merge moved in the registry.
@@ -83,6 +101,7 @@ pub(super) async fn merge(client: &mut Client, ctx: &Context, merge: &Merge) -> 
             &[&merge.branch, &merge.id, &rows.table(), &ids, &versions],
         )
         .await?;
+        follow_moves(&unit, merge, rows.table(), &moved).await?;
     }
     let moved = recorded(&unit, merge).await?;
     unit.commit_step().await?;
@@ -154,7 +173,9 @@ pub(super) async fn give_back(unit: Unit<'_>, merge: &Merge) -> ApiResult<()> {
     let moved = recorded(&unit, merge).await?;
     let branch = [merge.branch];
     for rows in tables::in_registry() {
-        rows.give_back(&unit, merge.within(&branch), &moved, merge.survivor, merge.duplicate).await?;
+        let given =
+            rows.give_back(&unit, merge.within(&branch), &moved, merge.survivor, merge.duplicate).await?;
+        follow_moves(&unit, merge, rows.table(), &given).await?;
     }
     unit.commit_step().await
 }

@@ -63,7 +63,7 @@ pub fn by_table(rows: &[tokio_postgres::Row]) -> MovedRows {
 
 impl PatientRows {
     /// Gives this table's rows of `moved` that are still `from`'s back to `to` (an undo),
-    /// within `within`; a second run gives back nothing more.
+    /// within `within`; a second run gives back nothing more. Answers the rows given back.
     pub async fn give_back(
         &self,
         unit: &Unit<'_>,
@@ -71,11 +71,10 @@ impl PatientRows {
         moved: &MovedRows,
         from: i64,
         to: i64,
-    ) -> ApiResult<()> {
-        let Some(own) = moved.get(self.table()) else { return Ok(()) };
+    ) -> ApiResult<Vec<Moved>> {
+        let Some(own) = moved.get(self.table()) else { return Ok(Vec::new()) };
         let ids: Vec<i64> = own.iter().map(|m| m.id).collect();
-        unit.reassign(self.resource, within, self.column, from, to, Some(&ids), "unmerge").await?;
-        Ok(())
+        unit.reassign(self.resource, within, self.column, from, to, Some(&ids), "unmerge").await
     }
 }
 

@@ -1,5 +1,8 @@
 //! `POST /patients/{id}/unmerge {merge_id}`: a completed merge undone, within
-//! `MERGE_UNDO_HOURS` of it and while nothing it moved was written since.
+//! `MERGE_UNDO_HOURS` of it and while nothing it moved was written since by anything but the
+//! merges and undos that moved it on and back (`log::follow_moves`). A survivor merged into a
+//! third since is refused (409 `merged_since`) until that merge is undone: a chain of merges is
+//! undone in reverse order.
 //!
 //! 1. The registry's moved rows are locked (so that none can change until the end) and
 //!    checked: each still at the version the merge left, still the survivor's, and no
@@ -17,7 +20,7 @@ use crate::db::Client;
 use salvo::prelude::*;
 use serde_json::{Map, Value, json};
 
-use super::log::{UNDO, UNDONE, incomplete, moved_rows};
+use super::log::{UNDO, UNDONE, follow_moves, incomplete, moved_rows};
 use super::registry::{self, Merge};
 use super::tables::{self, MovedRows, PatientRows};
 use crate::clinical::records::{PATIENT_MERGES, PATIENTS};
@@ -49,19 +52,25 @@ pub async fn unmerge(req: &mut Request, depot: &mut Depot, res: &mut Response) -
     let unit = Unit::begin(conn.client(), ctx.writer()).await?;
     let row = unit
         .query_opt(
-            "SELECT m.duplicate_id, m.state, m.created_at + make_interval(secs => $3) > now()
-               FROM patient_merges m JOIN patients p ON p.id = m.survivor_id AND p.deleted_at IS NULL
+            "SELECT m.duplicate_id, m.state, m.created_at + make_interval(secs => $3) > now(), p.merged_into_id
+               FROM patient_merges m
+               JOIN patients p ON p.id = m.survivor_id AND (p.deleted_at IS NULL OR p.merged_into_id IS NOT NULL)
               WHERE m.id = $1 AND m.survivor_id = $2",
             &[&id, &survivor, &window],
         )
         .await?;
     let Some(row) = row else { return Err(ApiError::NotFound) };
-    let (duplicate, state, in_window): (i64, String, bool) = (row.get(0), row.get(1), row.get(2));
+    let (duplicate, state, in_window, merged): (i64, String, bool, Option<i64>) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    let later = if merged.is_some() { merged_since(&unit, survivor).await? } else { None };
     unit.commit_step().await?;
     let merge = Merge { branch, id, survivor, duplicate };
     match state.as_str() {
         "completed" if !in_window => return Err(window_closed()),
         "completed" => {
+            if let Some(later) = later {
+                return Err(later);
+            }
             let branch_rows = moved_rows(&*conn.client(), id, "branch").await?;
             let mut registry = ctx.registry().await?;
             let held = registry::hold(&mut registry, &ctx, &merge, &branch_rows).await?;
@@ -89,6 +98,28 @@ fn window_closed() -> ApiError {
     }
 }
 
+/// The 409 of an undo whose survivor was merged into a third patient since: the rows this
+/// merge moved went on with it, and come back only when that later merge is undone first (a
+/// chain is undone in reverse order). `None` when the survivor stands.
+async fn merged_since(unit: &Unit<'_>, survivor: i64) -> ApiResult<Option<ApiError>> {
+    let later = unit
+        .query_opt(
+            "SELECT id, survivor_id FROM patient_merges WHERE duplicate_id = $1 AND state <> 'undone'",
+            &[&survivor],
+        )
+        .await?;
+    Ok(later.map(|row| {
+        let (later, into): (i64, i64) = (row.get(0), row.get(1));
+        ApiError::conflict_with(
+            "merged_since",
+            format!(
+                "This patient was merged into patient {into} since (merge {later}); undo that merge first."
+            ),
+            [("merge_id".to_owned(), json!(later)), ("merged_into_id".to_owned(), json!(into))],
+        )
+    }))
+}
+
 /// Step 2.
 async fn in_branch(ctx: &Context, client: &mut Client, merge: &Merge, window: f64) -> ApiResult<()> {
     let unit = Unit::begin(client, ctx.writer()).await?;
@@ -107,7 +138,13 @@ async fn in_branch(ctx: &Context, client: &mut Client, merge: &Merge, window: f6
     if !open {
         return Err(window_closed());
     }
-    unit.lock(&PATIENTS, Within::default(), merge.survivor, None).await?;
+    match unit.lock(&PATIENTS, Within::default(), merge.survivor, None).await {
+        // Merged into a third since this request looked.
+        Err(ApiError::NotFound) => {
+            return Err(merged_since(&unit, merge.survivor).await?.unwrap_or(ApiError::NotFound));
+        }
+        other => other?,
+    };
     let moved = moved_rows(&*unit, merge.id, "branch").await?;
     let patient_rows = tables::in_branch();
     let mut changed = Vec::new();
@@ -121,7 +158,8 @@ async fn in_branch(ctx: &Context, client: &mut Client, merge: &Merge, window: f6
     }
     unit.unmerge_record(&PATIENTS, merge.duplicate).await?;
     for rows in &patient_rows {
-        rows.give_back(&unit, Within::default(), &moved, merge.survivor, merge.duplicate).await?;
+        let given = rows.give_back(&unit, Within::default(), &moved, merge.survivor, merge.duplicate).await?;
+        follow_moves(&unit, merge.id, rows.table(), &given).await?;
     }
     unit.act(&PATIENT_MERGES, within, merge.id, &UNDO, Map::new(), None).await?;
     let details = json!({ "merge_id": merge.id, "duplicate_id": merge.duplicate });

@@ -15,7 +15,7 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::resource::unit::Unit;
 use crate::resource::{Resource, Scope, registered};
 
-/// A row a move handed over: its id and its version once moved.
+/// A row a move handed over: its id and its version once moved (one more than before).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Moved {
     pub id: i64,

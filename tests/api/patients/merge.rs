@@ -13,18 +13,25 @@ use crate::support::{assert_error, patient_reads};
 
 const DUPLICATES: &str = "/api/v1/patients/duplicates";
 
-fn merge_path(survivor: i64) -> String {
+pub(super) fn merge_path(survivor: i64) -> String {
     format!("{PATIENTS}/{survivor}/merge")
 }
 
 /// A patient born on `born`, with `extra` fields.
-async fn born(app: &TestApp, branch: i64, first: &str, last: &str, born: &str, extra: Value) -> i64 {
+pub(super) async fn born(
+    app: &TestApp,
+    branch: i64,
+    first: &str,
+    last: &str,
+    born: &str,
+    extra: Value,
+) -> i64 {
     let mut body = patient_body(first, last, extra);
     body["birth_date"] = json!(born);
     id_of(&app.created(PATIENTS, Some(branch), body).await)
 }
 
-async fn merge(app: &TestApp, branch: i64, survivor: i64, duplicate: i64) -> Reply {
+pub(super) async fn merge(app: &TestApp, branch: i64, survivor: i64, duplicate: i64) -> Reply {
     app.post(
         &merge_path(survivor),
         Some(branch),
@@ -34,24 +41,24 @@ async fn merge(app: &TestApp, branch: i64, survivor: i64, duplicate: i64) -> Rep
 }
 
 /// A branch service taking tickets.
-async fn service(app: &TestApp, branch: i64, code: &str) -> i64 {
+pub(super) async fn service(app: &TestApp, branch: i64, code: &str) -> i64 {
     let body = json!({ "name": format!("Service {code}"), "code": code });
     id_of(&app.created(&format!("/api/v1/branches/{branch}/services"), None, body).await)
 }
 
 /// Everything a patient can have, one of each, and what it was created as.
-struct Chart {
-    visit: i64,
-    complaint: i64,
-    refraction: Value,
-    charge: i64,
-    payment: i64,
-    ticket: i64,
-    surgery: i64,
-    dispensing: i64,
+pub(super) struct Chart {
+    pub(super) visit: i64,
+    pub(super) complaint: i64,
+    pub(super) refraction: Value,
+    pub(super) charge: i64,
+    pub(super) payment: i64,
+    pub(super) ticket: i64,
+    pub(super) surgery: i64,
+    pub(super) dispensing: i64,
 }
 
-async fn chart(app: &TestApp, w: &World, patient: i64, service: i64, hour: u32) -> Chart {
+pub(super) async fn chart(app: &TestApp, w: &World, patient: i64, service: i64, hour: u32) -> Chart {
     let branch = Some(w.branch);
     let visit = id_of(
         &app.created(
@@ -142,7 +149,7 @@ fn cents(money: &Value) -> i64 {
 
 /// The `patient_id` of row `id` of a table, read straight from the database (`branch` for a
 /// branch table, `None` for the registry).
-async fn owner(app: &TestApp, branch: Option<i64>, table: &str, id: i64) -> i64 {
+pub(super) async fn owner(app: &TestApp, branch: Option<i64>, table: &str, id: i64) -> i64 {
     let client = app.state.registry.get().await.unwrap();
     let table = branch.map_or_else(|| format!("public.{table}"), |b| format!("branch_{b}.{table}"));
     client.query_one(&format!("SELECT patient_id FROM {table} WHERE id = $1"), &[&id]).await.unwrap().get(0)
