@@ -18,6 +18,7 @@ pub mod exams;
 pub mod fhir;
 pub mod health;
 pub mod http;
+pub mod images;
 pub mod mail;
 pub mod master;
 pub mod metrics;

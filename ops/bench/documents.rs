@@ -48,7 +48,7 @@ fn logo() -> Logo {
     chunk(b"IHDR", &header);
     chunk(b"IDAT", &zlib);
     chunk(b"IEND", &[]);
-    Logo::decode(png).expect("a PNG")
+    Logo::read(png).expect("a PNG")
 }
 
 fn crc32(kind: &[u8], body: &[u8]) -> u32 {

@@ -1,6 +1,7 @@
 //! A branch's logo, printed in the letterhead of its documents: `PUT /branches/{id}/logo`
 //! takes the image itself as the body (a PNG or a JPEG, at most [`MAX_LOGO_BYTES`]), as a
-//! browser sends a chosen file; `GET` answers it, `DELETE` removes it. The branch's
+//! browser sends a chosen file, and keeps it only once it decodes whole within the bounds of
+//! every uploaded image (`images`); `GET` answers it, `DELETE` removes it. The branch's
 //! `logo_media_type` says whether it has one. Changes are branch changes: the version moves,
 //! `If-Match` holds, and the audit log keeps the before and after (without the image bytes).
 
@@ -10,8 +11,8 @@ use salvo::prelude::*;
 use super::branches::BRANCHES;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
+use crate::images::{self, ImageKind};
 use crate::notify::Topic;
-use crate::pdf::Logo;
 use crate::resource::etag::IfMatch;
 use crate::resource::idempotency::Answer;
 use crate::resource::routes::set_etag;
@@ -29,14 +30,14 @@ async fn write(
     req: &Request,
     res: &mut Response,
     id: i64,
-    logo: Option<Logo>,
+    logo: Option<(Vec<u8>, ImageKind)>,
 ) -> ApiResult<()> {
     let if_match = IfMatch::of(req);
     let mut client = ctx.registry().await?;
     let unit = Unit::begin(&mut client, ctx.writer()).await?;
     let before = unit.lock(&BRANCHES, Within::default(), id, if_match).await?;
     let (bytes, media_type) = match &logo {
-        Some(logo) => (Some(logo.bytes.as_slice()), Some(logo.kind.media_type())),
+        Some((bytes, kind)) => (Some(bytes.as_slice()), Some(kind.media_type())),
         None => (None, None),
     };
     unit.execute(
@@ -71,12 +72,20 @@ pub async fn set(req: &mut Request, depot: &mut Depot, res: &mut Response) -> Ap
         return Err(ApiError::field("logo", "Send the logo as image/png or image/jpeg."));
     }
     let bytes = web::body_bytes(req, &ctx.state.settings, MAX_LOGO_BYTES).await?;
-    let logo = Logo::decode(bytes).map_err(|message| ApiError::field("logo", message))?;
-    if sent_as.as_deref().is_some_and(|t| t.starts_with("image/") && t != logo.kind.media_type()) {
-        let message = format!("The image is a {}, not what its Content-Type says.", logo.kind.media_type());
+    let kind = ImageKind::sniff(&bytes).ok_or(images::ImageError::NotAnImage).map_err(refused)?;
+    if sent_as.as_deref().is_some_and(|t| t.starts_with("image/") && t != kind.media_type()) {
+        let message = format!("The image is a {}, not what its Content-Type says.", kind.media_type());
         return Err(ApiError::field("logo", message));
     }
-    write(&ctx, req, res, id, Some(logo)).await
+    // Decoded whole once, and dropped: what is kept is the file as sent, known to read.
+    let bytes = images::decode_apart(move || images::decode(&bytes, &images::UPLOADED).map(|_| bytes))
+        .await
+        .map_err(refused)?;
+    write(&ctx, req, res, id, Some((bytes, kind))).await
+}
+
+fn refused(error: images::ImageError) -> ApiError {
+    ApiError::field("logo", error.to_string())
 }
 
 /// `DELETE /branches/{id}/logo`.

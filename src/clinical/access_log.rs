@@ -8,17 +8,25 @@
 //! read of many patients that showed this one (a list, a search, the type-ahead, an export:
 //! they keep the ids they showed). Each has an index (`tenants/V14`). Reading the log is a
 //! disclosure too, recorded as `access_log`.
+//!
+//! Since every read of the log adds an entry to it, the log pages by a cursor, not by page
+//! number: the first page takes a snapshot (the newest entry's id), and each next page
+//! continues after the last entry shown, by time and id, within that snapshot. Entries
+//! recorded meanwhile never shift a page; reading from the first page again shows them.
 
 use std::collections::BTreeMap;
 
 use salvo::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE, HeaderValue};
+use salvo::oapi::{BasicType, Object, PathItemType, SchemaType};
 use salvo::prelude::*;
 use serde_json::{Value, json};
 
 use super::patients::formula_safe;
 use super::records::PATIENTS;
+use crate::http::docs::{self, Doc};
+use crate::http::endpoints::Endpoints;
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::guard::{accept_of, preferred};
+use crate::http::guard::{Produces, accept_of, preferred};
 use crate::http::list::{self, ListQuery, ListRules, SortDirection};
 use crate::http::{self as web};
 use crate::pdf::{Block, Sheet, Signing};
@@ -45,6 +53,36 @@ pub const RULES: ListRules<'static> = ListRules {
 /// The media types of an export, CSV first (the default).
 pub const EXPORTS: &[&str] = &["text/csv", "application/pdf"];
 
+/// Where a page after the first starts: the snapshot the first page took (the id of the
+/// newest entry then: later entries are not shown) and the last entry the page before
+/// showed (its time, in microseconds since 1970, and its id). Written as three integers
+/// joined by dots, which a client passes back as it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cursor {
+    as_of: i64,
+    at_us: i64,
+    id: i64,
+}
+
+impl Cursor {
+    fn parse(text: &str) -> ApiResult<Self> {
+        let numbers: Vec<i64> = text.split('.').map_while(|part| part.parse().ok()).collect();
+        match numbers[..] {
+            [as_of, at_us, id] if as_of > 0 && id > 0 && id <= as_of && text.split('.').count() == 3 => {
+                Ok(Self { as_of, at_us, id })
+            }
+            _ => Err(ApiError::field(
+                "cursor",
+                "The cursor must be a meta.next_cursor of this log, as it was given.",
+            )),
+        }
+    }
+
+    fn text(&self) -> String {
+        format!("{}.{}.{}", self.as_of, self.at_us, self.id)
+    }
+}
+
 /// The conditions that select the patient's entries, over the audit log `a`, and their
 /// values (`$1`..`$3`): the patient's own records, rows naming the patient, reads that
 /// showed the patient among others.
@@ -56,9 +94,16 @@ fn of_patient(patient: i64) -> (String, Vec<Param>) {
     (sql.to_owned(), vec![Box::new(patient), Box::new(patient.to_string()), Box::new(json!([patient]))])
 }
 
-/// The statement of a page of entries (`limit` of them from `offset`) and of their count,
-/// with its parameters; `zone` makes the date range the branch's local dates.
-fn statement(patient: i64, query: &ListQuery, zone: &str) -> ApiResult<(String, Vec<Param>)> {
+/// The statement of a page of entries (`query.per_page` of them and one more, to know
+/// whether there is a next page), after `after` when it is given, of their count and of the
+/// snapshot's bound, with its parameters; `zone` makes the date range the branch's local
+/// dates.
+fn statement(
+    patient: i64,
+    query: &ListQuery,
+    zone: &str,
+    after: Option<Cursor>,
+) -> ApiResult<(String, Vec<Param>)> {
     let (mut conditions, mut params) = of_patient(patient);
     let bind = |params: &mut Vec<Param>, value: Param| {
         params.push(value);
@@ -91,35 +136,68 @@ fn statement(patient: i64, query: &ListQuery, zone: &str) -> ApiResult<(String, 
         }
     }
     let direction = query.sort_direction.sql();
-    let limit = bind(&mut params, Box::new(query.per_page));
-    let offset = bind(&mut params, Box::new(query.offset()));
+    let mut position = String::from("true");
+    if let Some(after) = after {
+        conditions += &format!(" AND a.id <= {}", bind(&mut params, Box::new(after.as_of)));
+        let at = bind(&mut params, Box::new(after.at_us));
+        let id = bind(&mut params, Box::new(after.id));
+        let beyond = if direction == "DESC" { "<" } else { ">" };
+        position = format!(
+            "(at, id) {beyond} (timestamptz 'epoch' + {at}::bigint * interval '1 microsecond', {id})"
+        );
+    }
+    let limit = bind(&mut params, Box::new(query.per_page + 1));
     let sql = format!(
         "WITH shown AS MATERIALIZED (
              SELECT a.id, a.at, a.user_id, a.action, a.resource, a.record_id, a.route
                FROM audit_log a WHERE {conditions})
          SELECT (SELECT count(*) FROM shown),
+                (SELECT max(id) FROM shown),
                 (SELECT coalesce(jsonb_agg(to_jsonb(p) ORDER BY p.at {direction}, p.id {direction}), '[]')
-                   FROM (SELECT * FROM shown ORDER BY at {direction}, id {direction} LIMIT {limit} OFFSET {offset}) p)"
+                   FROM (SELECT *, (extract(epoch FROM at) * 1000000)::bigint AS at_us FROM shown
+                          WHERE {position} ORDER BY at {direction}, id {direction} LIMIT {limit}) p)"
     );
     Ok((sql, params))
 }
 
-/// The entries `query` selects and how many there are in all, each with its user's name.
+/// A page of the entries `query` selects, each with its user's name.
+struct Entries {
+    /// How many there are in all, within the snapshot.
+    total: i64,
+    page: Vec<Value>,
+    /// Where the next page starts, when there is one.
+    next: Option<Cursor>,
+}
+
+/// The page of entries `query` selects after `after` (from the first without it).
 async fn entries(
     ctx: &Context,
     conn: &mut Conn,
     patient: i64,
     query: &ListQuery,
-) -> ApiResult<(i64, Vec<Value>)> {
+    after: Option<Cursor>,
+) -> ApiResult<Entries> {
     let client = conn.client();
     let known = client.prepare_cached("SELECT 1 FROM patients WHERE id = $1").await?;
     if client.query_opt(&known, &[&patient]).await?.is_none() {
         return Err(ApiError::NotFound);
     }
-    let (sql, params) = statement(patient, query, &ctx.branch()?.timezone)?;
+    let (sql, params) = statement(patient, query, &ctx.branch()?.timezone, after)?;
     let stmt = client.prepare_cached(&sql).await?;
     let row = client.query_one(&stmt, &as_refs(&params)).await?;
-    let mut page: Vec<Value> = serde_json::from_value(row.get(1)).map_err(anyhow::Error::from)?;
+    let as_of = after.map_or_else(|| row.get::<_, Option<i64>>(1).unwrap_or_default(), |after| after.as_of);
+    let mut page: Vec<Value> = serde_json::from_value(row.get(2)).map_err(anyhow::Error::from)?;
+    let more = page.len() as i64 > query.per_page;
+    page.truncate(usize::try_from(query.per_page).unwrap_or(usize::MAX));
+    let next = page
+        .last()
+        .filter(|_| more)
+        .and_then(|last| Some(Cursor { as_of, at_us: last["at_us"].as_i64()?, id: last["id"].as_i64()? }));
+    for entry in &mut page {
+        if let Some(entry) = entry.as_object_mut() {
+            entry.remove("at_us");
+        }
+    }
     let ids: Vec<i64> = page.iter().filter_map(|e| e["user_id"].as_i64()).collect();
     let names: BTreeMap<i64, String> = if ids.is_empty() {
         BTreeMap::new()
@@ -132,7 +210,7 @@ async fn entries(
         let name = entry["user_id"].as_i64().and_then(|id| names.get(&id).cloned());
         entry["user_name"] = name.map_or(Value::Null, Value::String);
     }
-    Ok((row.get(0), page))
+    Ok(Entries { total: row.get(0), page, next })
 }
 
 /// The patient of the path and a connection to read their log, for a caller holding
@@ -155,18 +233,52 @@ async fn record_reading(
     record_read(ctx, PATIENTS.path, "access_log", Some(patient), Some(details)).await
 }
 
-/// `GET /patients/{id}/access-log`: one page, newest first.
+/// The answer holding `entries`: `links.next` and `meta.next_cursor` lead to the page after
+/// it (null on the last), `links.first` to the first page, a new snapshot.
+fn envelope(
+    base_url: &str,
+    path: &str,
+    pairs: &[(String, String)],
+    per_page: i64,
+    entries: Entries,
+) -> Value {
+    let link = |cursor: Option<&str>| {
+        let mut serializer = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in pairs.iter().filter(|(k, _)| k != "cursor") {
+            serializer.append_pair(k, v);
+        }
+        if let Some(cursor) = cursor {
+            serializer.append_pair("cursor", cursor);
+        }
+        let query = serializer.finish();
+        if query.is_empty() { format!("{base_url}{path}") } else { format!("{base_url}{path}?{query}") }
+    };
+    let next = entries.next.map(|cursor| cursor.text());
+    json!({
+        "data": entries.page,
+        "links": { "first": link(None), "next": next.as_deref().map(|cursor| link(Some(cursor))) },
+        "meta": { "per_page": per_page, "total": entries.total, "next_cursor": next },
+    })
+}
+
+/// `GET /patients/{id}/access-log`: one page, newest first, from the first or after `cursor`.
 #[handler]
 pub async fn read(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let pairs = list::query_pairs(req);
-    let query = list::parse(&pairs, &RULES)?;
+    if pairs.iter().any(|(k, _)| k == "page") {
+        let message =
+            "The access log pages by cursor: follow links.next, or send meta.next_cursor as cursor.";
+        return Err(ApiError::field("page", message));
+    }
+    let query = list::parse(&pairs, &ListRules { extra: &["cursor"], ..RULES })?;
+    let after = pairs.iter().rev().find(|(k, _)| k == "cursor").map(|(_, v)| Cursor::parse(v)).transpose()?;
     let ctx = Context::of(depot)?;
     let (patient, mut conn) = opened(&ctx, req).await?;
-    let (total, page) = entries(&ctx, &mut conn, patient, &query).await?;
+    let entries = entries(&ctx, &mut conn, patient, &query, after).await?;
     drop(conn);
     record_reading(&ctx, patient, "json", &pairs).await?;
     let base = web::base_url(req, ctx.state.trusts_forwarded_headers(req));
-    res.render(Json(list::envelope(&base, req.uri().path(), &pairs, &query, total, page)));
+    res.render(Json(envelope(&base, req.uri().path(), &pairs, query.per_page, entries)));
     Ok(())
 }
 
@@ -253,7 +365,7 @@ pub async fn export(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     (query.page, query.per_page) = (1, MAX_EXPORTED + 1);
     let ctx = Context::of(depot)?;
     let (patient, mut conn) = opened(&ctx, req).await?;
-    let (total, entries) = entries(&ctx, &mut conn, patient, &query).await?;
+    let Entries { total, page: entries, .. } = entries(&ctx, &mut conn, patient, &query, None).await?;
     if total > MAX_EXPORTED {
         let message =
             format!("More than {MAX_EXPORTED} entries: export a shorter period (start_date, end_date).");
@@ -280,4 +392,121 @@ pub async fn export(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     }
     res.body(body);
     Ok(())
+}
+
+fn nullable(basic: BasicType) -> Object {
+    Object::with_type([basic, BasicType::Null].into_iter().collect::<SchemaType>())
+}
+
+/// The log's two routes and their operations: a page, and the export.
+pub fn add_endpoints(branch: &mut Endpoints) {
+    let entry = Object::new()
+        .property("id", docs::integer().description("The audit record"))
+        .property("at", docs::timestamp())
+        .property("user_id", nullable(BasicType::Integer).description("Null for work no user did"))
+        .property("user_name", nullable(BasicType::String))
+        .property(
+            "action",
+            docs::string()
+                .description("view, list, search, exported, print, access_log, create, update, sign, ..."),
+        )
+        .property("resource", docs::string())
+        .property(
+            "record_id",
+            nullable(BasicType::Integer).description("Null for a read of many records (list, search)"),
+        )
+        .property(
+            "route",
+            nullable(BasicType::String).description(
+                "The route it came through, as GET /api/v1/patients/{id}; null before routes were kept",
+            ),
+        );
+    let narrowing = || {
+        vec![
+            docs::query("sortField", docs::string().enum_values(["at"]), "Default at"),
+            docs::query("sortDirection", docs::string().enum_values(["asc", "desc"]), "Default desc"),
+            docs::query("search", docs::search_term(), "Matches the action, resource or route"),
+            docs::query("start_date", docs::date(), "On or after this local date"),
+            docs::query("end_date", docs::date(), "On or before this local date"),
+            docs::query("filters[action]", docs::string(), "Exact action"),
+            docs::query("filters[user_id]", docs::integer().minimum(1), "Who"),
+        ]
+    };
+    let page = Object::new()
+        .property("data", salvo::oapi::Array::new().items(entry))
+        .property(
+            "links",
+            Object::new()
+                .property("first", docs::string().description("The first page, a new snapshot"))
+                .property(
+                    "next",
+                    nullable(BasicType::String).description("The page after this one; null on the last"),
+                ),
+        )
+        .property(
+            "meta",
+            Object::new()
+                .property("per_page", docs::integer())
+                .property("total", docs::integer().description("Entries in the snapshot the first page took"))
+                .property(
+                    "next_cursor",
+                    nullable(BasicType::String).description("The cursor of the next page; null on the last"),
+                ),
+        );
+    let mut op = branch.operation("patients", "Who read or changed the patient's records (audit.read)");
+    op = op.add_parameter(docs::path_id());
+    op = op.add_parameter(docs::query(
+        "perPage",
+        docs::integer().minimum(1).maximum(crate::http::list::MAX_PER_PAGE),
+        "Items per page (default 15)",
+    ));
+    op = op.add_parameter(docs::query(
+        "cursor",
+        docs::string().pattern(r"^[0-9]+\.-?[0-9]+\.[0-9]+$"),
+        "Where the page starts: meta.next_cursor of the page before, as given (links.next holds it). \
+         Without it, the first page, which takes a snapshot: entries recorded after it (reading the \
+         log records one) are not shown on the pages that follow it. Page numbers are not taken.",
+    ));
+    for parameter in narrowing() {
+        op = op.add_parameter(parameter);
+    }
+    let op = Doc::answers(op, "200", "Newest first (or oldest first, with sortDirection=asc)", page);
+    let op = Doc::not_found(Doc::invalid(
+        op,
+        "A list parameter is out of range or unknown, or the cursor is not one",
+    ));
+    branch.add(PathItemType::Get, "patients/{id:num}/access-log", read, op);
+    let mut op = branch.operation("patients", "The patient's access log as CSV or PDF (audit.read)");
+    op = op.add_parameter(docs::path_id());
+    for parameter in narrowing() {
+        op = op.add_parameter(parameter);
+    }
+    let op = op
+        .add_parameter(docs::query(
+            "format",
+            docs::string().enum_values(["csv", "pdf"]),
+            "Default csv, or as Accept prefers",
+        ))
+        .add_response(
+            "200",
+            salvo::oapi::Response::new("Every entry selected, newest first")
+                .add_content("text/csv", salvo::oapi::Content::new(docs::string()))
+                .add_content(
+                    "application/pdf",
+                    salvo::oapi::Content::new(
+                        docs::string().format(salvo::oapi::SchemaFormat::Custom("binary".into())),
+                    ),
+                ),
+        );
+    let op = Doc::not_found(Doc::invalid(
+        op,
+        "A parameter is out of range or unknown, or more than 10000 entries",
+    ));
+    branch.add_behind(
+        PathItemType::Get,
+        "patients/{id:num}/access-log/export",
+        Some(Produces(EXPORTS)),
+        export,
+        op,
+    );
 }

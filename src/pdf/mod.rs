@@ -11,7 +11,7 @@ mod draw;
 mod layout;
 mod sheet;
 
-pub use sheet::{Block, ImageKind, Letterhead, Logo, PdfError, Sheet, Signing};
+pub use sheet::{Block, Letterhead, Logo, PdfError, Sheet, Signing};
 
 /// The document as PDF bytes. Takes a few milliseconds of CPU: call it off the async threads.
 pub fn render(letterhead: &Letterhead, sheet: &Sheet) -> Result<Vec<u8>, PdfError> {
@@ -27,14 +27,6 @@ pub fn page_count(letterhead: &Letterhead, sheet: &Sheet) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn images_are_known_by_their_signature() {
-        assert_eq!(ImageKind::sniff(b"\x89PNG\r\n\x1a\n...."), Some(ImageKind::Png));
-        assert_eq!(ImageKind::sniff(&[0xFF, 0xD8, 0xFF, 0xE0]), Some(ImageKind::Jpeg));
-        assert_eq!(ImageKind::sniff(b"GIF89a"), None);
-        assert!(Logo::decode(b"\x89PNG\r\n\x1a\nnot really".to_vec()).is_err());
-    }
 
     #[test]
     fn a_long_document_is_written_on_several_pages() {

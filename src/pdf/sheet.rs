@@ -1,71 +1,115 @@
 //! What a printed document says, before it is laid out: the letterhead, the blocks of its
 //! body and its signature.
 
-use krilla::Data;
-use krilla::image::Image;
+use std::fmt;
+use std::sync::Arc;
 
-/// A PNG or a JPEG image, checked to be one.
+use krilla::Data;
+use krilla::image::{BitsPerComponent, CustomImage, Image, ImageColorspace};
+
+use crate::images::{self, Channels, ImageError, ImageKind, Picture};
+
+/// A logo read whole by the bounded decoder ([`images::decode`]), ready to be drawn.
 #[derive(Debug, Clone)]
 pub struct Logo {
-    pub bytes: Vec<u8>,
     pub kind: ImageKind,
+    width: u32,
+    height: u32,
+    drawn: Drawn,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImageKind {
-    Png,
-    Jpeg,
-}
-
-impl ImageKind {
-    /// The kind of image `bytes` hold, by their signature.
-    pub fn sniff(bytes: &[u8]) -> Option<Self> {
-        if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-            Some(Self::Png)
-        } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
-            Some(Self::Jpeg)
-        } else {
-            None
-        }
-    }
-
-    pub fn media_type(self) -> &'static str {
-        match self {
-            Self::Png => "image/png",
-            Self::Jpeg => "image/jpeg",
-        }
-    }
-
-    pub fn of_media_type(media_type: &str) -> Option<Self> {
-        match media_type {
-            "image/png" => Some(Self::Png),
-            "image/jpeg" => Some(Self::Jpeg),
-            _ => None,
-        }
-    }
+/// What the PDF embeds: a JPEG as it was sent (its own compression), a PNG as the pixels the
+/// bounded decoder gave, so that krilla never decodes an image itself.
+#[derive(Debug, Clone)]
+enum Drawn {
+    Jpeg(Data),
+    Pixels(Planes),
 }
 
 impl Logo {
-    /// `bytes` as a logo, when they are a PNG or a JPEG that can be drawn (its size read).
-    pub fn decode(bytes: Vec<u8>) -> Result<Self, &'static str> {
-        let kind = ImageKind::sniff(&bytes).ok_or("The logo must be a PNG or a JPEG image.")?;
-        let logo = Self { bytes, kind };
-        logo.image().map(|_| logo).ok_or("The image cannot be read.")
+    /// `bytes` as a logo, decoded whole within [`images::UPLOADED`]. It decodes: call it off
+    /// the async threads ([`images::decode_apart`]).
+    pub fn read(bytes: Vec<u8>) -> Result<Self, ImageError> {
+        let picture = images::decode(&bytes, &images::UPLOADED)?;
+        let (kind, width, height) = (picture.kind, picture.width, picture.height);
+        let drawn = match kind {
+            ImageKind::Jpeg => Drawn::Jpeg(Data::from(bytes)),
+            ImageKind::Png => Drawn::Pixels(Planes::of(picture)),
+        };
+        Ok(Self { kind, width, height, drawn })
     }
 
-    /// The logo as krilla draws it, when it can be read.
+    /// The logo as krilla draws it.
     pub(super) fn image(&self) -> Option<Image> {
-        let data = Data::from(self.bytes.clone());
-        match self.kind {
-            ImageKind::Png => Image::from_png(data, true).ok(),
-            ImageKind::Jpeg => Image::from_jpeg(data, true).ok(),
+        match &self.drawn {
+            Drawn::Jpeg(data) => Image::from_jpeg(data.clone(), true).ok(),
+            Drawn::Pixels(planes) => Image::from_custom(planes.clone(), true).ok(),
         }
     }
 
-    /// The logo's size in pixels, when it can be read.
+    /// The logo's size in pixels.
     pub(super) fn size(&self) -> Option<(f32, f32)> {
-        let (width, height) = self.image()?.size();
-        (width > 0 && height > 0).then_some((width as f32, height as f32))
+        Some((self.width as f32, self.height as f32))
+    }
+}
+
+/// A decoded image as a PDF image takes it: the colour samples, and the alpha apart.
+#[derive(Clone, Hash)]
+struct Planes {
+    width: u32,
+    height: u32,
+    gray: bool,
+    color: Arc<Vec<u8>>,
+    alpha: Option<Arc<Vec<u8>>>,
+}
+
+impl Planes {
+    fn of(picture: Picture) -> Self {
+        let (width, height) = (picture.width, picture.height);
+        let gray = matches!(picture.channels, Channels::Gray | Channels::GrayAlpha);
+        let (color, alpha) = match picture.channels {
+            Channels::Gray | Channels::Rgb => (picture.pixels, None),
+            Channels::GrayAlpha | Channels::Rgba => {
+                let step = picture.channels.count();
+                let pixels = picture.pixels.chunks_exact(step);
+                let alpha = pixels.clone().map(|pixel| pixel[step - 1]).collect();
+                let color = pixels.flat_map(|pixel| pixel[..step - 1].iter().copied()).collect();
+                (color, Some(alpha))
+            }
+        };
+        Self { width, height, gray, color: Arc::new(color), alpha: alpha.map(Arc::new) }
+    }
+}
+
+impl fmt::Debug for Planes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} x {} pixels", self.width, self.height)
+    }
+}
+
+impl CustomImage for Planes {
+    fn color_channel(&self) -> &[u8] {
+        &self.color
+    }
+
+    fn alpha_channel(&self) -> Option<&[u8]> {
+        self.alpha.as_deref().map(Vec::as_slice)
+    }
+
+    fn bits_per_component(&self) -> BitsPerComponent {
+        BitsPerComponent::Eight
+    }
+
+    fn size(&self) -> (u32, u32) {
+        (self.width, self.height)
+    }
+
+    fn icc_profile(&self) -> Option<&[u8]> {
+        None
+    }
+
+    fn color_space(&self) -> ImageColorspace {
+        if self.gray { ImageColorspace::Luma } else { ImageColorspace::Rgb }
     }
 }
 

@@ -14,6 +14,7 @@ use super::printable::{Printable, Printing};
 use super::reads::record_read;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::guard::{JSON_OR_PDF, accept_of, preferred};
+use crate::images;
 use crate::pdf::{Letterhead, Logo, Sheet};
 
 pub const PDF: &str = "application/pdf";
@@ -31,9 +32,24 @@ pub async fn letterhead(ctx: &Context) -> ApiResult<Letterhead> {
         .prepare_cached("SELECT name, address, phone, logo, logo_media_type FROM branches WHERE id = $1")
         .await?;
     let row = client.query_opt(&stmt, &[&branch]).await?.ok_or(ApiError::NotFound)?;
-    // A stored logo was checked when it was set.
-    let logo = row.get::<_, Option<Vec<u8>>>(3).and_then(|bytes| Logo::decode(bytes).ok());
+    let logo = match row.get::<_, Option<Vec<u8>>>(3) {
+        Some(bytes) => logo(branch, bytes).await,
+        None => None,
+    };
     Ok(Letterhead { name: row.get(0), address: row.get(1), phone: row.get(2), logo })
+}
+
+/// The stored logo, read again within the bounds it was set under: a logo stored otherwise
+/// (before those bounds, or damaged since) never fails a document, which prints without it.
+async fn logo(branch: i64, bytes: Vec<u8>) -> Option<Logo> {
+    let size = bytes.len();
+    match images::decode_apart(move || Logo::read(bytes)).await {
+        Ok(logo) => Some(logo),
+        Err(error) => {
+            tracing::warn!(branch, bytes = size, reason = error.code(), %error, "the branch's logo cannot be read: printed without it");
+            None
+        }
+    }
 }
 
 /// Writes `sheet` under the branch's letterhead, off the async threads.

@@ -7,7 +7,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::support::printed::{self, squashed};
-use crate::support::{TestApp, assert_error, assert_status, id_of, reply};
+use crate::support::{TestApp, assert_error, assert_invalid, assert_status, id_of, reply};
 
 /// (user name, action, resource, record id, route) of an entry.
 type Entry = (String, String, String, Option<i64>, String);
@@ -145,28 +145,95 @@ async fn every_kind_of_read_and_write_of_a_patient_is_in_their_access_log_and_no
 }
 
 #[tokio::test]
-async fn the_access_log_is_paginated_and_narrowed_like_every_list() {
+async fn the_access_log_pages_by_cursor_and_is_narrowed_like_every_list() {
     let Scene { app, branch, ana, .. } = scene().await;
     let all = log(&app, branch, ana).await;
-    let path = format!("/api/v1/patients/{ana}/access-log?perPage=2&page=2");
-    let r = app.get(&path, Some(branch)).await;
-    assert_status(&r, 200);
+    let first = app.get(&format!("/api/v1/patients/{ana}/access-log?perPage=2"), Some(branch)).await;
+    assert_status(&first, 200);
     // The read above adds one entry (the log read) before this page.
-    assert_eq!(r.body["meta"]["total"].as_i64().unwrap(), all.len() as i64 + 1);
+    assert_eq!(first.body["meta"]["total"].as_i64().unwrap(), all.len() as i64 + 1);
+    assert_eq!(first.body["meta"]["per_page"], 2);
+    assert_eq!(first.body["data"][1]["id"], all[0]["id"]);
+    let cursor = first.body["meta"]["next_cursor"].as_str().unwrap();
+    let next = first.body["links"]["next"].as_str().unwrap();
+    assert!(next.contains(&format!("cursor={cursor}")) && next.contains("perPage=2"), "{next}");
+    let second =
+        app.get(&format!("/api/v1/patients/{ana}/access-log?perPage=2&cursor={cursor}"), Some(branch)).await;
+    assert_status(&second, 200);
+    assert_eq!(second.body["meta"]["total"], first.body["meta"]["total"], "the first page's snapshot");
     assert_eq!(
-        (r.body["meta"]["current_page"].as_i64(), r.body["meta"]["per_page"].as_i64()),
-        (Some(2), Some(2))
+        (&second.body["data"][0]["id"], &second.body["data"][1]["id"]),
+        (&all[1]["id"], &all[2]["id"])
     );
-    assert_eq!(r.body["data"][0]["id"], all[1]["id"]);
-    assert!(r.body["links"]["next"].as_str().unwrap().contains("page=3"));
+
+    // Page numbers are not taken, nor a cursor the log did not give.
+    for query in ["page=2", "cursor=abc", "cursor=1.2", "cursor=5.1.9", "cursor=0.1.1", "cursor=1.2.3.4"] {
+        let r = app.get(&format!("/api/v1/patients/{ana}/access-log?{query}"), Some(branch)).await;
+        let parameter = query.split('=').next().unwrap();
+        assert_invalid(&r, &[parameter]);
+    }
     let narrowed = app
         .get(&format!("/api/v1/patients/{ana}/access-log?filters[action]=print&perPage=100"), Some(branch))
         .await;
     assert_eq!(narrowed.body["meta"]["total"], 1, "{}", narrowed.body);
+    assert_eq!(narrowed.body["meta"]["next_cursor"], Value::Null);
+    assert_eq!(narrowed.body["links"]["next"], Value::Null);
     let r = app.get(&format!("/api/v1/patients/{ana}/access-log?sortField=user_id"), Some(branch)).await;
     assert_eq!(r.status, 422, "{}", r.text);
     let r = app.get(&format!("/api/v1/patients/{ana}/access-log?filters[user_id]=x"), Some(branch)).await;
     assert_eq!(r.status, 422, "{}", r.text);
+}
+
+/// The ids of `patient`'s own audit records, newest first, read straight from the table.
+async fn own_records(app: &TestApp, branch: i64, patient: i64) -> Vec<i64> {
+    app.state.read_audit.flush().await;
+    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    let sql = format!(
+        "SELECT id FROM branch_{branch}.audit_log WHERE resource = 'patients' AND record_id = $1 ORDER BY at DESC, id DESC"
+    );
+    client.query(&sql, &[&patient]).await.unwrap().iter().map(|row| row.get(0)).collect()
+}
+
+#[tokio::test]
+async fn paging_through_the_log_shows_each_entry_once_in_order_while_reads_add_entries() {
+    let app = TestApp::spawn().await;
+    let branch = app.main_branch().await;
+    let patient = id_of(&app.create_patient(branch, "Cora", "Lim").await);
+    for _ in 0..13 {
+        assert_status(&app.get(&format!("/api/v1/patients/{patient}"), Some(branch)).await, 200);
+    }
+    assert_eq!(own_records(&app, branch, patient).await.len(), 14, "a create and 13 views");
+
+    // Newest first, then oldest first from a new snapshot (holding the reads of the first pass).
+    for direction in ["desc", "asc"] {
+        let expected = own_records(&app, branch, patient).await;
+        let mut shown = Vec::new();
+        let mut next =
+            Some(format!("/api/v1/patients/{patient}/access-log?perPage=2&sortDirection={direction}"));
+        let mut pages = 0;
+        while let Some(path) = next {
+            let r = app.get(&path, Some(branch)).await;
+            assert_status(&r, 200);
+            assert_eq!(r.body["meta"]["total"], expected.len(), "{direction}: {}", r.body["meta"]);
+            shown.extend(r.body["data"].as_array().unwrap().iter().map(|e| e["id"].as_i64().unwrap()));
+            // More entries while paging: a view, and the log read itself.
+            assert_status(&app.get(&format!("/api/v1/patients/{patient}"), Some(branch)).await, 200);
+            next = r.body["links"]["next"]
+                .as_str()
+                .map(|link| link[link.find("/api/v1/").unwrap()..].to_owned());
+            pages += 1;
+            assert!(pages <= expected.len().div_ceil(2), "{direction}: too many pages: {shown:?}");
+        }
+        let mut in_order = expected.clone();
+        if direction == "asc" {
+            in_order.reverse();
+        }
+        assert_eq!(shown, in_order, "{direction}: each entry once, in order");
+    }
+    // A new first page is a new snapshot, with the reads made meanwhile.
+    let again = app.get(&format!("/api/v1/patients/{patient}/access-log?perPage=2"), Some(branch)).await;
+    // 14, then a view and a log read for each of the 7 pages newest first and the 14 oldest first.
+    assert_eq!(again.body["meta"]["total"], 14 + 2 * 7 + 2 * 14, "{}", again.body["meta"]);
 }
 
 /// A spreadsheet would run a cell starting with = + - @ as a formula.
