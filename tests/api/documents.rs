@@ -4,6 +4,7 @@
 //! pdftotext and every page rendered with pdftoppm. JSON stays the default, unchanged.
 
 mod letterhead;
+mod scripts;
 
 use reqwest::Method;
 use serde_json::{Value, json};
