@@ -15,6 +15,8 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
+# The fonts documents print with are compiled in (assets/fonts/README.md).
+COPY assets/fonts ./assets/fonts
 COPY migrations ./migrations
 COPY tenants ./tenants
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

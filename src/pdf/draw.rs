@@ -12,40 +12,104 @@ use krilla::num::NormalizedF32;
 use krilla::page::PageSettings;
 use krilla::paint::{Fill, Stroke};
 use krilla::surface::Surface;
-use krilla::text::{Font, TextDirection};
+use krilla::text::{Font, GlyphId, KrillaGlyph};
 use krilla::{Data, Document};
 
+use super::fonts::FONT_FILES;
 use super::layout::{
-    self, BOLD, FOOTER_BASELINE, Item, LEFT, PAGE_HEIGHT, PAGE_WIDTH, Page, REGULAR, RIGHT, Tone,
+    FOOTER_SIZE, Item, LEFT, Laid, PAGE_HEIGHT, PAGE_NUMBER_BASELINE, PAGE_WIDTH, Page, RIGHT, Tone,
 };
 use super::sheet::{Letterhead, PdfError, Sheet, Signing};
+use super::text::{self, Line, Run};
 
-/// The fonts, parsed once.
-static FONTS: LazyLock<(Font, Font)> = LazyLock::new(|| {
-    let font = |data: &'static [u8]| Font::new(Data::from(data), 0).expect("a font compiled in is readable");
-    (font(REGULAR), font(BOLD))
+/// The fonts as krilla embeds them, parsed once, in the order of `FONT_FILES`.
+static FONTS: LazyLock<Vec<Font>> = LazyLock::new(|| {
+    FONT_FILES
+        .iter()
+        .map(|file| Font::new(Data::from(file.data), 0).expect("a font compiled in is readable"))
+        .collect()
 });
 
-fn font(bold: bool) -> Font {
-    if bold { FONTS.1.clone() } else { FONTS.0.clone() }
-}
+/// How thick the outline stroked around glyphs drawn bold in a family without a bold face
+/// is, as a share of the size.
+const EMBOLDEN: f32 = 0.04;
 
-fn fill(tone: Tone, opacity: f32) -> Fill {
-    let color = match tone {
+fn color(tone: Tone) -> rgb::Color {
+    match tone {
         Tone::Ink => rgb::Color::new(20, 20, 20),
         Tone::Muted => rgb::Color::new(90, 90, 90),
         Tone::Alert => rgb::Color::new(190, 20, 20),
-    };
+    }
+}
+
+fn fill(tone: Tone, opacity: f32) -> Fill {
     Fill {
-        paint: color.into(),
+        paint: color(tone).into(),
         opacity: NormalizedF32::new(opacity).unwrap_or(NormalizedF32::ONE),
         rule: Default::default(),
     }
 }
 
-fn text(surface: &mut Surface, x: f32, y: f32, size: f32, bold: bool, tone: Tone, content: &str) {
-    surface.set_fill(Some(fill(tone, 1.0)));
-    surface.draw_text(Point::from_xy(x, y), font(bold), size, content, false, TextDirection::Auto);
+/// `line` from its left end at `x`, its baseline at `y`: each run with its glyphs as shaped.
+/// Runs are written in reading order, each where it shows, and a right-to-left run word by
+/// word in reading order too, so that text taken from the content in its order reads as it
+/// was written.
+fn text(surface: &mut Surface, x: f32, y: f32, size: f32, tone: Tone, line: &Line, opacity: f32) {
+    let mut starts = Vec::with_capacity(line.runs.len());
+    let mut at = x;
+    for run in &line.runs {
+        starts.push(at);
+        at += run.advance() * size;
+    }
+    let mut order: Vec<usize> = (0..line.runs.len()).collect();
+    order.sort_by_key(|i| line.runs[*i].start);
+    for i in order {
+        let run = &line.runs[i];
+        let glyphs: Vec<KrillaGlyph> = run
+            .glyphs
+            .iter()
+            .zip(run.ranges())
+            .map(|(g, range)| {
+                KrillaGlyph::new(GlyphId::new(g.id), g.advance, g.x_offset, g.y_offset, 0.0, range, None)
+            })
+            .collect();
+        surface.set_fill(Some(fill(tone, opacity)));
+        if run.embolden {
+            surface.set_stroke(Some(Stroke {
+                paint: color(tone).into(),
+                width: size * EMBOLDEN,
+                opacity: NormalizedF32::new(opacity).unwrap_or(NormalizedF32::ONE),
+                ..Default::default()
+            }));
+        }
+        let font = FONTS[run.font].clone();
+        let mut words = words(run, &glyphs, starts[i], size);
+        if run.rtl {
+            words.reverse();
+        }
+        for (start, word) in words {
+            surface.draw_glyphs(Point::from_xy(start, y), word, font.clone(), &run.text, size, false);
+        }
+        surface.set_stroke(None);
+    }
+}
+
+/// `glyphs` of `run` cut where spaces are, each piece with where it starts, left to right.
+fn words<'g>(run: &Run, glyphs: &'g [KrillaGlyph], x: f32, size: f32) -> Vec<(f32, &'g [KrillaGlyph])> {
+    let mut words = Vec::new();
+    let (mut start, mut from, mut at) = (x, 0, x);
+    let space = |i: usize| run.text[glyphs[i].text_range.clone()].chars().all(char::is_whitespace);
+    for (i, glyph) in run.glyphs.iter().enumerate() {
+        if i > from && space(i) != space(i - 1) {
+            words.push((start, &glyphs[from..i]));
+            (start, from) = (at, i);
+        }
+        at += glyph.advance * size;
+    }
+    if from < glyphs.len() {
+        words.push((start, &glyphs[from..]));
+    }
+    words
 }
 
 fn rule(surface: &mut Surface, y: f32, weight: f32) {
@@ -79,21 +143,18 @@ fn shade(surface: &mut Surface, y: f32, height: f32) {
 /// "DRAFT" across the middle of the page, faint, so that the page reads through it.
 fn draft_mark(surface: &mut Surface) {
     let size = 110.0;
-    let width = layout::face(true).width("DRAFT", size);
+    let mark = text::line("DRAFT", true);
     let (cx, cy) = (PAGE_WIDTH / 2.0, PAGE_HEIGHT / 2.0);
     surface.push_transform(&Transform::from_rotate_at(-40.0, cx, cy));
-    surface.set_fill(Some(fill(Tone::Alert, 0.18)));
-    let start = Point::from_xy(cx - width / 2.0, cy + size * 0.36);
-    surface.draw_text(start, font(true), size, "DRAFT", false, TextDirection::Auto);
+    let (x, y) = (cx - mark.width(size) / 2.0, cy + size * 0.36);
+    text(surface, x, y, size, Tone::Alert, &mark, 0.18);
     surface.pop();
 }
 
 fn draw_page(surface: &mut Surface, page: &Page, logo: Option<&Image>) {
     for item in page {
         match item {
-            Item::Text { x, y, size, bold, tone, text: content } => {
-                text(surface, *x, *y, *size, *bold, *tone, content)
-            }
+            Item::Text { x, y, size, tone, line } => text(surface, *x, *y, *size, *tone, line, 1.0),
             Item::Rule { y, weight } => rule(surface, *y, *weight),
             Item::Shade { y, height } => shade(surface, *y, *height),
             Item::Logo { x, y, width, height } => {
@@ -108,7 +169,7 @@ fn draw_page(surface: &mut Surface, page: &Page, logo: Option<&Image>) {
 }
 
 /// Writes the laid-out pages as one PDF.
-pub(super) fn write(pages: &[Page], letterhead: &Letterhead, sheet: &Sheet) -> Result<Vec<u8>, PdfError> {
+pub(super) fn write(laid: &Laid, letterhead: &Letterhead, sheet: &Sheet) -> Result<Vec<u8>, PdfError> {
     let mut document = Document::new();
     let mut metadata = Metadata::new().title(sheet.title.clone()).creator("clinic-server".to_owned());
     if !letterhead.name.is_empty() {
@@ -116,8 +177,8 @@ pub(super) fn write(pages: &[Page], letterhead: &Letterhead, sheet: &Sheet) -> R
     }
     document.set_metadata(metadata);
     let logo = letterhead.logo.as_ref().and_then(|logo| logo.image());
-    let count = pages.len();
-    for (index, page) in pages.iter().enumerate() {
+    let count = laid.pages.len();
+    for (index, page) in laid.pages.iter().enumerate() {
         let settings =
             PageSettings::from_wh(PAGE_WIDTH, PAGE_HEIGHT).ok_or_else(|| PdfError("page size".into()))?;
         let mut pdf_page = document.start_page_with(settings);
@@ -126,10 +187,12 @@ pub(super) fn write(pages: &[Page], letterhead: &Letterhead, sheet: &Sheet) -> R
             draft_mark(&mut surface);
         }
         draw_page(&mut surface, page, logo.as_ref());
-        let number = format!("Page {} of {count}", index + 1);
-        let number_x = RIGHT - layout::face(false).width(&number, 8.0);
-        text(&mut surface, LEFT, FOOTER_BASELINE, 8.0, false, Tone::Muted, &sheet.footer);
-        text(&mut surface, number_x, FOOTER_BASELINE, 8.0, false, Tone::Muted, &number);
+        for (y, line) in &laid.footer {
+            text(&mut surface, LEFT, *y, FOOTER_SIZE, Tone::Muted, line, 1.0);
+        }
+        let number = text::line(&format!("Page {} of {count}", index + 1), false);
+        let number_x = RIGHT - number.width(FOOTER_SIZE);
+        text(&mut surface, number_x, PAGE_NUMBER_BASELINE, FOOTER_SIZE, Tone::Muted, &number, 1.0);
         surface.finish();
         pdf_page.finish();
     }

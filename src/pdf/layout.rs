@@ -1,32 +1,29 @@
-//! Where everything goes: text measured with the fonts' own advances, wrapped at word
-//! boundaries, and placed on A4 pages, a new page where the last one is full (a table's
-//! headings repeated on it).
-
-use std::sync::LazyLock;
-
-use skrifa::instance::{LocationRef, Size};
-use skrifa::metrics::GlyphMetrics;
-use skrifa::raw::TableProvider;
-use skrifa::{FontRef, MetadataProvider};
+//! Where everything goes: text shaped and broken into lines ([`text`]), placed on A4 pages,
+//! and a new page begun wherever the last one is full, inside a block too (a table's
+//! headings repeated on it), so that nothing runs past the footer.
 
 use super::sheet::{Block, Letterhead, Sheet, Signing};
-
-pub(super) static REGULAR: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
-pub(super) static BOLD: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans-Bold.ttf");
+use super::text::{self, Line};
 
 /// A4, in points.
 pub(super) const PAGE_WIDTH: f32 = 595.28;
 pub(super) const PAGE_HEIGHT: f32 = 841.89;
 const MARGIN: f32 = 48.0;
 const CONTENT_WIDTH: f32 = PAGE_WIDTH - 2.0 * MARGIN;
-/// Nothing is placed below this line but the footer.
-const BOTTOM: f32 = PAGE_HEIGHT - 64.0;
-/// The baseline of the footer.
-pub(super) const FOOTER_BASELINE: f32 = PAGE_HEIGHT - 30.0;
+/// The baseline of the footer's last line.
+const FOOTER_BASELINE: f32 = PAGE_HEIGHT - 30.0;
+pub(super) const FOOTER_SIZE: f32 = 8.0;
+const FOOTER_LEADING: f32 = 10.0;
+/// Between the body's last baseline and the footer's first.
+const FOOTER_GAP: f32 = 34.0;
+/// The body keeps at least this much of a page, however long the footer.
+const LEAST_BOTTOM: f32 = PAGE_HEIGHT / 2.0;
 pub(super) const LEFT: f32 = MARGIN;
 pub(super) const RIGHT: f32 = PAGE_WIDTH - MARGIN;
 const LOGO_BOX: f32 = 64.0;
 const LABEL_WIDTH: f32 = 150.0;
+/// The widest page number the footer leaves room for.
+const WIDEST_PAGE_NUMBER: &str = "Page 9999 of 9999";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Tone {
@@ -38,7 +35,7 @@ pub(super) enum Tone {
 /// One thing drawn on a page; `y` grows downwards from the top edge, text at its baseline.
 #[derive(Debug, Clone)]
 pub(super) enum Item {
-    Text { x: f32, y: f32, size: f32, bold: bool, tone: Tone, text: String },
+    Text { x: f32, y: f32, size: f32, tone: Tone, line: Line },
     Rule { y: f32, weight: f32 },
     Shade { y: f32, height: f32 },
     Logo { x: f32, y: f32, width: f32, height: f32 },
@@ -46,72 +43,23 @@ pub(super) enum Item {
 
 pub(super) type Page = Vec<Item>;
 
-/// A font's advances, for measuring.
-pub(super) struct Face {
-    font: FontRef<'static>,
-    metrics: GlyphMetrics<'static>,
-    units_per_em: f32,
+/// The pages of a document, and its footer: lines with their baselines, drawn on every page
+/// beside "Page N of M" once the number of pages is known.
+pub(super) struct Laid {
+    pub pages: Vec<Page>,
+    pub footer: Vec<(f32, Line)>,
 }
 
-impl Face {
-    fn new(data: &'static [u8]) -> Self {
-        let font = FontRef::new(data).expect("a font compiled in is readable");
-        let metrics = font.glyph_metrics(Size::unscaled(), LocationRef::default());
-        let units_per_em = font.head().map_or(1000.0, |head| head.units_per_em() as f32);
-        Self { font, metrics, units_per_em }
-    }
-
-    /// The width of `text` at `size` points.
-    pub(super) fn width(&self, text: &str, size: f32) -> f32 {
-        let charmap = self.font.charmap();
-        let units: f32 = text
-            .chars()
-            .map(|c| self.metrics.advance_width(charmap.map(c).unwrap_or_default()).unwrap_or_default())
-            .sum();
-        units * size / self.units_per_em
-    }
-}
-
-pub(super) static FACES: LazyLock<(Face, Face)> = LazyLock::new(|| (Face::new(REGULAR), Face::new(BOLD)));
-
-pub(super) fn face(bold: bool) -> &'static Face {
-    if bold { &FACES.1 } else { &FACES.0 }
-}
-
-/// `text` broken into lines no wider than `width`: at spaces, and inside a word only when the
-/// word alone is wider. Line breaks in `text` are kept; control characters become spaces.
-pub(super) fn wrap(text: &str, size: f32, bold: bool, width: f32) -> Vec<String> {
-    let face = face(bold);
-    let mut lines = Vec::new();
-    for paragraph in text.split('\n') {
-        let clean: String = paragraph.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-        let mut line = String::new();
-        for word in clean.split_whitespace() {
-            let candidate = if line.is_empty() { word.to_owned() } else { format!("{line} {word}") };
-            if face.width(&candidate, size) <= width {
-                line = candidate;
-                continue;
-            }
-            if !line.is_empty() {
-                lines.push(std::mem::take(&mut line));
-            }
-            // A word wider than the line is cut where it no longer fits.
-            for c in word.chars() {
-                line.push(c);
-                if face.width(&line, size) > width && line.chars().count() > 1 {
-                    line.pop();
-                    lines.push(std::mem::replace(&mut line, c.to_string()));
-                }
-            }
-        }
-        lines.push(line);
-    }
-    lines
-}
+/// The baseline of the footer's page number.
+pub(super) const PAGE_NUMBER_BASELINE: f32 = FOOTER_BASELINE;
 
 struct Layout<'a> {
     pages: Vec<Page>,
     y: f32,
+    /// Nothing is placed below this baseline but the footer.
+    bottom: f32,
+    /// The line naming the branch and the document atop every page after the first.
+    running_head: Vec<Line>,
     letterhead: &'a Letterhead,
     sheet: &'a Sheet,
 }
@@ -121,25 +69,40 @@ impl Layout<'_> {
         self.pages.last_mut().expect("a page")
     }
 
-    fn text(&mut self, x: f32, size: f32, bold: bool, tone: Tone, text: impl Into<String>) {
+    fn text(&mut self, x: f32, size: f32, tone: Tone, line: Line) {
         let y = self.y;
-        self.page().push(Item::Text { x, y, size, bold, tone, text: text.into() });
+        self.page().push(Item::Text { x, y, size, tone, line });
     }
 
     /// Starts a new page unless `height` more fits on this one; answers whether it did.
     fn room(&mut self, height: f32) -> bool {
-        if self.y + height <= BOTTOM {
+        if self.y + height <= self.bottom {
             return false;
         }
         self.pages.push(Vec::new());
-        // Later pages name the branch and the document in a line of their own.
         self.y = MARGIN + 8.0;
-        let head = format!("{} · {}", self.letterhead.name, self.sheet.title);
-        self.text(LEFT, 8.0, false, Tone::Muted, head);
-        self.y += 6.0;
-        self.page().push(Item::Rule { y: MARGIN + 14.0, weight: 0.5 });
-        self.y += 18.0;
+        for line in self.running_head.clone() {
+            self.text(LEFT, 8.0, Tone::Muted, line);
+            self.y += 10.0;
+        }
+        let rule = self.y - 4.0;
+        self.page().push(Item::Rule { y: rule, weight: 0.5 });
+        self.y += 14.0;
         true
+    }
+
+    /// How much a page holds below its running head: what is taller flows across pages.
+    fn page_height(&self) -> f32 {
+        self.bottom - (MARGIN + 8.0 + 10.0 * self.running_head.len() as f32 + 14.0)
+    }
+
+    /// `lines` one under the other from the current baseline, a new page where one is full.
+    fn lines(&mut self, x: f32, size: f32, tone: Tone, leading: f32, lines: Vec<Line>) {
+        for line in lines {
+            self.room(leading);
+            self.text(x, size, tone, line);
+            self.y += leading;
+        }
     }
 
     fn letterhead(&mut self) {
@@ -157,32 +120,39 @@ impl Layout<'_> {
         }
         let width = RIGHT - x;
         self.y = top + 16.0;
-        for line in wrap(&letterhead.name, 16.0, true, width) {
-            self.text(x, 16.0, true, Tone::Ink, line);
-            self.y += 19.0;
-        }
+        self.lines(x, 16.0, Tone::Ink, 19.0, text::wrap(&letterhead.name, 16.0, true, width));
         let mut details: Vec<String> = letterhead.address.iter().cloned().collect();
         details.extend(letterhead.phone.iter().map(|phone| format!("Tel. {phone}")));
-        for line in details.iter().flat_map(|d| wrap(d, 9.0, false, width)) {
-            self.text(x, 9.0, false, Tone::Muted, line);
-            self.y += 12.0;
-        }
-        let bottom = (self.y - 8.0).max(top + logo_height) + 10.0;
-        self.page().push(Item::Rule { y: bottom, weight: 1.0 });
-        self.y = bottom + 30.0;
+        let details = details.iter().flat_map(|d| text::wrap(d, 9.0, false, width)).collect();
+        self.lines(x, 9.0, Tone::Muted, 12.0, details);
+        let bottom = if self.pages.len() == 1 { (self.y - 8.0).max(top + logo_height) } else { self.y - 8.0 };
+        let rule = bottom + 10.0;
+        self.page().push(Item::Rule { y: rule, weight: 1.0 });
+        self.y = rule + 30.0;
     }
 
     fn title(&mut self) {
         let sheet = self.sheet;
-        let reference_width = sheet.reference.as_ref().map_or(0.0, |r| face(false).width(r, 10.0) + 16.0);
-        let lines = wrap(&sheet.title, 15.0, true, CONTENT_WIDTH - reference_width);
-        if let Some(reference) = &sheet.reference {
-            let x = RIGHT - face(false).width(reference, 10.0);
-            self.text(x, 10.0, false, Tone::Ink, reference.clone());
+        let references = sheet
+            .reference
+            .as_deref()
+            .map_or_else(Vec::new, |r| text::wrap(r, 10.0, false, CONTENT_WIDTH / 3.0));
+        let reference_width = references.iter().map(|l| l.width(10.0)).fold(0.0, f32::max);
+        let gap = if references.is_empty() { 0.0 } else { 16.0 };
+        let lines = text::wrap(&sheet.title, 15.0, true, CONTENT_WIDTH - reference_width - gap);
+        self.room(19.0);
+        let (top, page) = (self.y, self.pages.len());
+        // The reference beside the title, to its right, on the title's first baseline.
+        for line in references {
+            let x = RIGHT - line.width(10.0);
+            self.text(x, 10.0, Tone::Ink, line);
+            self.y += 13.0;
         }
-        for line in lines {
-            self.text(LEFT, 15.0, true, Tone::Ink, line);
-            self.y += 19.0;
+        let below_reference = self.y;
+        self.y = top;
+        self.lines(LEFT, 15.0, Tone::Ink, 19.0, lines);
+        if self.pages.len() == page {
+            self.y = self.y.max(below_reference);
         }
         self.y += 10.0;
     }
@@ -190,91 +160,105 @@ impl Layout<'_> {
     fn heading(&mut self, heading: &str) {
         self.room(40.0);
         self.y += 8.0;
-        for line in wrap(heading, 11.5, true, CONTENT_WIDTH) {
-            self.text(LEFT, 11.5, true, Tone::Ink, line);
-            self.y += 15.0;
-        }
+        self.lines(LEFT, 11.5, Tone::Ink, 15.0, text::wrap(heading, 11.5, true, CONTENT_WIDTH));
         let y = self.y - 10.0;
         self.page().push(Item::Rule { y, weight: 0.4 });
         self.y += 4.0;
     }
 
     fn fields(&mut self, fields: &[(String, String)]) {
+        const LEADING: f32 = 13.5;
         for (label, value) in fields {
-            let labels = wrap(label, 9.5, true, LABEL_WIDTH - 10.0);
+            let labels = text::wrap(label, 9.5, true, LABEL_WIDTH - 10.0);
             let value = if value.trim().is_empty() { "—" } else { value };
-            let values = wrap(value, 10.0, false, CONTENT_WIDTH - LABEL_WIDTH);
-            let height = labels.len().max(values.len()) as f32 * 13.5;
-            self.room(height);
-            let top = self.y;
-            for line in labels {
-                self.text(LEFT, 9.5, true, Tone::Muted, line);
-                self.y += 13.5;
+            let values = text::wrap(value, 10.0, false, CONTENT_WIDTH - LABEL_WIDTH);
+            let count = labels.len().max(values.len());
+            // A field of a few lines is kept together; a longer one flows across pages.
+            let height = count as f32 * LEADING;
+            if height <= self.page_height() / 2.0 {
+                self.room(height);
             }
-            self.y = top;
-            for line in values {
-                self.text(LEFT + LABEL_WIDTH, 10.0, false, Tone::Ink, line);
-                self.y += 13.5;
+            let (mut labels, mut values) = (labels.into_iter(), values.into_iter());
+            for _ in 0..count {
+                self.room(LEADING);
+                if let Some(line) = labels.next() {
+                    self.text(LEFT, 9.5, Tone::Muted, line);
+                }
+                if let Some(line) = values.next() {
+                    self.text(LEFT + LABEL_WIDTH, 10.0, Tone::Ink, line);
+                }
+                self.y += LEADING;
             }
-            self.y = top + height + 2.0;
+            self.y += 2.0;
         }
         self.y += 6.0;
     }
 
-    fn paragraph(&mut self, text: &str) {
-        for line in wrap(text, 10.0, false, CONTENT_WIDTH) {
-            self.room(13.5);
-            self.text(LEFT, 10.0, false, Tone::Ink, line);
-            self.y += 13.5;
-        }
+    fn paragraph(&mut self, paragraph: &str) {
+        self.lines(LEFT, 10.0, Tone::Ink, 13.5, text::wrap(paragraph, 10.0, false, CONTENT_WIDTH));
         self.y += 6.0;
     }
 
     fn table_head(&mut self, columns: &[(String, f32)], widths: &[f32]) {
-        let cells: Vec<Vec<String>> =
-            columns.iter().zip(widths).map(|((name, _), w)| wrap(name, 8.5, true, w - 6.0)).collect();
-        let height = cells.iter().map(Vec::len).max().unwrap_or(1) as f32 * 11.0 + 6.0;
+        let cells: Vec<Vec<Line>> =
+            columns.iter().zip(widths).map(|((name, _), w)| text::wrap(name, 8.5, true, w - 6.0)).collect();
+        let count = cells.iter().map(Vec::len).max().unwrap_or(1);
+        let height = count as f32 * 11.0 + 6.0;
         let top = self.y - 11.0;
         self.page().push(Item::Shade { y: top, height });
-        self.cells(&cells, widths, 8.5, true, 11.0);
+        self.row_line(cells, widths, 8.5, 11.0);
         self.y = top + height + 11.0;
     }
 
-    /// Writes a row of wrapped cells from the current baseline, leaving `y` unchanged.
-    fn cells(&mut self, cells: &[Vec<String>], widths: &[f32], size: f32, bold: bool, leading: f32) {
-        let top = self.y;
-        let mut x = LEFT + 3.0;
-        for (lines, width) in cells.iter().zip(widths) {
-            self.y = top;
-            for line in lines {
-                self.text(x, size, bold, Tone::Ink, line.clone());
-                self.y += leading;
+    /// Writes the lines of a row's cells one under the other from the current baseline,
+    /// leaving `y` under the last.
+    fn row_line(&mut self, cells: Vec<Vec<Line>>, widths: &[f32], size: f32, leading: f32) {
+        let count = cells.iter().map(Vec::len).max().unwrap_or(0);
+        let mut cells: Vec<_> = cells.into_iter().map(Vec::into_iter).collect();
+        for _ in 0..count {
+            let mut x = LEFT + 3.0;
+            for (lines, width) in cells.iter_mut().zip(widths) {
+                if let Some(line) = lines.next() {
+                    self.text(x, size, Tone::Ink, line);
+                }
+                x += width;
             }
-            x += width;
+            self.y += leading;
         }
-        self.y = top;
     }
 
     fn table(&mut self, columns: &[(String, f32)], rows: &[Vec<String>]) {
+        const LEADING: f32 = 11.5;
         let total: f32 = columns.iter().map(|(_, share)| share).sum::<f32>().max(f32::EPSILON);
         let widths: Vec<f32> = columns.iter().map(|(_, share)| CONTENT_WIDTH * share / total).collect();
         self.room(40.0);
         self.y += 6.0;
         self.table_head(columns, &widths);
         for row in rows {
-            let cells: Vec<Vec<String>> = widths
+            let cells: Vec<Vec<Line>> = widths
                 .iter()
                 .enumerate()
-                .map(|(i, w)| wrap(row.get(i).map_or("", String::as_str), 9.0, false, w - 6.0))
+                .map(|(i, w)| text::wrap(row.get(i).map_or("", String::as_str), 9.0, false, w - 6.0))
                 .collect();
-            let height = cells.iter().map(Vec::len).max().unwrap_or(1) as f32 * 11.5 + 5.0;
-            if self.room(height) {
+            let count = cells.iter().map(Vec::len).max().unwrap_or(1);
+            // A row of a few lines is kept together; a longer one flows across pages, its
+            // cells side by side, the headings repeated on each page.
+            let height = count as f32 * LEADING + 5.0;
+            if height <= self.page_height() / 2.0 && self.room(height) {
                 self.y += 6.0;
                 self.table_head(columns, &widths);
             }
-            self.cells(&cells, &widths, 9.0, false, 11.5);
-            self.y += height;
-            let y = self.y - 11.5;
+            let mut cells: Vec<_> = cells.into_iter().map(Vec::into_iter).collect();
+            for _ in 0..count {
+                if self.room(LEADING) {
+                    self.y += 6.0;
+                    self.table_head(columns, &widths);
+                }
+                let line: Vec<Vec<Line>> = cells.iter_mut().map(|c| c.next().into_iter().collect()).collect();
+                self.row_line(line, &widths, 9.0, LEADING);
+            }
+            self.y += 5.0;
+            let y = self.y - LEADING;
             self.page().push(Item::Rule { y, weight: 0.25 });
         }
         self.y += 8.0;
@@ -292,20 +276,39 @@ impl Layout<'_> {
             Signing::Unsigned => {
                 self.room(60.0);
                 self.y += 18.0;
-                self.text(LEFT, 13.0, true, Tone::Alert, "DRAFT: not signed");
-                self.y += 16.0;
+                let mark = text::wrap("DRAFT: not signed", 13.0, true, CONTENT_WIDTH);
+                self.lines(LEFT, 13.0, Tone::Alert, 16.0, mark);
                 let note = "This document is not signed and is not valid as a signed record.";
-                self.text(LEFT, 9.0, false, Tone::Muted, note);
-                self.y += 14.0;
+                self.lines(LEFT, 9.0, Tone::Muted, 14.0, text::wrap(note, 9.0, false, CONTENT_WIDTH));
             }
         }
     }
 }
 
-/// Every page of `sheet`, with what goes where (the watermark and the footers are drawn on
-/// every page once their number is known).
-pub(super) fn lay_out(letterhead: &Letterhead, sheet: &Sheet) -> Vec<Page> {
-    let mut layout = Layout { pages: vec![Vec::new()], y: MARGIN, letterhead, sheet };
+/// The footer's lines with their baselines, the last on the footer's baseline, wrapped to
+/// leave room for the page number beside them.
+fn footer(sheet: &Sheet) -> Vec<(f32, Line)> {
+    let number_width = text::line(WIDEST_PAGE_NUMBER, false).width(FOOTER_SIZE) + 12.0;
+    let lines = text::wrap(&sheet.footer, FOOTER_SIZE, false, CONTENT_WIDTH - number_width);
+    let first = FOOTER_BASELINE - FOOTER_LEADING * (lines.len().max(1) - 1) as f32;
+    lines.into_iter().enumerate().map(|(i, line)| (first + FOOTER_LEADING * i as f32, line)).collect()
+}
+
+/// Every page of `sheet`, with what goes where, and its footer (the watermark and the
+/// footers are drawn on every page once their number is known).
+pub(super) fn lay_out(letterhead: &Letterhead, sheet: &Sheet) -> Laid {
+    let footer = footer(sheet);
+    let footer_top = footer.first().map_or(FOOTER_BASELINE, |(y, _)| *y);
+    let running_head =
+        text::wrap(&format!("{} · {}", letterhead.name, sheet.title), 8.0, false, CONTENT_WIDTH);
+    let mut layout = Layout {
+        pages: vec![Vec::new()],
+        y: MARGIN,
+        bottom: (footer_top - FOOTER_GAP).max(LEAST_BOTTOM),
+        running_head,
+        letterhead,
+        sheet,
+    };
     layout.letterhead();
     layout.title();
     for block in &sheet.blocks {
@@ -317,33 +320,9 @@ pub(super) fn lay_out(letterhead: &Letterhead, sheet: &Sheet) -> Vec<Page> {
         }
     }
     layout.signature();
-    layout.pages
+    Laid { pages: layout.pages, footer }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_wraps_at_spaces_and_inside_words_too_long_for_a_line() {
-        let lines = wrap("one two three four five six seven", 10.0, false, 60.0);
-        assert!(lines.len() > 2, "{lines:?}");
-        assert!(lines.iter().all(|l| face(false).width(l, 10.0) <= 60.0), "{lines:?}");
-        assert_eq!(lines.join(" "), "one two three four five six seven");
-        let cut = wrap(&"x".repeat(100), 10.0, false, 50.0);
-        assert!(cut.len() > 1 && cut.concat() == "x".repeat(100), "{cut:?}");
-        assert_eq!(wrap("a\nb", 10.0, false, 100.0), ["a", "b"]);
-    }
-
-    #[test]
-    fn the_fonts_have_glyphs_for_latin_diacritics() {
-        for face in [face(false), face(true)] {
-            let charmap = face.font.charmap();
-            let missing: String = "Peña Nguyễn Łódź Çağrı Ångström Dvořák Željko Ø ß — ·"
-                .chars()
-                .filter(|c| !c.is_whitespace() && charmap.map(*c).is_none())
-                .collect();
-            assert!(missing.is_empty(), "no glyph for {missing:?}");
-        }
-    }
-}
+#[path = "layout_tests.rs"]
+mod tests;

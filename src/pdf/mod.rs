@@ -1,27 +1,30 @@
 //! Printed documents: what a page says ([`Sheet`]: a title, fields, paragraphs, tables and a
 //! signature) under a branch's [`Letterhead`], laid out on A4 pages and written as PDF.
 //!
-//! krilla writes the PDF: it shapes the text, embeds the fonts as subsets and maps every glyph
-//! back to its characters, so that the text can be copied and extracted. The fonts (DejaVu
-//! Sans, under `assets/fonts/` with their licence) are compiled in and cover Latin scripts
-//! with their diacritics. A document that should be signed and is not carries a DRAFT mark
-//! across every page and in place of the signature.
+//! Text is shaped here (`text`), in fonts compiled in for every script names are written in
+//! (`fonts`, from `assets/fonts/` with their licences), and flows onto as many pages as it
+//! needs: nothing is cut. krilla writes the PDF: it embeds the fonts as subsets and maps every
+//! glyph back to its characters, so that the text can be copied and extracted. A document
+//! that should be signed and is not carries a DRAFT mark across every page and in place of
+//! the signature.
 
 mod draw;
+mod fonts;
 mod layout;
 mod sheet;
+mod text;
 
 pub use sheet::{Block, Letterhead, Logo, PdfError, Sheet, Signing};
 
 /// The document as PDF bytes. Takes a few milliseconds of CPU: call it off the async threads.
 pub fn render(letterhead: &Letterhead, sheet: &Sheet) -> Result<Vec<u8>, PdfError> {
-    let pages = layout::lay_out(letterhead, sheet);
-    draw::write(&pages, letterhead, sheet)
+    let laid = layout::lay_out(letterhead, sheet);
+    draw::write(&laid, letterhead, sheet)
 }
 
 /// How many pages `sheet` takes.
 pub fn page_count(letterhead: &Letterhead, sheet: &Sheet) -> usize {
-    layout::lay_out(letterhead, sheet).len()
+    layout::lay_out(letterhead, sheet).pages.len()
 }
 
 #[cfg(test)]
@@ -38,7 +41,7 @@ mod tests {
             signing: Signing::NotSigned,
             footer: "printed".into(),
         };
-        let pages = layout::lay_out(&Letterhead { name: "Main".into(), ..Default::default() }, &sheet);
+        let pages = layout::lay_out(&Letterhead { name: "Main".into(), ..Default::default() }, &sheet).pages;
         assert!(pages.len() > 3, "{} pages", pages.len());
         let pdf = render(&Letterhead::default(), &sheet).unwrap();
         assert!(pdf.starts_with(b"%PDF-"));

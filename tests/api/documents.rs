@@ -5,6 +5,7 @@
 
 mod letterhead;
 mod logo_images;
+mod scripts;
 
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -25,14 +25,16 @@ fn run(command: &mut Command) -> Vec<u8> {
     out.stdout
 }
 
-/// The text of `pdf` in reading order of its content (`pdftotext -raw`).
+/// The text of `pdf` in reading order of its content (`pdftotext -raw`), without the
+/// embedding marks pdftotext puts around right-to-left words (U+202A to U+202E).
 pub fn text(pdf: &[u8]) -> String {
     let dir = scratch("text");
     let file = dir.join("document.pdf");
     std::fs::write(&file, pdf).unwrap();
     let text = run(Command::new("pdftotext").arg("-raw").arg("-enc").arg("UTF-8").arg(&file).arg("-"));
     let _ = std::fs::remove_dir_all(&dir);
-    String::from_utf8(text).expect("pdftotext writes UTF-8")
+    let text = String::from_utf8(text).expect("pdftotext writes UTF-8");
+    text.chars().filter(|c| !('\u{202A}'..='\u{202E}').contains(c)).collect()
 }
 
 /// `text` with every run of white space taken out, for values a line may have wrapped.
