@@ -232,6 +232,7 @@ pub fn openapi() -> salvo::oapi::OpenApi {
     for endpoints in crate::fhir::endpoints() {
         endpoints.describe(&mut doc);
     }
+    resource::docs::merged_answers(&mut doc, &resources());
     doc.finish()
 }
 
