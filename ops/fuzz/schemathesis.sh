@@ -46,7 +46,8 @@ export FUZZ_USER_ID FUZZ_ROLE_ID FUZZ_BRANCH_ID
 
 # Patient 1 merged into patient 2 before the run: the smallest id is the one generated most,
 # so the routes of a patient and the bodies naming one meet a merged patient from the start
-# (301 to a read, 410 to a write), not only after a merge the stateful phase happens to make.
+# (301 to a read, 410 to a write), not only after a merge the stateful phase happens to make;
+# hooks.py keeps it from being undone.
 api() {
   curl -sf -X POST "$BASE/api/v1/$1" -H 'Content-Type: application/json' -H "X-Branch-Id: $FUZZ_BRANCH_ID" \
     -H "Authorization: Bearer $TOKEN" -d "$2" >/dev/null
@@ -57,6 +58,8 @@ for first in Ana Anna; do
   api patients "{\"first_name\": \"$first\", \"last_name\": \"Reyes\", \"birth_date\": \"1980-01-02\", \"sex\": \"female\"}"
 done
 api patients/2/merge '{"duplicate_id": 1, "reason": "registered twice"}'
+FUZZ_MERGE_ID=$(psql "${PGURL%/*}/$DB" -Atc "SELECT id FROM branch_$FUZZ_BRANCH_ID.patient_merges WHERE duplicate_id = 1")
+export FUZZ_MERGE_ID
 export PYTHONPATH="$PWD/ops/fuzz${PYTHONPATH:+:$PYTHONPATH}" SCHEMATHESIS_HOOKS=hooks
 
 config=(--config-file ops/fuzz/schemathesis.toml)
