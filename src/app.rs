@@ -236,6 +236,7 @@ pub fn openapi() -> salvo::oapi::OpenApi {
     for endpoints in crate::fhir::endpoints() {
         endpoints.describe(&mut doc);
     }
+    resource::docs::merged_answers(&mut doc, &resources());
     doc.finish()
 }
 

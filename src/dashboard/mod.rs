@@ -37,9 +37,11 @@ pub fn endpoints() -> Vec<Endpoints> {
                     "Local date, inclusive; default today; at most 366 days",
                 )),
             Days::Date => op.add_parameter(docs::query("date", docs::date(), "Local date; default today")),
-            Days::Ahead => {
-                op.add_parameter(docs::query("days", docs::integer().minimum(1).maximum(90), "Default 7"))
-            }
+            Days::Ahead => op.add_parameter(docs::query(
+                "days",
+                docs::or_blank(docs::integer().minimum(1).maximum(90)),
+                "Default 7",
+            )),
         };
         let op = Doc::invalid(
             Doc::answers(op, "200", summary, docs::envelope(Object::new())),

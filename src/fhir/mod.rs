@@ -20,7 +20,7 @@ mod search;
 mod shape;
 mod vision;
 
-use salvo::oapi::{Object, PathItemType};
+use salvo::oapi::{Object, PathItemType, RefOr, Schema};
 
 use crate::http::docs::{self, Access, Doc};
 use crate::http::endpoints::Endpoints;
@@ -30,24 +30,34 @@ pub use outcome::{OperationOutcomes, catch_errors};
 
 /// A resource of `kind`, as the API description shows it.
 fn resource_schema(kind: &str) -> Object {
+    resource_of(&[kind], kind)
+}
+
+/// A resource of one of `kinds`, described as `what`.
+fn resource_of(kinds: &[&str], what: &str) -> Object {
     Object::new()
-        .description(format!("A FHIR R4 {kind}"))
-        .property("resourceType", docs::string().enum_values([kind]))
+        .description(format!("A FHIR R4 {what}"))
+        .property("resourceType", docs::string().enum_values(kinds.iter().copied()))
         .property("id", docs::string())
         .required("resourceType")
 }
 
 /// A searchset Bundle of `kind`.
 fn bundle_schema(kind: &str) -> Object {
+    bundle_of(resource_schema(kind), kind)
+}
+
+/// A searchset Bundle of `resource`, described as holding `what`.
+fn bundle_of(resource: Object, what: &str) -> Object {
     let link = Object::new()
         .property("relation", docs::string().enum_values(["self", "next", "previous"]))
         .property("url", docs::string());
     let entry = Object::new()
         .property("fullUrl", docs::string())
-        .property("resource", resource_schema(kind))
+        .property("resource", resource)
         .property("search", Object::new().property("mode", docs::string()));
     Object::new()
-        .description(format!("A FHIR R4 searchset Bundle of {kind}"))
+        .description(format!("A FHIR R4 searchset Bundle of {what}"))
         .property("resourceType", docs::string().enum_values(["Bundle"]))
         .property("type", docs::string().enum_values(["searchset"]))
         .property("total", docs::integer())
@@ -55,6 +65,26 @@ fn bundle_schema(kind: &str) -> Object {
         .property("entry", salvo::oapi::Array::new().items(entry))
         .required("resourceType")
         .required("type")
+}
+
+/// What a search's `patient` takes: ids or references (`Patient/4`, or a URL ending so),
+/// comma-separated; blank is left out.
+fn patient_pattern() -> String {
+    let item = r"(([^,\x00-\x1f\x7f-\x9f]*/)?Patient/)?\+?0*[1-9][0-9]{0,17}";
+    format!("^ *({item})? *(, *({item})? *)*$")
+}
+
+/// What a date search takes: a comma list of a prefix, then a date or a date and time, each
+/// part in its range (years 1 to 9899; the 29th of February is left out of the pattern, not
+/// refused); a blank item is left out.
+fn date_pattern() -> String {
+    let year = "(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-8][0-9]{3}|9[0-8][0-9]{2})";
+    let day = "((0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])|(0[13-9]|1[0-2])-(29|30)|(0[13578]|1[02])-31)";
+    let time =
+        r"T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,9})?)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?";
+    let item = format!("((eq|gt|lt|ge|le)?{year}(-(0[1-9]|1[0-2])|-{day}({time})?)?)?");
+    // A comma list matches any of its values; an empty item is left out.
+    format!("^ *{item} *(, *{item} *)*$")
 }
 
 /// The routes, each with its description: the CapabilityStatement for anyone; the rest for a
@@ -79,43 +109,45 @@ pub fn endpoints() -> Vec<Endpoints> {
             "{needs} A searchset Bundle with `total` and `self`/`next`/`previous` links; a parameter \
              this search does not take, or a value holding a control character, is a 400."
         ));
-        let mut parameters = vec![("_id", docs::string(), "Ids, comma-separated")];
+        let text = || docs::string().pattern(docs::text_pattern(true, true));
+        let mut parameters: Vec<(&str, RefOr<Schema>, &str)> =
+            vec![("_id", text().into(), "Ids, comma-separated")];
         let accepts = kind.accepts();
         if accepts.patient {
             parameters.push((
                 "patient",
-                docs::string(),
+                docs::string().pattern(patient_pattern()).into(),
                 "A Patient id or reference (Patient/4); comma-separated",
             ));
         }
         if accepts.identifier {
             parameters.push((
                 "identifier",
-                docs::string(),
-                "The PIN, or urn:clinic-server:pin|PIN; comma-separated; no control characters",
+                text().into(),
+                "The PIN, or urn:clinic-server:pin|PIN; comma-separated (any); may repeat (all)",
             ));
         }
         for date in accepts.dates {
             parameters.push((
                 date,
-                docs::string(),
-                "A date, or date and time, after eq, gt, lt, ge or le; comma-separated (any), each with \
-                 its own prefix; may repeat (all)",
+                docs::string().pattern(date_pattern()).into(),
+                "A date (YYYY, YYYY-MM, YYYY-MM-DD) or a date and time (YYYY-MM-DDThh:mm[:ss[.s]][Z|+hh:mm]), \
+                 after eq, gt, lt, ge or le; comma-separated (any), each with its own prefix; may repeat (all)",
             ));
         }
         parameters.push((
             "_count",
-            docs::integer().minimum(1).maximum(search::MAX_COUNT),
+            docs::or_blank(docs::integer().minimum(1).maximum(search::MAX_COUNT)),
             "Entries per page, default 20",
         ));
         parameters.push((
             "_offset",
-            docs::integer().minimum(0).maximum(search::MAX_OFFSET),
+            docs::or_blank(docs::integer().minimum(0).maximum(search::MAX_OFFSET)),
             "Entries to skip",
         ));
         parameters.push((
             "_format",
-            docs::string().enum_values(["json", "application/fhir+json", "application/json"]),
+            docs::or_blank(docs::string().enum_values(["json", "application/json", "application/fhir+json"])),
             "Only JSON",
         ));
         for (parameter, schema, description) in parameters {
@@ -162,15 +194,17 @@ pub fn endpoints() -> Vec<Endpoints> {
         .add_parameter(docs::path_id())
         .add_parameter(docs::query(
             "_count",
-            docs::integer().minimum(1).maximum(search::MAX_COUNT),
+            docs::or_blank(docs::integer().minimum(1).maximum(search::MAX_COUNT)),
             "Entries per page, default 20",
         ))
         .add_parameter(docs::query(
             "_offset",
-            docs::integer().minimum(0).maximum(search::MAX_OFFSET),
+            docs::or_blank(docs::integer().minimum(0).maximum(search::MAX_OFFSET)),
             "Entries to skip",
         ));
-    let op = Doc::fhir_answers(op, "200", "The patient's records", bundle_schema("Patient"));
+    let kinds: Vec<&str> = Type::ALL.iter().map(|kind| kind.name()).collect();
+    let records = bundle_of(resource_of(&kinds, "resource of the patient"), "the patient's records");
+    let op = Doc::fhir_answers(op, "200", "The patient's records", records);
     let op =
         Doc::fhir_answers(op, "404", "No such patient in this branch", resource_schema("OperationOutcome"));
     let op = Doc::fhir_answers(op, "410", "The patient was deleted", resource_schema("OperationOutcome"));

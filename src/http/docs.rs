@@ -66,6 +66,13 @@ fn error_schema() -> Object {
         .required("message")
 }
 
+/// The body of a 301 or 410 `merged`.
+fn merged_schema() -> Object {
+    error_schema()
+        .property("merged_into_id", integer().description("The record it was merged into"))
+        .property("location", string().description("The same route of that record"))
+}
+
 fn validation_schema() -> Object {
     Object::new()
         .property("message", string())
@@ -171,8 +178,20 @@ pub fn path_id() -> Parameter {
     path_param("id")
 }
 
+/// A record's id in a path: a positive 64-bit integer (anything else names no record: 404).
 pub fn path_param(name: &str) -> Parameter {
-    Parameter::new(name).location(ParameterIn::Path).required(Required::True).schema(integer().minimum(1))
+    Parameter::new(name).location(ParameterIn::Path).required(Required::True).schema(id())
+}
+
+/// A record's id: a positive 64-bit integer.
+pub fn id() -> Object {
+    integer().minimum(1).maximum(i64::MAX)
+}
+
+/// A query parameter's value, or a blank one, which the server takes as left out.
+pub fn or_blank(schema: impl Into<RefOr<Schema>>) -> RefOr<Schema> {
+    let blank = string().pattern(r"^\s*$").description("Blank: left out");
+    Schema::AnyOf(salvo::oapi::schema::AnyOf::new().item(schema).item(blank)).into()
 }
 
 impl Default for Doc {
@@ -350,18 +369,31 @@ impl Doc {
     /// The answer of a route of a record merged into another: 301 to the same route of that
     /// record for a read, 410 for a write.
     pub fn merged(op: Operation, write: bool) -> Operation {
-        let body = error_schema()
-            .property("merged_into_id", integer().description("The record it was merged into"))
-            .property("location", string().description("The same route of that record"));
         if write {
-            op.add_response("410", response("The record was merged into another; write to that one", body))
-        } else {
-            let location = salvo::oapi::Header::new(string())
-                .description("The same route of the record it was merged into");
-            op.add_response(
-                "301",
-                response("The record was merged into another", body).add_header("Location", location),
-            )
+            return Self::merged_write(op, "The record was merged into another; write to that one");
+        }
+        let location =
+            salvo::oapi::Header::new(string()).description("The same route of the record it was merged into");
+        op.add_response(
+            "301",
+            response("The record was merged into another", merged_schema()).add_header("Location", location),
+        )
+    }
+
+    /// A 410 `merged`: a write naming a record merged into another (`description` says which).
+    pub fn merged_write(op: Operation, description: &str) -> Operation {
+        op.add_response("410", response(description, merged_schema()))
+    }
+
+    /// Changes every operation of the document, given its method and path.
+    pub fn each_operation(&mut self, mut change: impl FnMut(PathItemType, &str, Operation) -> Operation) {
+        for (path, item) in self.api.paths.iter_mut() {
+            let methods: Vec<PathItemType> = item.operations.0.keys().copied().collect();
+            for method in methods {
+                if let Some(op) = item.operations.0.remove(&method) {
+                    item.operations.0.insert(method, change(method, path, op));
+                }
+            }
         }
     }
 

@@ -187,6 +187,8 @@ fn screens() -> Endpoints {
             salvo::oapi::Response::new("The page")
                 .add_content("text/html", salvo::oapi::Content::new(docs::string())),
         );
+    // The page is the same for every service: only an id that can name none is a 404.
+    let op = Doc::not_found(op);
     screens.add_behind(
         PathItemType::Get,
         "display/{id:num}",

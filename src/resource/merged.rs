@@ -3,7 +3,7 @@
 //! record it was merged into (reads), or a 410 (writes), with that record's id. Only answers
 //! that were going to be 404 pay for the look-up.
 
-use salvo::http::{Method, StatusCode};
+use salvo::http::StatusCode;
 use salvo::prelude::*;
 
 use super::context::{Context, Scope};
@@ -34,7 +34,7 @@ impl Handler for MergedRecords {
                 if let Some(query) = req.uri().query() {
                     location = format!("{location}?{query}");
                 }
-                let write = !matches!(*req.method(), Method::GET | Method::HEAD);
+                let write = is_write(req.method().as_str());
                 res.render(ApiError::Merged { into, location: Some(location), write });
             }
             Ok(None) => {}
@@ -47,13 +47,34 @@ impl Handler for MergedRecords {
 /// The declaration, the id and the rest of a path under `/api/v1/<path>/{id}` of a branch
 /// resource whose records may be merged.
 fn merged_route(path: &str) -> Option<(&'static Resource, i64, &str)> {
-    let below = path.strip_prefix("/api/v1/")?;
-    registered().iter().filter(|r| r.merged_into.is_some() && r.scope == Scope::Branch).find_map(|r| {
-        let member = below.strip_prefix(r.path)?.strip_prefix('/')?;
-        let (id, rest) = match member.find('/') {
-            Some(at) => member.split_at(at),
-            None => (member, ""),
-        };
-        Some((*r, id.parse().ok().filter(|id: &i64| *id > 0)?, rest))
+    mergeable(registered()).find_map(|r| {
+        let (id, rest) = below_member(r, path)?;
+        Some((r, id.parse().ok().filter(|id: &i64| *id > 0)?, rest))
     })
+}
+
+/// The declarations whose routes this hoop answers for: branch resources whose records may
+/// be merged.
+pub fn mergeable(resources: &[&'static Resource]) -> impl Iterator<Item = &'static Resource> {
+    resources.iter().copied().filter(|r| r.merged_into.is_some() && r.scope == Scope::Branch)
+}
+
+/// The id segment and the rest of `path` when it is `<collection>/<id>` or below it.
+fn below_member<'p>(r: &Resource, path: &'p str) -> Option<(&'p str, &'p str)> {
+    let member = path.strip_prefix(r.collection_path().as_str())?.strip_prefix('/')?;
+    Some(member.split_at(member.find('/').unwrap_or(member.len())))
+}
+
+/// What the hoop answers, for a merged record, on the documented branch route `path`
+/// (`/api/v1/patients/{id}/visits`): `Some(true)` a 410 (a write), `Some(false)` a 301 (a
+/// read), `None` when the route is not one of a mergeable record.
+pub fn documented_answer(resources: &[&'static Resource], method: &str, path: &str) -> Option<bool> {
+    mergeable(resources)
+        .filter_map(|r| below_member(r, path))
+        .any(|(id, _)| id.starts_with('{') && id.ends_with('}'))
+        .then(|| is_write(method))
+}
+
+fn is_write(method: &str) -> bool {
+    !(method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD"))
 }

@@ -6,6 +6,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use clinic_server::resource::field::{Field, Kind, Target};
+
 use crate::support::{TestApp, reply};
 
 /// The OpenAPI 3.1 schema (2022-10-07), as published by the OpenAPI Initiative.
@@ -87,4 +89,129 @@ async fn openapi_spec_validator_accepts_the_document() {
         "openapi-spec-validator refused the document: {}",
         &said[..said.len().min(2000)]
     );
+}
+
+/// The routes of a mergeable record (a patient) as the server knows them: every served route
+/// at or below `<collection>/{id}` of a declaration whose records may be merged.
+fn routes_of_mergeable_records() -> Vec<(String, String)> {
+    let resources = clinic_server::app::resources();
+    let collections: Vec<String> =
+        clinic_server::resource::merged::mergeable(&resources).map(|r| r.collection_path()).collect();
+    assert!(!collections.is_empty(), "no declaration's records may be merged");
+    clinic_server::app::served_routes()
+        .into_iter()
+        .filter(|(_, path)| {
+            collections.iter().any(|c| {
+                path.strip_prefix(c.as_str())
+                    .and_then(|below| below.strip_prefix("/{"))
+                    .is_some_and(|member| member.split('/').next().is_some_and(|id| id.ends_with('}')))
+            })
+        })
+        .collect()
+}
+
+/// Every operation of a patient's routes documents what the server answers for a merged
+/// patient (301 to a read, 410 to a write), and so does every write whose body names a
+/// patient (410).
+#[tokio::test]
+async fn every_route_of_a_mergeable_record_documents_its_merged_answers() {
+    let (_app, doc) = served_document().await;
+    let routes = routes_of_mergeable_records();
+    assert!(routes.len() > 15, "only {} routes of mergeable records", routes.len());
+    let status = |method: &str| if method == "GET" { "301" } else { "410" };
+    let missing: Vec<String> = routes
+        .iter()
+        .filter(|(method, path)| {
+            doc["paths"][path][method.to_lowercase()]["responses"][status(method)].is_null()
+        })
+        .map(|(method, path)| format!("{method} {path}: {}", status(method)))
+        .collect();
+    assert!(missing.is_empty(), "undocumented answers for merged records: {missing:#?}");
+
+    let resources = clinic_server::app::resources();
+    let tables: Vec<&str> = clinic_server::resource::merged::mergeable(&resources).map(|r| r.table).collect();
+    let names_merged = |f: &Field| matches!(f.kind, Kind::Ref(Target::Branch(t) | Target::InBranch(t)) if tables.contains(&t));
+    let mut naming = Vec::new();
+    for r in resources.iter().filter(|r| r.writable && r.all_fields().any(names_merged)) {
+        naming.push(("post".to_owned(), r.collection_path()));
+        naming.push(("put".to_owned(), format!("{}/{{id}}", r.collection_path())));
+    }
+    assert!(naming.len() > 10, "only {} declared writes name a patient", naming.len());
+    // Hand-written writes name a patient as the declarations do (`patient_id`), which the
+    // schemas' triggers check whatever route writes the row.
+    let names: BTreeSet<&str> =
+        resources.iter().flat_map(|r| r.all_fields()).filter(|f| names_merged(f)).map(|f| f.name).collect();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let properties = &op["requestBody"]["content"]["application/json"]["schema"]["properties"];
+            if names.iter().any(|name| !properties[*name].is_null()) {
+                naming.push((method.clone(), path.clone()));
+            }
+        }
+    }
+    assert!(naming.iter().any(|(_, path)| path == "/api/v1/queue/visits"), "{naming:?}");
+    let missing: Vec<String> = naming
+        .iter()
+        .filter(|(method, path)| doc["paths"][path][method]["responses"]["410"].is_null())
+        .map(|(method, path)| format!("{method} {path}"))
+        .collect();
+    assert!(missing.is_empty(), "writes naming a patient without their 410: {missing:#?}");
+}
+
+/// What the document says is what a merged patient's routes answer: every read of a patient's
+/// routes that takes only the patient's id answers 301 to the same route of the survivor.
+/// Except the access log: who saw a record is read after the record is gone, a merged
+/// duplicate's included (its own log, not the survivor's).
+#[tokio::test]
+async fn every_read_of_a_merged_patient_answers_the_documented_301() {
+    let (app, doc) = served_document().await;
+    let branch = app.main_branch().await;
+    let survivor = crate::support::id_of(&app.create_patient(branch, "Ana", "Reyes").await);
+    let duplicate = crate::support::id_of(&app.create_patient(branch, "Anna", "Reyes").await);
+    let merged = app
+        .post(
+            &format!("/api/v1/patients/{survivor}/merge"),
+            Some(branch),
+            serde_json::json!({ "duplicate_id": duplicate, "reason": "registered twice" }),
+        )
+        .await;
+    assert_eq!(merged.status, 201, "{}", merged.text);
+
+    let reads: Vec<String> = routes_of_mergeable_records()
+        .into_iter()
+        .filter(|(method, path)| method == "GET" && path.matches('{').count() == 1)
+        .filter(|(_, path)| !path.contains("/access-log"))
+        .map(|(_, path)| path)
+        .collect();
+    assert!(reads.len() > 3, "only {} reads of a patient", reads.len());
+    for path in reads {
+        assert!(!doc["paths"][&path]["get"]["responses"]["301"].is_null(), "GET {path}: 301 undocumented");
+        let (before, after) = path.split_once('{').unwrap();
+        let rest = &after[after.find('}').unwrap() + 1..];
+        let query = required_query(&doc["paths"][&path]["get"]);
+        let r = app.get(&format!("{before}{duplicate}{rest}{query}"), Some(branch)).await;
+        assert_eq!(r.status, 301, "GET {path} of a merged patient: {}", r.text);
+        let survivors = format!("{before}{survivor}{rest}{query}");
+        assert_eq!(r.header("location"), Some(survivors.as_str()), "GET {path}");
+    }
+}
+
+/// The query an operation cannot go without: each required parameter at its first allowed
+/// value.
+fn required_query(operation: &Value) -> String {
+    let pairs: Vec<String> = operation["parameters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["in"] == "query" && p["required"] == true)
+        .map(|p| {
+            let value = p["schema"]["enum"][0].as_str();
+            format!(
+                "{}={}",
+                p["name"].as_str().unwrap(),
+                value.expect("a required parameter lists its values")
+            )
+        })
+        .collect();
+    if pairs.is_empty() { String::new() } else { format!("?{}", pairs.join("&")) }
 }

@@ -109,9 +109,4 @@ pub fn add_endpoints(branch: &mut Endpoints) {
          undo that merge, `merge_id`, first), undo_window_closed, merge_incomplete, invalid_transition",
     );
     branch.add(PathItemType::Post, "patients/{id:num}/unmerge", undoing::unmerge, op);
-
-    // The shared routes of a patient answer for a merged one too.
-    branch.amend(PathItemType::Get, "/api/v1/patients/{id}", |op| Doc::merged(op, false));
-    branch.amend(PathItemType::Put, "/api/v1/patients/{id}", |op| Doc::merged(op, true));
-    branch.amend(PathItemType::Delete, "/api/v1/patients/{id}", |op| Doc::merged(op, true));
 }

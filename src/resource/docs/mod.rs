@@ -13,6 +13,9 @@ use super::{Resource, Scope, Shape};
 use crate::http::docs::{self, Access, Doc};
 use crate::http::list;
 
+mod merged;
+pub use merged::merged_answers;
+
 /// The component name of a resource's records (`PatientVisit`); its input is `<name>Input`.
 pub fn schema_name(resource: &Resource) -> String {
     resource.label.split(' ').map(capitalised).collect()
@@ -346,7 +349,7 @@ impl Operations<'_> {
                 Parameter::new(p.param)
                     .location(ParameterIn::Path)
                     .required(Required::True)
-                    .schema(docs::integer().minimum(1)),
+                    .schema(docs::id()),
             ),
             None => op,
         }
