@@ -227,6 +227,22 @@ impl Layout<'_> {
         }
     }
 
+    /// Writes a row kept on one page cell by cell, each cell's lines one under the other, so
+    /// that the text reads (and copies, and extracts) a whole cell before the next.
+    fn row_cells(&mut self, cells: Vec<Vec<Line>>, widths: &[f32], size: f32, leading: f32) {
+        let (top, count) = (self.y, cells.iter().map(Vec::len).max().unwrap_or(0));
+        let mut x = LEFT + 3.0;
+        for (lines, width) in cells.into_iter().zip(widths) {
+            self.y = top;
+            for line in lines {
+                self.text(x, size, Tone::Ink, line);
+                self.y += leading;
+            }
+            x += width;
+        }
+        self.y = top + count as f32 * leading;
+    }
+
     fn table(&mut self, columns: &[(String, f32)], rows: &[Vec<String>]) {
         const LEADING: f32 = 11.5;
         let total: f32 = columns.iter().map(|(_, share)| share).sum::<f32>().max(f32::EPSILON);
@@ -244,18 +260,24 @@ impl Layout<'_> {
             // A row of a few lines is kept together; a longer one flows across pages, its
             // cells side by side, the headings repeated on each page.
             let height = count as f32 * LEADING + 5.0;
-            if height <= self.page_height() / 2.0 && self.room(height) {
+            let kept_together = height <= self.page_height() / 2.0;
+            if kept_together && self.room(height) {
                 self.y += 6.0;
                 self.table_head(columns, &widths);
             }
-            let mut cells: Vec<_> = cells.into_iter().map(Vec::into_iter).collect();
-            for _ in 0..count {
-                if self.room(LEADING) {
-                    self.y += 6.0;
-                    self.table_head(columns, &widths);
+            if kept_together {
+                self.row_cells(cells, &widths, 9.0, LEADING);
+            } else {
+                let mut cells: Vec<_> = cells.into_iter().map(Vec::into_iter).collect();
+                for _ in 0..count {
+                    if self.room(LEADING) {
+                        self.y += 6.0;
+                        self.table_head(columns, &widths);
+                    }
+                    let line: Vec<Vec<Line>> =
+                        cells.iter_mut().map(|c| c.next().into_iter().collect()).collect();
+                    self.row_line(line, &widths, 9.0, LEADING);
                 }
-                let line: Vec<Vec<Line>> = cells.iter_mut().map(|c| c.next().into_iter().collect()).collect();
-                self.row_line(line, &widths, 9.0, LEADING);
             }
             self.y += 5.0;
             let y = self.y - LEADING;

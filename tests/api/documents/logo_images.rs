@@ -8,21 +8,11 @@ use std::process::Command;
 use reqwest::Method;
 
 use super::{letterhead, nguyen, shows};
-use crate::support::printed::{self, pdf_of, png_logo};
+use crate::support::printed::{self, pdf_of, png_chunk, png_logo};
 use crate::support::{Clinic, TestApp, assert_invalid, assert_status, reply};
 
 /// A JPEG of 48 x 48 pixels (a blue disc on white, as `cjpeg -quality 85` wrote it).
 const JPEG_LOGO: &[u8] = include_bytes!("../data/logo.jpg");
-
-fn chunk(png: &mut Vec<u8>, kind: &[u8], body: &[u8]) {
-    png.extend((body.len() as u32).to_be_bytes());
-    let mut crc = flate2::Crc::new();
-    crc.update(kind);
-    crc.update(body);
-    png.extend(kind);
-    png.extend(body);
-    png.extend(crc.sum().to_be_bytes());
-}
 
 fn zlib(raw: &[u8]) -> Vec<u8> {
     let mut deflate = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
@@ -38,9 +28,9 @@ fn png(width: u32, height: u32, depth: u8, color_type: u8, data: &[u8]) -> Vec<u
     header.extend(width.to_be_bytes());
     header.extend(height.to_be_bytes());
     header.extend([depth, color_type, 0, 0, 0]);
-    chunk(&mut png, b"IHDR", &header);
-    chunk(&mut png, b"IDAT", data);
-    chunk(&mut png, b"IEND", &[]);
+    png_chunk(&mut png, b"IHDR", &header);
+    png_chunk(&mut png, b"IDAT", data);
+    png_chunk(&mut png, b"IEND", &[]);
     png
 }
 

@@ -405,16 +405,7 @@ async fn duplicates_are_listed_with_each_reason_and_a_merged_pair_leaves_the_lis
 
     let r = app.get(&format!("{DUPLICATES}?perPage=100"), branch).await;
     assert_status(&r, 200);
-    let listed: BTreeSet<(i64, i64, String)> = r.body["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|pair| {
-            let reasons: Vec<&str> =
-                pair["reasons"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
-            (id_of(&pair["patient"]), id_of(&pair["duplicate"]), reasons.join(","))
-        })
-        .collect();
+    let listed = pairs_of(&r.body);
     let expected: BTreeSet<(i64, i64, String)> = [
         (same_a, same_b, "same_name_and_birth_date"),
         (similar_a, similar_b, "similar_name_and_birth_date"),
@@ -799,4 +790,25 @@ async fn a_merge_cut_between_the_two_databases_is_completed_by_its_retry() {
     let again = send().await;
     assert_eq!((again.status, again.header("idempotent-replayed")), (201, Some("true")));
     assert_eq!(again.body, done.body);
+}
+
+/// The pairs listed, as (older, newer, reasons).
+pub(super) async fn pairs(app: &TestApp, branch: i64) -> BTreeSet<(i64, i64, String)> {
+    let r = app.get(&format!("{DUPLICATES}?perPage=100"), Some(branch)).await;
+    assert_status(&r, 200);
+    pairs_of(&r.body)
+}
+
+/// The pairs of a page of the list, as (older, newer, reasons).
+fn pairs_of(page: &Value) -> BTreeSet<(i64, i64, String)> {
+    page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|pair| {
+            let reasons: Vec<&str> =
+                pair["reasons"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+            (id_of(&pair["patient"]), id_of(&pair["duplicate"]), reasons.join(","))
+        })
+        .collect()
 }

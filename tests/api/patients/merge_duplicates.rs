@@ -4,26 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use super::merge::born;
+use super::merge::{born, pairs};
 use super::*;
-
-const DUPLICATES: &str = "/api/v1/patients/duplicates";
-
-/// The pairs listed, as (older, newer, reasons).
-async fn pairs(app: &TestApp, branch: i64) -> BTreeSet<(i64, i64, String)> {
-    let r = app.get(&format!("{DUPLICATES}?perPage=100"), Some(branch)).await;
-    assert_status(&r, 200);
-    r.body["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|pair| {
-            let reasons: Vec<&str> =
-                pair["reasons"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
-            (id_of(&pair["patient"]), id_of(&pair["duplicate"]), reasons.join(","))
-        })
-        .collect()
-}
 
 fn expected(pairs: &[(i64, i64, &str)]) -> BTreeSet<(i64, i64, String)> {
     pairs.iter().map(|(a, b, reason)| (*a, *b, (*reason).to_owned())).collect()

@@ -95,22 +95,13 @@ pub fn png_logo(size: u32) -> Vec<u8> {
     deflate.write_all(&raw).unwrap();
     let data = deflate.finish().unwrap();
     let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
-    let mut chunk = |kind: &[u8], body: &[u8]| {
-        png.extend((body.len() as u32).to_be_bytes());
-        let mut crc = flate2::Crc::new();
-        crc.update(kind);
-        crc.update(body);
-        png.extend(kind);
-        png.extend(body);
-        png.extend(crc.sum().to_be_bytes());
-    };
     let mut header = Vec::new();
     header.extend(size.to_be_bytes());
     header.extend(size.to_be_bytes());
     header.extend([8, 2, 0, 0, 0]); // 8-bit RGB
-    chunk(b"IHDR", &header);
-    chunk(b"IDAT", &data);
-    chunk(b"IEND", &[]);
+    png_chunk(&mut png, b"IHDR", &header);
+    png_chunk(&mut png, b"IDAT", &data);
+    png_chunk(&mut png, b"IEND", &[]);
     png
 }
 
@@ -146,4 +137,15 @@ pub async fn pdf_of(app: &TestApp, token: &str, path: &str, branch: i64) -> Vec<
     assert!(disposition.is_some_and(|d| d.starts_with("inline; filename=") && d.ends_with(".pdf\"")));
     assert!(bytes.starts_with(b"%PDF-"), "{path}: not a PDF");
     bytes
+}
+
+/// Appends a PNG chunk of `kind` holding `body`, with its length and CRC.
+pub fn png_chunk(png: &mut Vec<u8>, kind: &[u8], body: &[u8]) {
+    png.extend((body.len() as u32).to_be_bytes());
+    let mut crc = flate2::Crc::new();
+    crc.update(kind);
+    crc.update(body);
+    png.extend(kind);
+    png.extend(body);
+    png.extend(crc.sum().to_be_bytes());
 }
