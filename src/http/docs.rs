@@ -11,6 +11,8 @@ use salvo::oapi::{
     PathItemType, RefOr, RequestBody, Required, Schema, SchemaFormat, SecurityRequirement, SecurityScheme,
 };
 
+use super::text::Lines;
+
 pub const BEARER: &str = "bearerAuth";
 /// A waiting-room screen's key (`X-Display-Key`): its own stream, nothing else.
 pub const DISPLAY_KEY: &str = "displayKey";
@@ -43,6 +45,16 @@ fn text_characters(one_line: bool) -> &'static str {
 pub fn text_pattern(one_line: bool, blank: bool) -> String {
     let c = text_characters(one_line);
     if blank { format!("^{c}*$") } else { format!(r"^{c}*[^\s\x00-\x1f\x7f-\x9f]{c}*$") }
+}
+
+/// A value that is only white space, which the server trims to nothing: Unicode's white space
+/// less the control characters `http::text` refuses (tab taken, line breaks where `lines`
+/// allows them).
+pub fn blank_pattern(lines: Lines) -> &'static str {
+    match lines {
+        Lines::One => r"^[\t \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
+        Lines::Many => r"^[\t\n\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
+    }
 }
 
 /// A search term: at most 200 characters, no control characters but tab.
@@ -190,7 +202,7 @@ pub fn id() -> Object {
 
 /// A query parameter's value, or a blank one, which the server takes as left out.
 pub fn or_blank(schema: impl Into<RefOr<Schema>>) -> RefOr<Schema> {
-    let blank = string().pattern(r"^\s*$").description("Blank: left out");
+    let blank = string().pattern(blank_pattern(Lines::One)).description("Blank: left out");
     Schema::AnyOf(salvo::oapi::schema::AnyOf::new().item(schema).item(blank)).into()
 }
 

@@ -12,6 +12,7 @@ use super::field::{Field, Kind, Structure};
 use super::{Resource, Scope, Shape};
 use crate::http::docs::{self, Access, Doc};
 use crate::http::list;
+use crate::http::text::Lines;
 
 mod merged;
 pub use merged::merged_answers;
@@ -75,7 +76,9 @@ fn schema_of(kind: Kind, nullable: bool, side: Side) -> RefOr<Schema> {
     if !blank_clears {
         return schema;
     }
-    let blank = Object::with_type(BasicType::String).pattern(r"^\s*$").description("Blank: no value");
+    let blank = Object::with_type(BasicType::String)
+        .pattern(docs::blank_pattern(Lines::Many))
+        .description("Blank: no value");
     Schema::AnyOf(salvo::oapi::schema::AnyOf::new().item(schema).item(blank)).into()
 }
 
@@ -495,7 +498,7 @@ fn date_range_parameters(r: &Resource) -> Vec<Parameter> {
 
 /// A filter's value: one of its kind, or blank for no filter (what an emptied box sends).
 fn filter_schema(kind: Kind) -> RefOr<Schema> {
-    let empty = Object::with_type(BasicType::String).pattern(r"^\s*$");
+    let empty = Object::with_type(BasicType::String).pattern(docs::blank_pattern(Lines::One));
     Schema::AnyOf(salvo::oapi::schema::AnyOf::new().item(field_schema(kind, false)).item(empty)).into()
 }
 
