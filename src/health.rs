@@ -106,12 +106,20 @@ async fn registry_answers(state: &AppState) -> bool {
         recycle: Some(Duration::from_millis(500)),
     };
     let probe = async {
-        match state.registry.timeout_get(&timeouts).await {
-            Ok(client) => client.simple_query("SELECT 1").await.is_ok(),
-            Err(PoolError::Timeout(TimeoutType::Wait)) => state.registry.status().size > 0,
-            Err(e) => {
-                tracing::warn!(error = %e, "readiness: registry unreachable");
-                false
+        loop {
+            match state.registry.timeout_get(&timeouts).await {
+                Ok(client) => match client.simple_query("SELECT 1").await {
+                    Ok(_) => return true,
+                    // An idle connection the server ended (a restart, a cut) fails once and is
+                    // dropped by the pool; the next is taken, so a registry back up is ready.
+                    Err(_) if client.is_closed() => continue,
+                    Err(_) => return false,
+                },
+                Err(PoolError::Timeout(TimeoutType::Wait)) => return state.registry.status().size > 0,
+                Err(e) => {
+                    tracing::warn!(error = %e, "readiness: registry unreachable");
+                    return false;
+                }
             }
         }
     };
