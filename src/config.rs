@@ -51,6 +51,31 @@ impl Cidr {
     }
 }
 
+/// The cost of a password hash: argon2id's memory (KiB) and passes, one lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HashCost {
+    pub memory_kib: u32,
+    pub iterations: u32,
+}
+
+impl HashCost {
+    /// OWASP's first recommendation for argon2id: 46 MiB, one pass.
+    pub const DEFAULT: Self = Self { memory_kib: 47_104, iterations: 1 };
+    /// OWASP's equally strong alternatives, memory traded for passes; a cost is strong
+    /// enough when it reaches one of them on both counts.
+    pub const FLOOR: [Self; 5] = [
+        Self { memory_kib: 47_104, iterations: 1 },
+        Self { memory_kib: 19_456, iterations: 2 },
+        Self { memory_kib: 12_288, iterations: 3 },
+        Self { memory_kib: 9_216, iterations: 4 },
+        Self { memory_kib: 7_168, iterations: 5 },
+    ];
+
+    pub fn meets_floor(self) -> bool {
+        Self::FLOOR.iter().any(|f| self.memory_kib >= f.memory_kib && self.iterations >= f.iterations)
+    }
+}
+
 /// How many password hashes run at once and how many more may wait for their turn.
 #[derive(Debug, Clone, Copy)]
 pub struct HashLimits {
@@ -80,6 +105,8 @@ pub struct Settings {
     pub bind_addr: SocketAddr,
     /// Token lifetime; `None` means tokens never expire.
     pub token_expiry: Option<Duration>,
+    /// A token unused this long ends (off when `None`).
+    pub token_idle: Option<Duration>,
     pub admin_password: Option<String>,
     pub smtp_url: Option<String>,
     pub mail_from: String,
@@ -100,8 +127,10 @@ pub struct Settings {
     pub pool_wait: Duration,
     /// Branches migrated at once on start-up and by `migrate`.
     pub migrate_parallelism: usize,
-    /// scrypt cost as log2(N); 17 in production, tests use a cheap one.
-    pub password_hash_log_n: u8,
+    /// argon2id's cost for new hashes; tests use a cheap one.
+    pub password_hash_cost: HashCost,
+    /// Lets a cost below OWASP's floor start: tests only.
+    pub password_hash_weak_for_tests: bool,
     /// Read audit records waiting to be written, at most; a read waits for room (up to
     /// `pool_wait`, then 503).
     pub read_audit_queue: usize,
@@ -170,6 +199,13 @@ impl Settings {
     pub fn from_env() -> anyhow::Result<Self> {
         let _ = dotenvy::dotenv();
         let expiry_minutes: u64 = parsed("API_TOKEN_EXPIRY", 0)?;
+        let idle_minutes: u64 = parsed("API_TOKEN_IDLE_MINUTES", 0)?;
+        if var("PASSWORD_HASH_COST").is_some() {
+            bail!(
+                "PASSWORD_HASH_COST (scrypt's) is no longer read: new passwords are hashed with argon2id; \
+                 remove it and set PASSWORD_HASH_MEMORY_KIB and PASSWORD_HASH_ITERATIONS if the defaults do not suit"
+            );
+        }
         let trusted_proxies = var("TRUSTED_PROXIES")
             .map(|list| {
                 list.split(',')
@@ -183,6 +219,7 @@ impl Settings {
             database_url: var("DATABASE_URL"),
             bind_addr: parsed("BIND_ADDR", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
             token_expiry: (expiry_minutes > 0).then(|| Duration::from_secs(expiry_minutes * 60)),
+            token_idle: (idle_minutes > 0).then(|| Duration::from_secs(idle_minutes * 60)),
             admin_password: var("CLINIC_ADMIN_PASSWORD"),
             smtp_url: var("SMTP_URL"),
             mail_from: var("MAIL_FROM").unwrap_or_else(|| "clinic-server <no-reply@localhost>".into()),
@@ -199,7 +236,11 @@ impl Settings {
             branch_pool_size: parsed("BRANCH_POOL_SIZE", 20)?,
             pool_wait: Duration::from_millis(parsed("POOL_WAIT_TIMEOUT_MS", 5000)?),
             migrate_parallelism: parsed("MIGRATE_PARALLELISM", 4)?,
-            password_hash_log_n: parsed("PASSWORD_HASH_COST", 15)?,
+            password_hash_cost: HashCost {
+                memory_kib: parsed("PASSWORD_HASH_MEMORY_KIB", HashCost::DEFAULT.memory_kib)?,
+                iterations: parsed("PASSWORD_HASH_ITERATIONS", HashCost::DEFAULT.iterations)?,
+            },
+            password_hash_weak_for_tests: parsed("PASSWORD_HASH_WEAK_FOR_TESTS", false)?,
             read_audit_queue: parsed("READ_AUDIT_QUEUE", 8192)?,
             read_audit_hold: Duration::from_millis(parsed("READ_AUDIT_HOLD_MS", 1000)?),
             read_audit_branches_per_transaction: parsed(
@@ -238,8 +279,18 @@ impl Settings {
         if self.branch_pool_size == 0 {
             bail!("BRANCH_POOL_SIZE must be at least 1");
         }
-        if !(1..=20).contains(&self.password_hash_log_n) {
-            bail!("PASSWORD_HASH_COST must be between 1 and 20");
+        let HashCost { memory_kib, iterations } = self.password_hash_cost;
+        if !(8..=4 * 1024 * 1024).contains(&memory_kib) || !(1..=64).contains(&iterations) {
+            bail!(
+                "PASSWORD_HASH_MEMORY_KIB must be between 8 and 4194304, PASSWORD_HASH_ITERATIONS between 1 and 64"
+            );
+        }
+        if !self.password_hash_cost.meets_floor() && !self.password_hash_weak_for_tests {
+            bail!(
+                "PASSWORD_HASH_MEMORY_KIB={memory_kib} with PASSWORD_HASH_ITERATIONS={iterations} is below \
+                 OWASP's floor for argon2id (47104 KiB x 1, 19456 x 2, 12288 x 3, 9216 x 4 or 7168 x 5); \
+                 raise them (PASSWORD_HASH_WEAK_FOR_TESTS=true allows it, for tests only)"
+            );
         }
         if self.read_audit_queue == 0 {
             bail!("READ_AUDIT_QUEUE must be at least 1");
@@ -274,6 +325,7 @@ impl Settings {
             database_url: Some(url.to_owned()),
             bind_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             token_expiry: None,
+            token_idle: None,
             admin_password: None,
             smtp_url: None,
             mail_from: "clinic-server <no-reply@localhost>".into(),
@@ -288,7 +340,8 @@ impl Settings {
             branch_pool_size: 20,
             pool_wait: Duration::from_secs(5),
             migrate_parallelism: 4,
-            password_hash_log_n: 15,
+            password_hash_cost: HashCost::DEFAULT,
+            password_hash_weak_for_tests: false,
             read_audit_queue: 8192,
             read_audit_hold: Duration::from_secs(1),
             read_audit_branches_per_transaction: READ_AUDIT_BRANCHES_PER_TRANSACTION,

@@ -2,15 +2,17 @@
 //! depot; `/auth/*` logs in and out, resets and changes passwords.
 
 mod body;
+mod rehash;
 pub mod reset;
 pub mod routes;
+mod sessions;
 
 use std::sync::Arc;
 
 use salvo::prelude::*;
 
 use crate::http::error::ApiError;
-use crate::state::session::authenticate;
+use crate::state::session::{Presented, authenticate};
 use crate::state::{AppState, AuthUser};
 
 fn bearer(req: &Request) -> Option<&str> {
@@ -25,9 +27,13 @@ async fn check_token(state: &AppState, req: &Request, token: &str) -> Result<Aut
     let key = state.bad_token_key(req);
     state.limits.bad_token.check(&key)?;
     match authenticate(state, token).await? {
-        Some(user) => Ok(user),
-        None => {
+        Presented::User(user) => Ok(user),
+        Presented::Invalid => {
             state.limits.bad_token.count(&key)?;
+            Err(ApiError::Unauthenticated)
+        }
+        Presented::Idle { token_id, user_id } => {
+            sessions::end_idle(state, token_id, user_id).await?;
             Err(ApiError::Unauthenticated)
         }
     }

@@ -19,7 +19,7 @@ use crate::resource::validate::validate;
 use crate::resource::{Context, Unit, Within, audit_event};
 use crate::security::password::check_strength;
 use crate::state::AppState;
-use crate::state::session::{issue_token, revoke_tokens};
+use crate::state::session::{Origin, issue_token, revoke_tokens};
 
 /// The active branches a user may work in, as branch summaries.
 async fn branch_summaries(client: &impl Queries, user_id: i64) -> ApiResult<Vec<Value>> {
@@ -93,8 +93,12 @@ async fn login(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiR
     }
     let row = row.ok_or(ApiError::InvalidCredentials)?;
     let user_id: i64 = row.get("id");
+    if let Some(stored) = &stored {
+        super::rehash::upgrade(&state, user_id, &password, stored).await?;
+    }
     audit_event(&client, Some(user_id), "login", &USERS, Some(user_id), json!({ "ip": ip })).await?;
-    let token = issue_token(&state, user_id).await?;
+    let user_agent = req.headers().get("user-agent").and_then(|v| v.to_str().ok());
+    let token = issue_token(&state, user_id, &Origin { ip: &ip, user_agent }).await?;
     let branches = branch_summaries(&client, user_id).await?;
     web::ok(
         res,
@@ -255,6 +259,7 @@ pub fn endpoints() -> Vec<Endpoints> {
     login_endpoints(&mut public, &mut signed_in);
     reset_endpoints(&mut public);
     session_endpoints(&mut signed_in, &mut password);
+    super::sessions::endpoints(&mut signed_in);
     vec![public, signed_in, password]
 }
 

@@ -110,9 +110,9 @@ impl Display {
     /// with the branch and `queue.read`; a key not revoked, its service and branch live.
     async fn still_allowed(&self) -> bool {
         let verdict = match &self.holder {
-            Holder::User { token, .. } => authenticate(&self.state, token)
-                .await
-                .map(|user| user.is_some_and(|u| u.branch_ids.contains(&self.route.id) && u.can(QUEUE_READ))),
+            Holder::User { token, .. } => authenticate(&self.state, token).await.map(|presented| {
+                presented.user().is_some_and(|u| u.branch_ids.contains(&self.route.id) && u.can(QUEUE_READ))
+            }),
             Holder::Key { id } => super::display_keys::still_live(&self.state, *id).await,
         };
         // Cannot tell now (the registry is unreachable): keep showing, check again later.
@@ -152,6 +152,15 @@ impl Display {
             }
         };
         tokio::pin!(expiry);
+        // An open stream is its token in use: with an idle limit, the stream presents its
+        // token again now and then, which keeps it from going idle (and ends the stream
+        // should the token be gone).
+        let in_use_every = match (&self.holder, self.state.settings.token_idle) {
+            (Holder::User { .. }, Some(idle)) => Some((idle / 3).max(Duration::from_secs(1))),
+            _ => None,
+        };
+        let in_use = tokio::time::sleep(in_use_every.unwrap_or(Duration::from_secs(3600)));
+        tokio::pin!(in_use);
         let state = self.state.clone();
         let draining = state.drain.started();
         tokio::pin!(draining);
@@ -178,6 +187,13 @@ impl Display {
                     }
                 }
                 () = &mut expiry => return Next::End("token_expired"),
+                () = &mut in_use, if in_use_every.is_some() => {
+                    if !self.still_allowed().await {
+                        return Next::End(self.access_ended());
+                    }
+                    let every = in_use_every.unwrap_or_default();
+                    in_use.as_mut().reset(tokio::time::Instant::now() + every);
+                }
                 // The instance is shutting down: the display reconnects to another one.
                 () = &mut draining => return Next::End("shutdown"),
             }

@@ -1,5 +1,6 @@
-//! Password hashing: scrypt PHC strings, computed off the async runtime (a hash costs tens
-//! of milliseconds and megabytes of memory), a few at a time.
+//! Password hashing: argon2id PHC strings (OWASP's first choice; scrypt hashes made before it
+//! still verify, and are rehashed at the next login), computed off the async runtime (a hash
+//! costs tens of milliseconds and tens of megabytes of memory), a few at a time.
 //!
 //! Fewer hashes run at once than there are cores, on threads of their own at a lower CPU
 //! priority (nice 10), so a flood of logins leaves the cores to the rest of the API and takes
@@ -12,20 +13,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use anyhow::Context;
+use argon2::{Algorithm, Argon2, Version};
+use scrypt::Scrypt;
 use scrypt::password_hash::{PasswordHasher as _, PasswordVerifier as _};
 use scrypt::phc::PasswordHash;
-use scrypt::{Params, Scrypt};
 use tokio::sync::Semaphore;
 
-use crate::config::HashLimits;
+use crate::config::{HashCost, HashLimits};
 use crate::http::error::ApiError;
 
 #[derive(Clone)]
 pub struct Hasher {
-    params: Params,
+    params: argon2::Params,
     /// The threads that compute hashes.
     threads: HashThreads,
-    /// Bounds memory: each hash holds 128 * r * N bytes.
+    /// Bounds memory: each hash holds its memory cost (a scrypt hash verified, 128 * r * N
+    /// bytes).
     permits: Arc<Semaphore>,
     /// A hash of a random password, verified against when a login names no user, so that
     /// unknown usernames cost the same as wrong passwords.
@@ -169,8 +172,9 @@ pub fn check_strength(password: &str, identities: &[&str]) -> Result<(), String>
 }
 
 impl Hasher {
-    pub fn new(log_n: u8, limits: HashLimits) -> anyhow::Result<Self> {
-        let params = Params::new(log_n, 8, 1).context("scrypt parameters")?;
+    pub fn new(cost: HashCost, limits: HashLimits) -> anyhow::Result<Self> {
+        let params = argon2::Params::new(cost.memory_kib, cost.iterations, 1, None)
+            .map_err(|e| anyhow::anyhow!("argon2 parameters: {e}"))?;
         let concurrency = limits.concurrency.max(1);
         let permits = Arc::new(Semaphore::new(concurrency));
         let decoy = hash_with(&params, &super::tokens::random_secret())?;
@@ -198,7 +202,7 @@ impl Hasher {
     pub async fn hash(&self, password: &str) -> Result<String, ApiError> {
         let _queued = Queued::join(&self.queued, self.bound)?;
         let _permit = self.permits.acquire().await.map_err(anyhow::Error::from)?;
-        let params = self.params;
+        let params = self.params.clone();
         let password = password.to_owned();
         Ok(self.threads.run(move || hash_with(&params, &password)).await??)
     }
@@ -218,16 +222,44 @@ impl Hasher {
             .threads
             .run(move || {
                 let hash = PasswordHash::new(&stored).map_err(|e| anyhow::anyhow!("stored hash: {e}"))?;
-                anyhow::Ok(Scrypt::new().verify_password(password.as_bytes(), &hash).is_ok())
+                let matches = match hash.algorithm.as_str() {
+                    "scrypt" => Scrypt::new().verify_password(password.as_bytes(), &hash).is_ok(),
+                    // The parameters are the stored hash's own.
+                    _ => Argon2::default().verify_password(password.as_bytes(), &hash).is_ok(),
+                };
+                anyhow::Ok(matches)
             })
             .await??;
         self.checked.fetch_add(1, Ordering::Relaxed);
         Ok(usable && matches)
     }
+
+    /// Whether a stored hash is weaker than what this server makes now (another algorithm, or
+    /// argon2id at a lower cost): after a login proved the password, it is hashed again.
+    pub fn needs_rehash(&self, stored: &str) -> bool {
+        let Ok(hash) = PasswordHash::new(stored) else { return false };
+        if hash.algorithm.as_str() != "argon2id" || hash.version != Some(Version::V0x13.into()) {
+            return true;
+        }
+        argon2::Params::try_from(&hash).map_or(true, |p| {
+            p.m_cost() < self.params.m_cost()
+                || p.t_cost() < self.params.t_cost()
+                || p.p_cost() < self.params.p_cost()
+        })
+    }
+
+    /// How a stored hash was made, for the audit record of a rehash: its algorithm and cost,
+    /// never the hash.
+    pub fn describe(stored: &str) -> String {
+        match PasswordHash::new(stored) {
+            Ok(hash) => format!("{} {}", hash.algorithm, hash.params),
+            Err(_) => "unreadable".into(),
+        }
+    }
 }
 
-fn hash_with(params: &Params, password: &str) -> anyhow::Result<String> {
-    let hash = Scrypt::new_with_params(*params)
+fn hash_with(params: &argon2::Params, password: &str) -> anyhow::Result<String> {
+    let hash = Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone())
         .hash_password(password.as_bytes())
         .map_err(|e| anyhow::anyhow!("hashing: {e}"))?;
     Ok(hash.to_string())
@@ -237,11 +269,44 @@ fn hash_with(params: &Params, password: &str) -> anyhow::Result<String> {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::{HashLimits, Hasher, check_strength};
+    use scrypt::password_hash::PasswordHasher as _;
+
+    use super::{HashCost, HashLimits, Hasher, check_strength};
+
+    const CHEAP: HashCost = HashCost { memory_kib: 8, iterations: 1 };
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn scrypt_hashes_verify_and_are_rehashed_below_the_cost() {
+        let hasher = Hasher::new(CHEAP, HashLimits { concurrency: 1, queue: 4 }).unwrap();
+        let params = scrypt::Params::new(4, 8, 1).unwrap();
+        let old =
+            scrypt::Scrypt::new_with_params(params).hash_password(b"violet-harbour-27").unwrap().to_string();
+        assert!(hasher.verify("violet-harbour-27", Some(&old)).await.unwrap());
+        assert!(!hasher.verify("violet-harbour-28", Some(&old)).await.unwrap());
+        assert!(hasher.needs_rehash(&old), "another algorithm");
+        let new = hasher.hash("violet-harbour-27").await.unwrap();
+        assert!(new.starts_with("$argon2id$v=19$m=8,t=1,p=1$"), "{new}");
+        assert!(!hasher.needs_rehash(&new));
+        assert!(hasher.verify("violet-harbour-27", Some(&new)).await.unwrap());
+        let stronger =
+            Hasher::new(HashCost { memory_kib: 16, iterations: 1 }, HashLimits { concurrency: 1, queue: 4 })
+                .unwrap();
+        assert!(stronger.needs_rehash(&new), "a lower memory cost");
+        assert!(stronger.verify("violet-harbour-27", Some(&new)).await.unwrap(), "its own parameters");
+        assert_eq!(Hasher::describe(&new), "argon2id m=8,t=1,p=1");
+    }
+
+    #[test]
+    fn the_floor_is_owasps() {
+        assert!(HashCost::DEFAULT.meets_floor());
+        assert!(HashCost { memory_kib: 19_456, iterations: 2 }.meets_floor());
+        assert!(!HashCost { memory_kib: 19_456, iterations: 1 }.meets_floor());
+        assert!(!HashCost { memory_kib: 7_000, iterations: 10 }.meets_floor());
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_queue_counts_hashes_waiting_and_running() {
-        let hasher = Hasher::new(4, HashLimits { concurrency: 2, queue: 4 }).unwrap();
+        let hasher = Hasher::new(CHEAP, HashLimits { concurrency: 2, queue: 4 }).unwrap();
         // Every permit held: a hash waits in the queue.
         let all = hasher.permits.available_permits() as u32;
         let held = hasher.permits.clone().acquire_many_owned(all).await.unwrap();
@@ -262,7 +327,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_hash_past_a_full_line_is_refused_at_once_and_the_line_recovers() {
-        let hasher = Hasher::new(4, HashLimits { concurrency: 1, queue: 2 }).unwrap();
+        let hasher = Hasher::new(CHEAP, HashLimits { concurrency: 1, queue: 2 }).unwrap();
         let held = hasher.permits.clone().acquire_owned().await.unwrap();
         // One place computing (held above, so nothing runs) and two waiting fill the line.
         let waiting: Vec<_> = (0..3)

@@ -63,7 +63,7 @@ impl AppState {
         directory: Arc<Directory>,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<Self> {
-        let hasher = Hasher::new(settings.password_hash_log_n, settings.password_hash_limits)?;
+        let hasher = Hasher::new(settings.password_hash_cost, settings.password_hash_limits)?;
         let limits = Arc::new(Limits::new(&settings));
         metrics.observe(&directory, &hasher, &limits);
         let (read_audit, read_audit_writer) = ReadAudit::start(

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -46,12 +47,34 @@ impl AuthUser {
     }
 }
 
-#[derive(Clone)]
 struct TokenRecord {
     user_id: i64,
     secret_hash: Vec<u8>,
     expires_at: Option<OffsetDateTime>,
+    /// When the token was last used as far as this instance knows (Unix seconds): when it was
+    /// issued, its `last_used_at` as loaded, or this instance's latest write of it.
+    last_used: AtomicI64,
 }
+
+impl TokenRecord {
+    fn unused_since(&self) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(self.last_used.load(Ordering::Relaxed))
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+    }
+}
+
+/// Where a session was opened from, as its token records it.
+pub struct Origin<'a> {
+    pub ip: &'a str,
+    pub user_agent: Option<&'a str>,
+}
+
+/// Longest `user_agent` kept of a session, in characters.
+const USER_AGENT_CHARS: usize = 256;
+
+/// A token's `last_used_at` is written at most this often by each instance: often enough to
+/// show a session's use to the minute, rarely enough to cost nothing per request.
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
 
 #[derive(Clone)]
 struct UserRecord {
@@ -99,15 +122,17 @@ impl AuthCache {
 }
 
 /// Issues a token for `user_id`; returns the string the client will send.
-pub async fn issue_token(state: &AppState, user_id: i64) -> ApiResult<String> {
+pub async fn issue_token(state: &AppState, user_id: i64, origin: &Origin<'_>) -> ApiResult<String> {
     let secret = tokens::random_secret();
     let expires_at = state.settings.token_expiry.map(|ttl| OffsetDateTime::now_utc() + ttl);
+    let user_agent = origin.user_agent.map(|ua| ua.chars().take(USER_AGENT_CHARS).collect::<String>());
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;
     let id: i64 = tx
         .query_one(
-            "INSERT INTO api_tokens (user_id, secret_hash, expires_at) VALUES ($1, $2, $3) RETURNING id",
-            &[&user_id, &tokens::hash_secret(&secret), &expires_at],
+            "INSERT INTO api_tokens (user_id, secret_hash, expires_at, ip, user_agent, last_used_at)
+             VALUES ($1, $2, $3, $4, $5, now()) RETURNING id",
+            &[&user_id, &tokens::hash_secret(&secret), &expires_at, &origin.ip, &user_agent],
         )
         .await?
         .get(0);
@@ -116,40 +141,56 @@ pub async fn issue_token(state: &AppState, user_id: i64) -> ApiResult<String> {
     Ok(format!("{id}|{secret}"))
 }
 
-/// Resolves a presented bearer token to its user. `Ok(None)` means: not a valid token.
-pub async fn authenticate(state: &AppState, token: &str) -> ApiResult<Option<AuthUser>> {
+/// What a presented bearer token turned out to be.
+pub enum Presented {
+    User(AuthUser),
+    /// Not a token: unknown, wrong, expired, or its user inactive.
+    Invalid,
+    /// A real token unused past `API_TOKEN_IDLE_MINUTES`: refused, and for the caller to end.
+    Idle {
+        token_id: i64,
+        user_id: i64,
+    },
+}
+
+impl Presented {
+    pub fn user(self) -> Option<AuthUser> {
+        match self {
+            Self::User(user) => Some(user),
+            Self::Invalid | Self::Idle { .. } => None,
+        }
+    }
+}
+
+/// Resolves a presented bearer token to its user.
+pub async fn authenticate(state: &AppState, token: &str) -> ApiResult<Presented> {
     let Some((token_id, secret)) = tokens::parse(token) else {
-        return Ok(None);
+        return Ok(Presented::Invalid);
     };
-    let registry = &state.registry;
-    let record = state
-        .auth
-        .tokens
-        .get_or_load(token_id, || async {
-            let client = registry.get().await?;
-            let row = client
-                .query_opt(
-                    "SELECT user_id, secret_hash, expires_at FROM api_tokens WHERE id = $1",
-                    &[&token_id],
-                )
-                .await?;
-            Ok::<_, ApiError>(row.map(|row| {
-                Arc::new(TokenRecord { user_id: row.get(0), secret_hash: row.get(1), expires_at: row.get(2) })
-            }))
-        })
-        .await
-        .map_err(ApiError::from)?;
-    let Some(record) = record else { return Ok(None) };
+    let Some(mut record) = load_token(state, token_id).await? else { return Ok(Presented::Invalid) };
     if !tokens::constant_time_eq(&record.secret_hash, &tokens::hash_secret(secret)) {
-        return Ok(None);
+        return Ok(Presented::Invalid);
     }
-    if record.expires_at.is_some_and(|at| at <= OffsetDateTime::now_utc()) {
-        return Ok(None);
+    let now = OffsetDateTime::now_utc();
+    if record.expires_at.is_some_and(|at| at <= now) {
+        return Ok(Presented::Invalid);
     }
+    if let Some(idle) = state.settings.token_idle
+        && record.unused_since() + idle <= now
+    {
+        // Another instance may have seen it used since this one loaded it.
+        state.auth.forget_token(token_id).await;
+        let Some(fresh) = load_token(state, token_id).await? else { return Ok(Presented::Invalid) };
+        if fresh.unused_since() + idle <= now {
+            return Ok(Presented::Idle { token_id, user_id: fresh.user_id });
+        }
+        record = fresh;
+    }
+    touch(state, token_id, &record, now);
     let Some(user) = load_user(state, record.user_id).await? else {
-        return Ok(None);
+        return Ok(Presented::Invalid);
     };
-    Ok(Some(AuthUser {
+    Ok(Presented::User(AuthUser {
         id: user.id,
         name: user.name.clone(),
         email: user.email.clone(),
@@ -160,6 +201,69 @@ pub async fn authenticate(state: &AppState, token: &str) -> ApiResult<Option<Aut
         token_id,
         token_expires_at: record.expires_at,
     }))
+}
+
+/// A token's record, cached; `None` for an id that names no token.
+async fn load_token(state: &AppState, token_id: i64) -> ApiResult<Option<Arc<TokenRecord>>> {
+    let registry = &state.registry;
+    state
+        .auth
+        .tokens
+        .get_or_load(token_id, || async {
+            let client = registry.get().await?;
+            let row = client
+                .query_opt(
+                    "SELECT user_id, secret_hash, expires_at, coalesce(last_used_at, created_at)
+                       FROM api_tokens WHERE id = $1",
+                    &[&token_id],
+                )
+                .await?;
+            Ok::<_, ApiError>(row.map(|row| {
+                Arc::new(TokenRecord {
+                    user_id: row.get(0),
+                    secret_hash: row.get(1),
+                    expires_at: row.get(2),
+                    last_used: AtomicI64::new(row.get::<_, OffsetDateTime>(3).unix_timestamp()),
+                })
+            }))
+        })
+        .await
+        .map_err(ApiError::from)
+}
+
+/// Records that a token is in use, at most once a [`TOUCH_EVERY`] (or, with an idle limit
+/// shorter than two of them, half the limit) per instance, off the request's path: the
+/// request never waits for it, and a failed write only leaves `last_used_at` older.
+fn touch(state: &AppState, token_id: i64, record: &TokenRecord, now: OffsetDateTime) {
+    let every = state.settings.token_idle.map_or(TOUCH_EVERY, |idle| TOUCH_EVERY.min(idle / 2));
+    let last = record.last_used.load(Ordering::Relaxed);
+    if now.unix_timestamp() - last < every.as_secs() as i64 {
+        return;
+    }
+    // One request of many arriving at once writes it.
+    if record
+        .last_used
+        .compare_exchange(last, now.unix_timestamp(), Ordering::Relaxed, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    let registry = state.registry.clone();
+    tokio::spawn(async move {
+        let written = async {
+            let client = registry.get().await?;
+            client
+                .execute(
+                    "UPDATE api_tokens SET last_used_at = now() WHERE id = $1 AND last_used_at IS DISTINCT FROM now()",
+                    &[&token_id],
+                )
+                .await?;
+            Ok::<_, ApiError>(())
+        };
+        if let Err(e) = written.await {
+            tracing::debug!(token_id, error = %e, "a token's last use was not recorded");
+        }
+    });
 }
 
 /// An active user with their permissions and branches, cached.

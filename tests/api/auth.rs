@@ -535,7 +535,7 @@ async fn tokens_are_stored_as_sha256_of_the_secret_only() {
 }
 
 #[tokio::test]
-async fn passwords_are_stored_as_scrypt_phc_strings() {
+async fn passwords_are_stored_as_argon2id_phc_strings() {
     let app = spawn_relaxed().await;
     app.create_user("pia", &["nurse"], &[]).await;
     let client = app.state.registry.get().await.unwrap();
@@ -545,7 +545,7 @@ async fn passwords_are_stored_as_scrypt_phc_strings() {
             .await
             .unwrap()
             .get(0);
-        assert!(hash.starts_with("$scrypt$"), "{user}: {hash}");
+        assert!(hash.starts_with("$argon2id$v=19$m=8,t=1,p=1$"), "{user}: {hash}");
         assert!(!hash.contains(password), "{user}: the password is stored");
     }
 }

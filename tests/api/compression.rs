@@ -73,8 +73,8 @@ async fn an_answer_under_one_kilobyte_is_sent_as_it_is() {
 
 #[tokio::test]
 async fn a_login_that_finds_the_hashing_line_full_is_503_busy_hashing_and_the_line_recovers() {
-    // One hash at a time, nobody waiting, and a hash slow enough (scrypt 2^17) to be caught
-    // running.
+    // One hash at a time, nobody waiting, and a hash slow enough (argon2id, 64 MiB, 4 passes)
+    // to be caught running.
     let app = TestApp::spawn_with(|s| {
         s.password_hash_limits = clinic_server::config::HashLimits { concurrency: 1, queue: 0 };
         s.rate_limit_login = 1000;
@@ -83,7 +83,7 @@ async fn a_login_that_finds_the_hashing_line_full_is_503_busy_hashing_and_the_li
     app.create_user("slow.hash", &["viewer"], &[]).await;
     let password = "user-password-1".to_owned();
     let stored = clinic_server::security::password::Hasher::new(
-        17,
+        clinic_server::config::HashCost { memory_kib: 65_536, iterations: 4 },
         clinic_server::config::HashLimits { concurrency: 1, queue: 0 },
     )
     .unwrap()

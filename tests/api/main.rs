@@ -5,6 +5,7 @@
 mod support;
 
 mod access_log;
+mod accounts;
 mod admin;
 mod audit_archive;
 mod auth;

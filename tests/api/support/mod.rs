@@ -198,7 +198,8 @@ impl Drop for TestDb {
 pub fn test_settings(url: &str) -> Settings {
     let mut settings = Settings::for_database(url);
     settings.admin_password = Some(ADMIN_PASSWORD.into());
-    settings.password_hash_log_n = 4;
+    settings.password_hash_cost = clinic_server::config::HashCost { memory_kib: 8, iterations: 1 };
+    settings.password_hash_weak_for_tests = true;
     settings.pool_wait = std::time::Duration::from_secs(10);
     settings
 }
