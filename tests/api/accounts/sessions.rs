@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::Value;
 
+use crate::support::sse::EventStream;
 use crate::support::{ADMIN_PASSWORD, TestApp, assert_error, reply};
 
 const SESSIONS: &str = "/api/v1/auth/sessions";
@@ -180,4 +181,54 @@ async fn a_token_unused_past_the_idle_limit_ends_and_one_in_use_does_not() {
         assert!(started.elapsed() < Duration::from_secs(5), "the use was not recorded");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A front-desk user's waiting-room stream of a new service of MAIN, past its snapshot; the
+/// user's token.
+async fn open_display(app: &TestApp) -> (EventStream, String) {
+    let branch = app.main_branch().await;
+    let service = crate::queue::service(app, branch, "R").await;
+    let (_, token) = app.create_user("frontdesk", &["receptionist"], &[branch]).await;
+    let res = app
+        .http
+        .get(app.url(&format!("/api/v1/queue/branch-services/{service}/events")))
+        .bearer_auth(&token)
+        .header("x-branch-id", branch)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let mut events = EventStream::new(res);
+    assert_eq!(events.next_any().await.unwrap().0, "snapshot");
+    (events, token)
+}
+
+#[tokio::test]
+async fn a_display_ends_with_its_session() {
+    let app = TestApp::spawn().await;
+    let (mut display, token) = open_display(&app).await;
+    let (desk, _) = sign_in_as(&app, "frontdesk", "user-password-1").await;
+    let id: i64 = token.split_once('|').unwrap().0.parse().unwrap();
+    let r = reply(app.request_as(&desk, Method::DELETE, &format!("{SESSIONS}/{id}"), None)).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let ended =
+        tokio::time::timeout(Duration::from_secs(10), display.next_any()).await.expect("an end event");
+    assert_eq!(ended, Some(("end".into(), serde_json::json!({ "reason": "access_ended" }))));
+}
+
+#[tokio::test]
+async fn an_open_display_keeps_its_token_from_going_idle() {
+    let app = TestApp::spawn_with(|s| s.token_idle = Some(Duration::from_secs(2))).await;
+    let (mut display, token) = open_display(&app).await;
+    // Past the idle limit with nothing but the open stream.
+    let quiet = tokio::time::timeout(Duration::from_secs(3), display.next_any()).await;
+    assert!(quiet.is_err(), "the stream ended: {:?}", quiet.ok());
+    assert_eq!(status_with(&app, &token).await, 200, "the stream kept its token in use");
+}
+
+async fn sign_in_as(app: &TestApp, username: &str, password: &str) -> (String, i64) {
+    let token = app.login(username, password).await;
+    let id = token.split_once('|').unwrap().0.parse().unwrap();
+    (token, id)
 }
