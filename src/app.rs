@@ -427,6 +427,25 @@ mod tests {
         assert!(served.len() > 200, "the walk found only {} routes", served.len());
     }
 
+    /// Summaries read as English: every declaration names its records in the plural, and
+    /// the article follows the noun's sound.
+    #[test]
+    fn summaries_read_as_english() {
+        for r in resources() {
+            assert!(!r.plural.is_empty() && r.plural != r.label, "{}: no plural", r.path);
+        }
+        let document = serde_json::to_value(openapi()).unwrap();
+        let summary = |method: &str, path: &str| {
+            document["paths"][path][method]["summary"].as_str().unwrap().to_owned()
+        };
+        assert_eq!(summary("get", "/api/v1/amsler-grids/{id}"), "Get an Amsler grid");
+        assert_eq!(summary("get", "/api/v1/amsler-grids"), "List Amsler grids");
+        assert_eq!(summary("post", "/api/v1/users"), "Create a user");
+        assert_eq!(summary("delete", "/api/v1/insurances/{id}"), "Delete an insurance");
+        assert_eq!(summary("get", "/api/v1/audit-logs/{id}"), "Get an audit record");
+        assert_eq!(summary("get", "/api/v1/bill-item-categories"), "List bill item categories");
+    }
+
     /// Declarations are data; check them once so a typo fails a test, not a request.
     #[test]
     fn declarations_are_consistent() {

@@ -21,6 +21,7 @@ pub static BRANCHES: Resource = Resource {
     path: "branches",
     table: "branches",
     label: "Branch",
+    plural: "branches",
     scope: Scope::Registry,
     fields: &[
         plain_code("code", 2, 10).required().fixed(),

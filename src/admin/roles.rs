@@ -15,6 +15,7 @@ pub static ROLES: Resource = Resource {
     path: "roles",
     table: "roles",
     label: "Role",
+    plural: "roles",
     scope: Scope::Registry,
     fields: &[text("name", 100).required(), text("description", 500)],
     write_only: &[Field::new("permissions", Kind::NameList)],

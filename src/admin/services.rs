@@ -18,6 +18,7 @@ pub static BRANCH_SERVICES: Resource = Resource {
     path: "branches/{branch_id}/services",
     table: "branch_services",
     label: "Branch service",
+    plural: "branch services",
     scope: Scope::Registry,
     fields: &[
         text("name", 100).required(),

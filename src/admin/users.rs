@@ -19,6 +19,7 @@ pub static USERS: Resource = Resource {
     path: "users",
     table: "users",
     label: "User",
+    plural: "users",
     scope: Scope::Registry,
     fields: &[
         text("name", 120).required(),

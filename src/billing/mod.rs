@@ -60,6 +60,7 @@ pub static BILLING_TRANSACTIONS: Resource = Resource {
     path: "patients/{patient_id}/billing-transactions",
     table: "billing_transactions",
     label: "Billing transaction",
+    plural: "billing transactions",
     scope: Scope::Branch,
     parent: Some(Parent { param: "patient_id", column: "patient_id", table: "patients", soft_deleted: true }),
     fields: &[

@@ -13,6 +13,7 @@ pub static PATIENTS: Resource = Resource {
     path: "patients",
     table: "patients",
     label: "Patient",
+    plural: "patients",
     scope: Scope::Branch,
     fields: &[
         text("first_name", 100).required(),
@@ -59,6 +60,7 @@ pub static PATIENT_VISITS: Resource = Resource {
     path: "patient-visits",
     table: "patient_visits",
     label: "Patient visit",
+    plural: "patient visits",
     scope: Scope::Branch,
     fields: &[
         branch_ref("patient_id", "patients").required(),
@@ -86,6 +88,7 @@ pub static COMPLAINTS: Resource = Resource {
     path: "complaints",
     table: "complaints",
     label: "Complaint",
+    plural: "complaints",
     scope: Scope::Branch,
     fields: &[
         branch_ref("patient_id", "patients").required(),
@@ -112,6 +115,7 @@ pub static PATIENT_VISIT_PLANS: Resource = Resource {
     path: "patient-visit-plans",
     table: "patient_visit_plans",
     label: "Visit plan",
+    plural: "visit plans",
     scope: Scope::Branch,
     fields: &[
         branch_ref("patient_id", "patients").required(),
@@ -135,6 +139,7 @@ pub static PRESCRIBED_MEDICINES: Resource = Resource {
     path: "patient-visit-prescribed-medicines",
     table: "patient_visit_prescribed_medicines",
     label: "Prescribed medicine",
+    plural: "prescribed medicines",
     scope: Scope::Branch,
     fields: &[
         branch_ref("patient_id", "patients").required(),
@@ -176,6 +181,7 @@ pub static MEDICAL_CERTIFICATES: Resource = Resource {
     path: "medical-certificates",
     table: "medical_certificates",
     label: "Medical certificate",
+    plural: "medical certificates",
     scope: Scope::Branch,
     fields: &[
         branch_ref("patient_id", "patients").required(),
@@ -247,6 +253,7 @@ pub static PATIENT_MERGES: Resource = Resource {
     path: "patients/{patient_id}/merges",
     table: "patient_merges",
     label: "Patient merge",
+    plural: "patient merges",
     scope: Scope::Branch,
     parent: Some(Parent {
         param: "patient_id",

@@ -92,6 +92,7 @@ pub struct Exam {
     pub path: &'static str,
     pub table: &'static str,
     pub label: &'static str,
+    pub plural: &'static str,
     /// Its own fields, the two eye fields included.
     pub fields: &'static [Field],
     /// Its rules on the whole record (at least one eye, unless it is not per eye).
@@ -105,6 +106,7 @@ pub const fn exam(exam: Exam) -> Resource {
         path: exam.path,
         table: exam.table,
         label: exam.label,
+        plural: exam.plural,
         scope: Scope::Branch,
         common: COMMON,
         fields: exam.fields,

@@ -31,6 +31,7 @@ pub static BILL_ITEMS: Resource = Resource {
     path: "bill-items",
     table: "bill_items",
     label: "Bill item",
+    plural: "bill items",
     fields: &[
         code("code").required(),
         text("name", 200).required(),
@@ -51,6 +52,7 @@ pub static MEDICINES: Resource = Resource {
     path: "medicines",
     table: "medicines",
     label: "Medicine",
+    plural: "medicines",
     fields: &[
         text("generic_name", 200).required(),
         text("brand_name", 200),
@@ -73,6 +75,7 @@ pub static PROCEDURES: Resource = Resource {
     path: "procedures",
     table: "procedures",
     label: "Procedure",
+    plural: "procedures",
     fields: &[
         code("code").required(),
         text("name", 200).required(),
@@ -106,6 +109,7 @@ pub static INSURANCES: Resource = Resource {
     path: "insurances",
     table: "insurances",
     label: "Insurance",
+    plural: "insurances",
     fields: &[
         code("code").required(),
         text("payer_name", 200).required(),
@@ -130,6 +134,7 @@ pub static SERVICES: Resource = Resource {
     path: "services",
     table: "services",
     label: "Service",
+    plural: "services",
     fields: &[
         plain_code("code", 2, 10).required(),
         text("name", 200).required(),
@@ -151,6 +156,7 @@ pub static DOCTORS: Resource = Resource {
     path: "doctors",
     table: "doctors",
     label: "Doctor",
+    plural: "doctors",
     fields: &[
         text("first_name", 100).required(),
         text("last_name", 100).required(),

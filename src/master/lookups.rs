@@ -15,6 +15,7 @@ pub static BILL_ITEM_CATEGORIES: Resource = Resource {
     path: "bill-item-categories",
     table: "bill_item_categories",
     label: "Bill item category",
+    plural: "bill item categories",
     fields: &[text("name", 100).required(), text("description", 500), boolean("active").defaulted()],
     search: &["name"],
     sort_fields: &["name", "created_at"],
@@ -32,6 +33,7 @@ pub static PAYMENT_METHODS: Resource = Resource {
     path: "payment-methods",
     table: "payment_methods",
     label: "Payment method",
+    plural: "payment methods",
     fields: &[
         code("code").required(),
         text("name", 100).required(),
@@ -54,6 +56,7 @@ pub static SUPPLIERS: Resource = Resource {
     path: "suppliers",
     table: "suppliers",
     label: "Supplier",
+    plural: "suppliers",
     fields: &[
         text("name", 200).required(),
         text("contact_name", 200),
@@ -80,6 +83,7 @@ pub static PURCHASE_ORDER_STATUSES: Resource = Resource {
     path: "purchase-order-statuses",
     table: "purchase_order_statuses",
     label: "Purchase order status",
+    plural: "purchase order statuses",
     read_only: &[
         ("value", crate::resource::Shape::Text),
         ("label", crate::resource::Shape::Text),

@@ -55,6 +55,7 @@ pub static SURGERY_SCHEDULES: Resource = Resource {
     path: "surgery-schedules",
     table: "surgery_schedules",
     label: "Surgery schedule",
+    plural: "surgery schedules",
     scope: Scope::Registry,
     branch_bound: true,
     fields: &[

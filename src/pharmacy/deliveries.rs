@@ -64,6 +64,7 @@ pub static DELIVERIES: Resource = Resource {
     path: "deliveries",
     table: "deliveries",
     label: "Delivery",
+    plural: "deliveries",
     fields: &[
         registry_ref("branch_id", "branches").required().fixed(),
         registry_ref("supplier_id", "suppliers").required(),

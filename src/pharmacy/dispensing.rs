@@ -55,6 +55,7 @@ pub static TRANSACTIONS: Resource = Resource {
     path: "transactions",
     table: "transactions",
     label: "Pharmacy transaction",
+    plural: "pharmacy transactions",
     fields: &[
         registry_ref("branch_id", "branches").required().fixed(),
         Field::new("patient_id", Kind::Ref(Target::InBranch("patients"))),

@@ -28,6 +28,7 @@ pub static PHARMACY_ITEMS: Resource = Resource {
     path: "pharmacy-items",
     table: "pharmacy_items",
     label: "Pharmacy item",
+    plural: "pharmacy items",
     fields: &[
         registry_ref("medicine_id", "medicines"),
         code("code").required(),
@@ -57,6 +58,7 @@ pub static STOCK_AVAILABLES: Resource = Resource {
     path: "stock-availables",
     table: "stock_availables",
     label: "Stock lot",
+    plural: "stock lots",
     fields: &[
         registry_ref("branch_id", "branches").required().fixed(),
         registry_ref("pharmacy_item_id", "pharmacy_items").required().fixed(),
@@ -180,6 +182,7 @@ pub static STOCK_MOVEMENTS: Resource = Resource {
     path: "stock-movements",
     table: "stock_movements",
     label: "Stock movement",
+    plural: "stock movements",
     fields: &[
         registry_ref("branch_id", "branches").required().fixed(),
         registry_ref("stock_available_id", "stock_availables").required().fixed(),

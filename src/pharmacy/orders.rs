@@ -103,6 +103,7 @@ pub static PURCHASE_ORDERS: Resource = Resource {
     path: "purchase-orders",
     table: "purchase_orders",
     label: "Purchase order",
+    plural: "purchase orders",
     fields: &[
         registry_ref("branch_id", "branches").required().fixed(),
         registry_ref("supplier_id", "suppliers").required(),

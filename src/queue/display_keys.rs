@@ -31,6 +31,7 @@ pub static DISPLAY_KEYS: Resource = Resource {
     path: "branch-services/{branch_service_id}/display-keys",
     table: "display_keys",
     label: "Display key",
+    plural: "display keys",
     scope: Scope::Registry,
     // Where the screen hangs ("Lobby, left").
     fields: &[text("name", 100).required()],

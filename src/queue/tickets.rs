@@ -60,6 +60,7 @@ pub static QUEUE_TICKETS: Resource = Resource {
     path: "queue/queue-tickets",
     table: "queue_tickets",
     label: "Queue ticket",
+    plural: "queue tickets",
     scope: Scope::Branch,
     read_only: &[
         ("number", Shape::Text),

@@ -110,6 +110,9 @@ pub struct Resource {
     pub table: &'static str,
     /// Human name of one record, for messages: "Complaint".
     pub label: &'static str,
+    /// Human name of several, as written inside a sentence: "complaints", "Amsler grids".
+    /// The singular inside a sentence follows from it and `label` ([`Resource::noun`]).
+    pub plural: &'static str,
     pub scope: Scope,
     /// Writable fields shared with other resources (an examination's visit, examiner,
     /// signature), answered before the resource's own.
@@ -220,11 +223,32 @@ impl std::fmt::Debug for Resource {
 }
 
 impl Resource {
+    /// One record's name inside a sentence: the label, lower-cased unless the plural keeps
+    /// its capital ("an Amsler grid", "a complaint").
+    pub fn noun(&self) -> String {
+        let keeps_capital = self.plural.chars().next().is_some_and(char::is_uppercase);
+        let mut chars = self.label.chars();
+        match chars.next() {
+            Some(first) if !keeps_capital => first.to_lowercase().chain(chars).collect(),
+            _ => self.label.to_owned(),
+        }
+    }
+
+    /// "a" or "an" before [`Resource::noun`], by its sound: a vowel, but not the "you" of
+    /// "user" or "unit".
+    pub fn article(&self) -> &'static str {
+        let noun = self.noun().to_lowercase();
+        let vowel = noun.starts_with(['a', 'e', 'i', 'o', 'u']);
+        let sounds_like_you = ["us", "uni", "eu"].iter().any(|p| noun.starts_with(p));
+        if vowel && !sounds_like_you { "an" } else { "a" }
+    }
+
     /// Everything but the identity of a resource, for `..Resource::DEFAULTS` in declarations.
     pub const DEFAULTS: Resource = Resource {
         path: "",
         table: "",
         label: "",
+        plural: "",
         scope: Scope::Branch,
         common: &[],
         fields: &[],
@@ -286,6 +310,7 @@ impl Resource {
             path,
             table: "audit_log",
             label: "Audit record",
+            plural: "audit records",
             scope,
             read_only: &[
                 ("at", Shape::Timestamp),

@@ -365,7 +365,7 @@ impl Operations<'_> {
 
     fn list(&self, item: impl Into<RefOr<Schema>>) -> Operation {
         let r = self.resource;
-        let mut op = self.start(&format!("List {}", r.label.to_lowercase()));
+        let mut op = self.start(&format!("List {}", r.plural));
         for parameter in list_parameters(r) {
             op = op.add_parameter(parameter);
         }
@@ -375,7 +375,7 @@ impl Operations<'_> {
 
     fn show(&self, item: impl Into<RefOr<Schema>>) -> Operation {
         let op = self
-            .start(&format!("Get a {}", self.resource.label.to_lowercase()))
+            .start(&format!("Get {} {}", self.resource.article(), self.resource.noun()))
             .add_parameter(docs::path_id());
         let op = Doc::not_found(Doc::answers(op, "200", "The record", docs::envelope(item)));
         match self.resource.printable {
@@ -385,13 +385,17 @@ impl Operations<'_> {
     }
 
     fn create(&self, item: impl Into<RefOr<Schema>>, body: impl Into<RefOr<Schema>>) -> Operation {
-        let op = self.start(&format!("Create a {}", self.resource.label.to_lowercase()));
+        let op = self.start(&format!("Create {} {}", self.resource.article(), self.resource.noun()));
         self.nested(Doc::answers(Doc::with_body(op, body), "201", "Created", docs::envelope(item)))
     }
 
     fn update(&self, item: impl Into<RefOr<Schema>>, body: impl Into<RefOr<Schema>>) -> Operation {
         let op = self
-            .start(&format!("Update a {} (fields sent are changed)", self.resource.label.to_lowercase()))
+            .start(&format!(
+                "Update {} {} (fields sent are changed)",
+                self.resource.article(),
+                self.resource.noun()
+            ))
             .add_parameter(docs::path_id())
             .add_parameter(if_match_header(
                 "ETag of the version being edited; 412 when it changed meanwhile",
@@ -435,7 +439,7 @@ impl Operations<'_> {
 
     fn delete(&self) -> Operation {
         let op = self
-            .start(&format!("Delete a {}", self.resource.label.to_lowercase()))
+            .start(&format!("Delete {} {}", self.resource.article(), self.resource.noun()))
             .add_parameter(docs::path_id())
             .add_parameter(if_match_header(
                 "ETag of the version being deleted; 412 when it changed meanwhile",
