@@ -9,45 +9,29 @@ use anyhow::{Context, bail};
 
 /// A network range from `TRUSTED_PROXIES` (e.g. `10.0.0.0/8`, `127.0.0.1`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cidr {
-    addr: IpAddr,
-    prefix: u8,
-}
+pub struct Cidr(ipnet::IpNet);
 
 impl Cidr {
+    /// A range, or one address (a range of one).
     pub fn parse(text: &str) -> anyhow::Result<Self> {
-        let (addr, prefix) = match text.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (text, None),
+        let text = text.trim();
+        let net = match text.parse::<IpAddr>() {
+            Ok(addr) => ipnet::IpNet::from(addr),
+            Err(_) => text
+                .parse::<ipnet::IpNet>()
+                .with_context(|| format!("{text:?} is not an address or a range"))?,
         };
-        let addr: IpAddr = addr.trim().parse().with_context(|| format!("bad address in {text:?}"))?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            Some(p) => p.trim().parse::<u8>().with_context(|| format!("bad prefix in {text:?}"))?,
-            None => max,
-        };
-        if prefix > max {
-            bail!("prefix too long in {text:?}");
-        }
-        Ok(Self { addr, prefix })
+        Ok(Self(net))
     }
 
+    /// Whether `ip` is in the range; an IPv4 address mapped into IPv6 (a dual-stack socket's
+    /// peer) counts as the IPv4 address.
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = match ip {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
             v4 => v4,
         };
-        match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX.checked_shl(32 - self.prefix as u32).unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX.checked_shl(128 - self.prefix as u32).unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
+        self.0.contains(&ip)
     }
 }
 
