@@ -24,6 +24,7 @@ mod fhir;
 mod idempotency;
 mod master;
 mod metrics;
+mod mfa;
 mod openapi;
 mod otlp;
 mod parameters;
