@@ -278,6 +278,8 @@ async fn mfa_required_for_holds_an_administrator_to_enrolment() {
     assert_error(&app.get("/api/v1/patients", Some(branch)).await, 403, "mfa_enrolment_required");
     assert_error(&app.get("/api/v1/users", None).await, 403, "mfa_enrolment_required");
     assert_status(&app.get(PROFILE, None).await, 200);
+    let r = app.put(PROFILE, None, json!({ "name": "Admin", "email": "admin@example.test" })).await;
+    assert_error(&r, 403, "mfa_enrolment_required");
     // Someone without the permission is not held.
     let (_, nurse) = app.create_user("nico", &["nurse"], &[branch]).await;
     let r = reply(app.request_as(&nurse, Method::GET, "/api/v1/patients", Some(branch))).await;
