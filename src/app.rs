@@ -62,6 +62,7 @@ pub fn resources() -> Vec<&'static Resource> {
 /// starts listening for cache invalidations.
 pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<Arc<AppState>> {
     resource::register(resources());
+    auth::mfa::check_settings(&settings)?;
     let metrics = Arc::new(Metrics::new(&settings)?);
     let registry = db::registry_pool(database_url, &settings, metrics.meter())?;
     {
@@ -108,12 +109,15 @@ fn api_router() -> Router {
             .push(router)
     };
     let (mut public, mut metered, mut unmetered) = (Router::new(), Router::new(), Router::new());
+    let mut enrolling = Router::new();
     for domain in DOMAINS {
         for endpoints in (domain.endpoints)().into_iter().filter(|e| !e.is_at_root()) {
             let (access, is_metered) = (endpoints.access(), endpoints.is_metered());
+            let open_before_enrolment = endpoints.is_open_before_enrolment();
             let router = endpoints.into_router();
             match access {
                 Access::Public => public = public.push(router),
+                Access::User if open_before_enrolment && is_metered => enrolling = enrolling.push(router),
                 Access::User if is_metered => metered = metered.push(router),
                 Access::User => unmetered = unmetered.push(router),
                 Access::Branch if is_metered => metered = metered.push(in_branch(router)),
@@ -132,9 +136,11 @@ fn api_router() -> Router {
     let mut api = Router::with_path("api/v1")
         .hoop(QueryText::FIELDS)
         .push(public)
+        // What a user who must enrol a second factor may reach before they have.
+        .push(enrolling.hoop(auth::Authenticate { metered: true, before_enrolment: true }).hoop(Idempotent))
         // Routes with a per-user limit of their own.
-        .push(unmetered.hoop(auth::Authenticate { metered: false }).hoop(Idempotent))
-        .push(metered.hoop(auth::Authenticate { metered: true }).hoop(Idempotent));
+        .push(unmetered.hoop(auth::Authenticate::UNMETERED).hoop(Idempotent))
+        .push(metered.hoop(auth::Authenticate::METERED).hoop(Idempotent));
     guard_routes(&mut api);
     api
 }
@@ -146,7 +152,7 @@ fn api_router() -> Router {
 /// `X-Branch-Id`, every error of it answered as an OperationOutcome.
 fn root_router() -> Router {
     let metrics = crate::metrics::endpoints().hoop(Require(ADMIN_ACCESS)).into_router();
-    let mut signed_in = Router::new().hoop(auth::Authenticate { metered: false }).push(metrics);
+    let mut signed_in = Router::new().hoop(auth::Authenticate::UNMETERED).push(metrics);
     let mut public = Router::new();
     for domain in DOMAINS {
         for endpoints in (domain.endpoints)().into_iter().filter(Endpoints::is_at_root) {
@@ -174,7 +180,7 @@ fn root_router() -> Router {
         .hoop(crate::fhir::OperationOutcomes)
         .hoop(QueryText::bad_request("invalid_search"))
         .push(fhir_public)
-        .push(fhir_user.hoop(auth::Authenticate { metered: true }));
+        .push(fhir_user.hoop(auth::Authenticate::METERED));
     let beside_the_api = Router::new().hoop(QueryText::FIELDS).push(public).push(signed_in);
     let mut root = Router::new().push(beside_the_api).push(fhir);
     guard_routes(&mut root);

@@ -158,6 +158,11 @@ pub struct Settings {
     /// Branch schemas kept built ahead on the registry's database server, so that a create
     /// renames one (`tenancy::spares`); 0: none, each create builds its own.
     pub spare_branch_schemas: usize,
+    /// The issuer authenticator apps show beside a second factor's account.
+    pub mfa_issuer: String,
+    /// Permissions whose holders must turn a second factor on before any other route answers
+    /// them (checked against the catalogue at start-up); empty: none must.
+    pub mfa_required_for: Vec<String>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -250,6 +255,8 @@ impl Settings {
             shutdown_grace: Duration::from_secs(parsed("SHUTDOWN_GRACE_SECONDS", 30)?),
             merge_undo_window: Duration::from_secs(parsed::<u64>("MERGE_UNDO_HOURS", 72)? * 3600),
             spare_branch_schemas: parsed("SPARE_BRANCH_SCHEMAS", 2)?,
+            mfa_issuer: var("MFA_ISSUER").unwrap_or_else(|| "clinic-server".into()),
+            mfa_required_for: var("MFA_REQUIRED_FOR").map(|v| list(&v)).unwrap_or_default(),
         };
         settings.check()?;
         Ok(settings)
@@ -293,6 +300,10 @@ impl Settings {
         }
         if self.statement_timeout.is_zero() || self.export_statement_timeout.is_zero() {
             bail!("STATEMENT_TIMEOUT_MS and EXPORT_STATEMENT_TIMEOUT_MS must be positive");
+        }
+        // An authenticator's label is `issuer:account`.
+        if self.mfa_issuer.contains(':') {
+            bail!("MFA_ISSUER may not contain a colon");
         }
         for origin in &self.cors_allowed_origins {
             if !(origin.starts_with("http://") || origin.starts_with("https://")) || origin.ends_with('/') {
@@ -346,6 +357,8 @@ impl Settings {
             merge_undo_window: Duration::from_secs(72 * 3600),
             // A short-lived server builds nothing ahead.
             spare_branch_schemas: 0,
+            mfa_issuer: "clinic-server".into(),
+            mfa_required_for: Vec::new(),
         }
     }
 }

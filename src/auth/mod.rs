@@ -1,7 +1,9 @@
 //! Authentication routes and hoops: the bearer hoop puts the caller ([`AuthUser`]) in the
-//! depot; `/auth/*` logs in and out, resets and changes passwords.
+//! depot; `/auth/*` logs in and out, resets and changes passwords; `mfa` is the second
+//! factor.
 
 mod body;
+pub mod mfa;
 mod rehash;
 pub mod reset;
 pub mod routes;
@@ -40,20 +42,28 @@ async fn check_token(state: &AppState, req: &Request, token: &str) -> Result<Aut
 }
 
 /// Hoop: requires a valid bearer token and puts the [`AuthUser`] in the depot; `metered`
-/// counts the request against the user's general rate limit.
+/// counts the request against the user's general rate limit; `before_enrolment`: the routes
+/// behind it answer a user who must enrol a second factor and has not (any other route
+/// refuses them 403 `mfa_enrolment_required`).
 pub struct Authenticate {
     pub metered: bool,
+    pub before_enrolment: bool,
+}
+
+impl Authenticate {
+    pub const METERED: Self = Self { metered: true, before_enrolment: false };
+    pub const UNMETERED: Self = Self { metered: false, before_enrolment: false };
 }
 
 #[async_trait]
 impl Handler for Authenticate {
     async fn handle(&self, req: &mut Request, depot: &mut Depot, res: &mut Response, ctrl: &mut FlowCtrl) {
-        authenticate_request(self.metered, req, depot, res, ctrl).await
+        authenticate_request(self, req, depot, res, ctrl).await
     }
 }
 
 async fn authenticate_request(
-    metered: bool,
+    hoop: &Authenticate,
     req: &mut Request,
     depot: &mut Depot,
     res: &mut Response,
@@ -73,8 +83,15 @@ async fn authenticate_request(
         }
     };
     crate::telemetry::record_user(user.id);
-    if metered && let Err(e) = state.limits.api.hit(&format!("user:{}", user.id), res) {
+    if hoop.metered
+        && let Err(e) = state.limits.api.hit(&format!("user:{}", user.id), res)
+    {
         res.render(e);
+        ctrl.skip_rest();
+        return;
+    }
+    if !hoop.before_enrolment && mfa::must_enrol(&state.settings, &user) {
+        res.render(mfa::enrolment_required());
         ctrl.skip_rest();
         return;
     }

@@ -5,7 +5,7 @@ use salvo::prelude::*;
 use serde_json::{Map, Value, json};
 
 use super::body::{new_password, required_string};
-use super::reset;
+use super::{mfa, reset};
 use crate::admin::users::USERS;
 use crate::db::Queries;
 use crate::http::docs::{self, Access, Doc};
@@ -73,7 +73,7 @@ async fn login(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiR
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
-    let client = state.registry.get().await?;
+    let mut client = state.registry.get().await?;
     let row = client
         .query_opt(
             "SELECT id, name, email, username, password_hash, default_branch_id
@@ -93,10 +93,12 @@ async fn login(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiR
     }
     let row = row.ok_or(ApiError::InvalidCredentials)?;
     let user_id: i64 = row.get("id");
+    let second = mfa::login::second_factor(&mut client, user_id, &body, &ip).await?;
     if let Some(stored) = &stored {
         super::rehash::upgrade(&state, user_id, &password, stored).await?;
     }
-    audit_event(&client, Some(user_id), "login", &USERS, Some(user_id), json!({ "ip": ip })).await?;
+    audit_event(&client, Some(user_id), "login", &USERS, Some(user_id), mfa::login::audited(&ip, second))
+        .await?;
     let user_agent = req.headers().get("user-agent").and_then(|v| v.to_str().ok());
     let token = issue_token(&state, user_id, &Origin { ip: &ip, user_agent }).await?;
     let branches = branch_summaries(&client, user_id).await?;
@@ -256,11 +258,15 @@ pub fn endpoints() -> Vec<Endpoints> {
     let mut public = Endpoints::new(Access::Public);
     let mut signed_in = Endpoints::new(Access::User);
     let mut password = Endpoints::new(Access::User).unmetered();
-    login_endpoints(&mut public, &mut signed_in);
+    // What a user who must turn a second factor on reaches before they have.
+    let mut enrolling = Endpoints::new(Access::User).before_enrolment();
+    login_endpoints(&mut public, &mut enrolling);
     reset_endpoints(&mut public);
-    session_endpoints(&mut signed_in, &mut password);
+    session_endpoints(&mut signed_in, &mut password, &mut enrolling);
     super::sessions::endpoints(&mut signed_in);
-    vec![public, signed_in, password]
+    let mut all = vec![public, signed_in, password];
+    all.extend(mfa::endpoints(enrolling));
+    all
 }
 
 fn message() -> Object {
@@ -313,6 +319,7 @@ fn login_endpoints(public: &mut Endpoints, signed_in: &mut Endpoints) {
     let credentials = Object::new()
         .property("username", docs::string().min_length(1).max_length(128))
         .property("password", docs::string().min_length(1).max_length(1024))
+        .property("otp", mfa::otp_schema())
         .required("username")
         .required("password");
     let op = Doc::with_body(op, credentials);
@@ -321,7 +328,12 @@ fn login_endpoints(public: &mut Endpoints, signed_in: &mut Endpoints) {
         .property("token", docs::string())
         .property("branches", salvo::oapi::Array::new().items(branch_summary()));
     let op = Doc::answers(op, "200", "Logged in", docs::envelope(answer));
-    let op = Doc::answers(op, "401", "Invalid credentials", message());
+    let op = Doc::answers(
+        op,
+        "401",
+        "Invalid credentials; or the account has a second factor and otp is missing (otp_required) or wrong, expired or already used (invalid_otp)",
+        message(),
+    );
     let op = Doc::answers(op, "429", "Too many attempts from this address", message());
     public.add(PathItemType::Post, "auth/login", login, op);
     let op = signed_in.operation("auth", "Revoke the token of this request");
@@ -348,10 +360,10 @@ fn reset_endpoints(public: &mut Endpoints) {
     public.add(PathItemType::Post, "auth/reset-password", reset::reset_password, op);
 }
 
-fn session_endpoints(signed_in: &mut Endpoints, password: &mut Endpoints) {
-    let op = signed_in.operation("auth", "The current user");
+fn session_endpoints(signed_in: &mut Endpoints, password: &mut Endpoints, enrolling: &mut Endpoints) {
+    let op = enrolling.operation("auth", "The current user");
     let op = Doc::answers(op, "200", "Profile", docs::envelope(profile_view()));
-    signed_in.add(PathItemType::Get, "auth/profile", profile, op);
+    enrolling.add(PathItemType::Get, "auth/profile", profile, op);
     let op =
         Doc::with_body(signed_in.operation("auth", "Change name and e-mail"), strings(&["name", "email"]));
     let op = Doc::answers(op, "200", "Updated", docs::envelope(profile_view()));

@@ -239,7 +239,13 @@ impl Doc {
                 op = op
                     .add_security(SecurityRequirement::new(BEARER, Vec::<String>::new()))
                     .add_response("401", response("Missing or invalid token", error_schema()))
-                    .add_response("403", response("Not permitted", error_schema()))
+                    .add_response(
+                        "403",
+                        response(
+                            "Not permitted; mfa_enrolment_required: the caller's permissions require a second factor, not yet on",
+                            error_schema(),
+                        ),
+                    )
                     .add_response("429", response("Rate limit exceeded", error_schema()))
                     .add_response(
                         "503",

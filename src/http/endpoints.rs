@@ -16,6 +16,8 @@ type Amendment = Box<dyn FnOnce(Operation) -> Operation + Send>;
 pub struct Endpoints {
     access: Access,
     metered: bool,
+    /// Open to a user who must turn a second factor on and has not yet (`MFA_REQUIRED_FOR`).
+    before_enrolment: bool,
     /// Where the group's paths start: `/api/v1`, or the root for the few routes beside the API.
     base: &'static str,
     router: Router,
@@ -28,6 +30,7 @@ impl Endpoints {
         Self {
             access,
             metered: true,
+            before_enrolment: false,
             base: API,
             router: Router::new(),
             operations: Vec::new(),
@@ -57,6 +60,17 @@ impl Endpoints {
 
     pub fn is_metered(&self) -> bool {
         self.metered
+    }
+
+    /// Open to a signed-in user who must enrol a second factor and has not: what enrolling
+    /// takes (the enrolment itself, the profile, logging out). Every other route refuses them.
+    pub fn before_enrolment(mut self) -> Self {
+        self.before_enrolment = true;
+        self
+    }
+
+    pub fn is_open_before_enrolment(&self) -> bool {
+        self.before_enrolment
     }
 
     /// Runs `hoop` before every route of the group.

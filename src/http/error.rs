@@ -26,6 +26,9 @@ pub enum ApiError {
     InvalidCredentials,
     #[error("unauthenticated")]
     Unauthenticated,
+    /// A 401 that says what is missing or wrong (a login's second factor).
+    #[error("{message}")]
+    Unauthorized { code: &'static str, message: String },
     #[error("{message}")]
     Forbidden { code: &'static str, message: String },
     #[error("not found")]
@@ -118,7 +121,9 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            Self::InvalidCredentials | Self::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Self::InvalidCredentials | Self::Unauthenticated | Self::Unauthorized { .. } => {
+                StatusCode::UNAUTHORIZED
+            }
             Self::Forbidden { .. } => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::Conflict { .. } | Self::ConflictWith { .. } => StatusCode::CONFLICT,
@@ -168,6 +173,7 @@ impl ApiError {
                 let (code, message): (&str, String) = match other {
                     Self::BadRequest { code, message }
                     | Self::Forbidden { code, message }
+                    | Self::Unauthorized { code, message }
                     | Self::Conflict { code, message }
                     | Self::Unavailable { code, message, .. } => (code, message.clone()),
                     Self::Contended => (

@@ -34,6 +34,8 @@ pub struct AuthUser {
     pub token_id: i64,
     /// When that token stops working, if it ever does.
     pub token_expires_at: Option<OffsetDateTime>,
+    /// Whether the user's second factor is on (`MFA_REQUIRED_FOR`).
+    pub mfa_enabled: bool,
 }
 
 impl AuthUser {
@@ -85,6 +87,7 @@ struct UserRecord {
     default_branch_id: Option<i64>,
     permissions: Arc<BTreeSet<String>>,
     branch_ids: Arc<BTreeSet<i64>>,
+    mfa_enabled: bool,
 }
 
 pub struct AuthCache {
@@ -200,6 +203,7 @@ pub async fn authenticate(state: &AppState, token: &str) -> ApiResult<Presented>
         branch_ids: user.branch_ids.clone(),
         token_id,
         token_expires_at: record.expires_at,
+        mfa_enabled: user.mfa_enabled,
     }))
 }
 
@@ -282,7 +286,9 @@ async fn load_user(state: &AppState, user_id: i64) -> ApiResult<Option<Arc<UserR
                                    WHERE ur.user_id = u.id) AS permissions,
                             ARRAY(SELECT bu.branch_id FROM branch_users bu
                                     JOIN branches b ON b.id = bu.branch_id AND b.status = 'active'
-                                   WHERE bu.user_id = u.id) AS branch_ids
+                                   WHERE bu.user_id = u.id) AS branch_ids,
+                            EXISTS(SELECT 1 FROM user_totp t
+                                    WHERE t.user_id = u.id AND t.enabled_at IS NOT NULL) AS mfa_enabled
                        FROM users u WHERE u.id = $1 AND u.active",
                     &[&user_id],
                 )
@@ -296,6 +302,7 @@ async fn load_user(state: &AppState, user_id: i64) -> ApiResult<Option<Arc<UserR
                     default_branch_id: row.get("default_branch_id"),
                     permissions: Arc::new(row.get::<_, Vec<String>>("permissions").into_iter().collect()),
                     branch_ids: Arc::new(row.get::<_, Vec<i64>>("branch_ids").into_iter().collect()),
+                    mfa_enabled: row.get("mfa_enabled"),
                 })
             }))
         })

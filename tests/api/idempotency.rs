@@ -150,6 +150,27 @@ async fn case_for(app: &TestApp, w: &World, template: &str) -> Option<Case> {
             body: json!({ "branch_id": w.branch }),
             status: 200,
         }),
+        // The admin's other sessions end; the one walking goes on.
+        "/api/v1/auth/logout-all" => {
+            Some(Case { path: template.into(), branch: None, body: json!({}), status: 200 })
+        }
+        "/api/v1/auth/mfa/totp" => {
+            Some(Case { path: template.into(), branch: None, body: json!({}), status: 200 })
+        }
+        "/api/v1/auth/mfa/totp/confirm" => {
+            let (secret, _) = crate::mfa::start(app, &app.admin_token).await;
+            let code = crate::mfa::code_of(&secret, crate::mfa::step_now(), 6);
+            Some(Case { path: template.into(), branch: None, body: json!({ "code": code }), status: 200 })
+        }
+        "/api/v1/users/{id}/mfa/reset" => {
+            let (id, ..) = crate::mfa::enrolled(app, "reset-walk").await;
+            Some(Case {
+                path: format!("/api/v1/users/{id}/mfa/reset"),
+                branch: None,
+                body: json!({}),
+                status: 200,
+            })
+        }
         "/api/v1/profile/change-password" => Some(Case {
             path: template.into(),
             branch: None,

@@ -25,6 +25,7 @@ mod fhir;
 mod idempotency;
 mod master;
 mod metrics;
+mod mfa;
 mod openapi;
 mod otlp;
 mod parameters;
