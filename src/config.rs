@@ -65,6 +65,16 @@ impl HashLimits {
     }
 }
 
+/// What every connection to PostgreSQL is held to beyond its URL's own `sslmode` (`db::tls`).
+#[derive(Clone, Debug, Default)]
+pub struct DatabaseTls {
+    /// `DATABASE_CA_FILE`: the CAs (PEM) a server's certificate is checked against when its
+    /// URL names no `sslrootcert`; `None`: the public roots.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// `REQUIRE_DATABASE_TLS`: a URL to another machine must say `sslmode=verify-full`.
+    pub require: bool,
+}
+
 /// Branches whose read audit records are written in one transaction, at most, by default.
 /// Each holds three locks until the commit (the log, its partition, its sequence) in
 /// PostgreSQL's shared lock table, which holds about `max_locks_per_transaction` (64) for
@@ -145,6 +155,11 @@ pub struct Settings {
     /// Branch schemas kept built ahead on the registry's database server, so that a create
     /// renames one (`tenancy::spares`); 0: none, each create builds its own.
     pub spare_branch_schemas: usize,
+    /// `DATABASE_CA_FILE` and `REQUIRE_DATABASE_TLS`.
+    pub database_tls: DatabaseTls,
+    /// `OTEL_EXPORTER_OTLP_CERTIFICATE`: the CAs (PEM) an https OTLP collector is checked
+    /// against; `None`: the public roots.
+    pub otlp_certificate: Option<std::path::PathBuf>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -225,6 +240,11 @@ impl Settings {
             shutdown_grace: Duration::from_secs(parsed("SHUTDOWN_GRACE_SECONDS", 30)?),
             merge_undo_window: Duration::from_secs(parsed::<u64>("MERGE_UNDO_HOURS", 72)? * 3600),
             spare_branch_schemas: parsed("SPARE_BRANCH_SCHEMAS", 2)?,
+            database_tls: DatabaseTls {
+                ca_file: var("DATABASE_CA_FILE").map(Into::into),
+                require: parsed("REQUIRE_DATABASE_TLS", false)?,
+            },
+            otlp_certificate: var("OTEL_EXPORTER_OTLP_CERTIFICATE").map(Into::into),
         };
         settings.check()?;
         Ok(settings)
@@ -309,6 +329,8 @@ impl Settings {
             merge_undo_window: Duration::from_secs(72 * 3600),
             // A short-lived server builds nothing ahead.
             spare_branch_schemas: 0,
+            database_tls: DatabaseTls::default(),
+            otlp_certificate: None,
         }
     }
 }

@@ -116,9 +116,9 @@ impl Directory {
     /// (`BRANCH_DATABASE_HOSTS`, else the registry's own hosts): a request must not make the
     /// server connect wherever it says.
     pub fn allows_database_url(&self, url: &str) -> bool {
-        let Ok(config) = url.parse::<tokio_postgres::Config>() else { return false };
+        let Ok(config) = super::tls::plain_config(url) else { return false };
         let registry_hosts =
-            || self.registry_url.parse::<tokio_postgres::Config>().map(|c| hosts_of(&c)).unwrap_or_default();
+            || super::tls::plain_config(&self.registry_url).map(|c| hosts_of(&c)).unwrap_or_default();
         let allowed: Vec<String> = match &self.settings.branch_database_hosts {
             Some(list) => list.iter().map(|h| h.to_ascii_lowercase()).collect(),
             None => registry_hosts(),
