@@ -21,7 +21,7 @@ use rustls::pki_types::pem::PemObject;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
-use crate::reliability::Cluster;
+use crate::reliability::{Cluster, Server};
 use crate::support::{TestApp, assert_error, assert_invalid, test_settings};
 
 /// A certificate authority made for the test.
@@ -124,6 +124,29 @@ async fn a_tls_only_server_is_reached_verified_and_never_in_plain_text() {
     assert!(wrong_name.contains("not valid for name \"127.0.0.1\""), "{wrong_name}");
     let plain = refusal(&url("127.0.0.1", "sslmode=disable".into())).await;
     assert!(plain.contains("pg_hba.conf") && plain.contains("no encryption"), "{plain}");
+
+    // A server whose registry is there (the CA from DATABASE_CA_FILE): its pool, its
+    // listener and its maintenance connections all encrypted.
+    clinic_server::embedded_pg::ensure_database(&cluster.pg().url("postgres"), "registry").await.unwrap();
+    let registry = url("localhost", "sslmode=verify-full".into()).replace("/clinic?", "/registry?");
+    let server = Server::start(&registry, |s| {
+        s.database_tls.ca_file = Some(ours.clone());
+        s.database_tls.require = true;
+    })
+    .await;
+    let sessions = async || -> Vec<(String, bool)> {
+        let sql = "SELECT a.application_name, s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+                    WHERE a.datname = 'registry' AND a.client_addr IS NOT NULL";
+        client.query(sql, &[]).await.unwrap().iter().map(|row| (row.get(0), row.get(1))).collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !sessions().await.iter().any(|(name, _)| name == clinic_server::notify::LISTENER_NAME) {
+        assert!(std::time::Instant::now() < deadline, "the listener never connected: {:?}", sessions().await);
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let seen = sessions().await;
+    assert!(seen.len() >= 2 && seen.iter().all(|(_, ssl)| *ssl), "{seen:?}");
+    drop(server);
 
     // A server whose branch lives there: created, written and read over verified TLS, every
     // connection the server holds there encrypted.
