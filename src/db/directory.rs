@@ -167,7 +167,16 @@ impl Directory {
             name: row.get("name"),
             schema: Arc::from(row.get::<_, String>("schema_name")),
             timezone: row.get("timezone"),
-            pool: self.pool_for(database_url.as_deref())?,
+            // A URL that cannot be connected to as written (its CA file gone, a bad sslmode):
+            // the branch's server is unreachable, as when it is down; the log says why.
+            pool: self.pool_for(database_url.as_deref()).map_err(|e| {
+                tracing::error!(
+                    branch = id,
+                    error = format!("{e:#}"),
+                    "the branch's database URL cannot be used"
+                );
+                ApiError::database_unavailable()
+            })?,
             migration_failed: row.get::<_, String>("migration_state") == "failed",
             frozen: row.get("frozen"),
         }))

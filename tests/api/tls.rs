@@ -233,6 +233,21 @@ async fn required_tls_refuses_urls_to_other_machines_without_verify_full() {
     assert!(!refused.contains("postgres@"), "{refused}");
 }
 
+#[tokio::test]
+async fn a_branch_whose_stored_url_cannot_be_used_answers_503() {
+    let app = TestApp::spawn().await;
+    let main = app.main_branch().await;
+    let registry = app.state.registry.get().await.unwrap();
+    let unusable = "postgres://postgres@127.0.0.1:5441/clinic?sslrootcert=/nonexistent/ca.pem";
+    registry
+        .execute("UPDATE branches SET database_url = $1 WHERE id = $2", &[&unusable, &main])
+        .await
+        .unwrap();
+    app.state.directory.invalidate(main).await;
+    let r = app.get("/api/v1/patients", Some(main)).await;
+    assert_error(&r, 503, "database_unavailable");
+}
+
 /// Bodies posted to the https receiver: (path, body).
 type Posts = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 
