@@ -309,7 +309,11 @@ fn client_config(provider: Arc<CryptoProvider>, checks: Checks) -> Result<Client
         Checks::Refuse => Arc::new(Unchecked(provider.signature_verification_algorithms, false)),
         Checks::Nothing => Arc::new(Unchecked(provider.signature_verification_algorithms, true)),
     };
-    Ok(builder.dangerous().with_custom_certificate_verifier(verifier).with_no_client_auth())
+    let mut config = builder.dangerous().with_custom_certificate_verifier(verifier).with_no_client_auth();
+    // As libpq 17 does: what PostgreSQL 17 asks of a direct handshake (sslnegotiation=direct),
+    // and ignored by servers before it.
+    config.alpn_protocols = vec![b"postgresql".to_vec()];
+    Ok(config)
 }
 
 /// `verify-ca`: the chain is checked, the name the certificate is for is not.
