@@ -75,6 +75,7 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
     }
     let directory = Arc::new(Directory::new(registry.clone(), database_url, &settings)?);
     let state = Arc::new(AppState::new(settings, registry, directory, metrics)?);
+    branches::check_database_urls(&state.directory).await?;
     bootstrap::run_if_empty(&state).await?;
     let outcomes = branches::migrate_all(&state.directory, state.settings.migrate_parallelism).await?;
     for outcome in outcomes.iter().filter(|o| o.result.is_some()) {
@@ -91,7 +92,11 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
             None => {}
         }
     }
-    state.keep(notify::spawn_listener(database_url.to_owned(), state.clone()));
+    state.keep(notify::spawn_listener(
+        database_url.to_owned(),
+        state.settings.database_tls.clone(),
+        state.clone(),
+    ));
     state.keep(queue::spawn_day_closer(state.clone()));
     state.keep(crate::tenancy::audit_months::spawn(state.clone()));
     state.keep(state.metrics.watch_branches());

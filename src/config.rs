@@ -74,6 +74,16 @@ impl HashLimits {
     }
 }
 
+/// What every connection to PostgreSQL is held to beyond its URL's own `sslmode` (`db::tls`).
+#[derive(Clone, Debug, Default)]
+pub struct DatabaseTls {
+    /// `DATABASE_CA_FILE`: the CAs (PEM) a server's certificate is checked against when its
+    /// URL names no `sslrootcert`; `None`: the public roots.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// `REQUIRE_DATABASE_TLS`: a URL to another machine must say `sslmode=verify-full`.
+    pub require: bool,
+}
+
 /// Branches whose read audit records are written in one transaction, at most, by default.
 /// Each holds three locks until the commit (the log, its partition, its sequence) in
 /// PostgreSQL's shared lock table, which holds about `max_locks_per_transaction` (64) for
@@ -163,6 +173,11 @@ pub struct Settings {
     /// Permissions whose holders must turn a second factor on before any other route answers
     /// them (checked against the catalogue at start-up); empty: none must.
     pub mfa_required_for: Vec<String>,
+    /// `DATABASE_CA_FILE` and `REQUIRE_DATABASE_TLS`.
+    pub database_tls: DatabaseTls,
+    /// `OTEL_EXPORTER_OTLP_CERTIFICATE`: the CAs (PEM) an https OTLP collector is checked
+    /// against; `None`: the public roots.
+    pub otlp_certificate: Option<std::path::PathBuf>,
 }
 
 fn var(name: &str) -> Option<String> {
@@ -257,6 +272,11 @@ impl Settings {
             spare_branch_schemas: parsed("SPARE_BRANCH_SCHEMAS", 2)?,
             mfa_issuer: var("MFA_ISSUER").unwrap_or_else(|| "clinic-server".into()),
             mfa_required_for: var("MFA_REQUIRED_FOR").map(|v| list(&v)).unwrap_or_default(),
+            database_tls: DatabaseTls {
+                ca_file: var("DATABASE_CA_FILE").map(Into::into),
+                require: parsed("REQUIRE_DATABASE_TLS", false)?,
+            },
+            otlp_certificate: var("OTEL_EXPORTER_OTLP_CERTIFICATE").map(Into::into),
         };
         settings.check()?;
         Ok(settings)
@@ -359,6 +379,8 @@ impl Settings {
             spare_branch_schemas: 0,
             mfa_issuer: "clinic-server".into(),
             mfa_required_for: Vec::new(),
+            database_tls: DatabaseTls::default(),
+            otlp_certificate: None,
         }
     }
 }

@@ -16,6 +16,20 @@ pub struct EmbeddedPostgres {
     data_dir: PathBuf,
     socket_dir: PathBuf,
     run_as: Option<(u32, u32)>,
+    extras: Extras,
+}
+
+/// What a cluster runs with beyond the embedded default (a test's server on a TCP port,
+/// with TLS).
+#[derive(Clone, Default)]
+pub struct Extras {
+    /// Also listen on 127.0.0.1 at this port (its socket is then named by this port too).
+    pub tcp_port: Option<u16>,
+    /// Server settings, each given as `-c name=value` (values without spaces).
+    pub settings: Vec<(String, String)>,
+    /// Files written into the data folder before each start, readable by the server's user
+    /// alone (a key, a certificate, `pg_hba.conf`): (name, contents).
+    pub files: Vec<(String, Vec<u8>)>,
 }
 
 /// Where `initdb` and `pg_ctl` are: `PG_BIN_DIR`, `pg_config --bindir`, the newest
@@ -67,6 +81,11 @@ impl EmbeddedPostgres {
     /// Initialises the cluster under `<var_dir>/<name>` when new, starts it when stopped, and
     /// returns it with a connection URL to database `clinic`.
     pub async fn start(var_dir: &Path, name: &str) -> anyhow::Result<(Self, String)> {
+        Self::start_with(var_dir, name, Extras::default()).await
+    }
+
+    /// [`EmbeddedPostgres::start`] with `extras`.
+    pub async fn start_with(var_dir: &Path, name: &str, extras: Extras) -> anyhow::Result<(Self, String)> {
         let Some(bin_dir) = find_bin_dir() else {
             bail!(
                 "no PostgreSQL binaries found: install PostgreSQL (e.g. `apt-get install postgresql`), \
@@ -88,10 +107,11 @@ impl EmbeddedPostgres {
         } else {
             None
         };
-        let cluster = Self { bin_dir, data_dir: base.join("data"), socket_dir: base.clone(), run_as };
+        let cluster = Self { bin_dir, data_dir: base.join("data"), socket_dir: base.clone(), run_as, extras };
         if !cluster.data_dir.join("PG_VERSION").exists() {
             cluster.initdb().await?;
         }
+        cluster.write_files()?;
         if !cluster.is_running().await {
             cluster.pg_ctl_start().await?;
         }
@@ -102,7 +122,24 @@ impl EmbeddedPostgres {
 
     /// A connection URL for database `name` on this cluster.
     pub fn url(&self, database: &str) -> String {
-        format!("host={} port=5432 user=postgres dbname={database}", self.socket_dir.display())
+        format!("host={} port={} user=postgres dbname={database}", self.socket_dir.display(), self.port())
+    }
+
+    fn port(&self) -> u16 {
+        self.extras.tcp_port.unwrap_or(5432)
+    }
+
+    fn write_files(&self) -> anyhow::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        for (name, contents) in &self.extras.files {
+            let path = self.data_dir.join(name);
+            std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+            if let Some((uid, gid)) = self.run_as {
+                std::os::unix::fs::chown(&path, Some(uid), Some(gid))?;
+            }
+        }
+        Ok(())
     }
 
     fn command(&self, program: &str) -> Command {
@@ -141,7 +178,12 @@ impl EmbeddedPostgres {
     fn server_arguments(&self) -> (String, String, String) {
         let data = self.data_dir.display().to_string();
         let log = self.socket_dir.join("postgres.log").display().to_string();
-        let options = format!("-c listen_addresses='' -k {} -p 5432", self.socket_dir.display());
+        let listen = if self.extras.tcp_port.is_some() { "127.0.0.1" } else { "''" };
+        let mut options =
+            format!("-c listen_addresses={listen} -k {} -p {}", self.socket_dir.display(), self.port());
+        for (name, value) in &self.extras.settings {
+            options.push_str(&format!(" -c {name}={value}"));
+        }
         (data, log, options)
     }
 

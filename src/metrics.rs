@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider as _, UpDownCounter};
-use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use salvo::http::StatusCode;
 use salvo::http::header::{CONTENT_TYPE, HeaderValue};
@@ -82,6 +82,7 @@ impl Metrics {
         if let Some(endpoint) = &settings.otlp_endpoint {
             let exporter = opentelemetry_otlp::MetricExporter::builder()
                 .with_http()
+                .with_http_client(crate::telemetry::otlp_client(settings)?)
                 .with_protocol(Protocol::HttpBinary)
                 .with_endpoint(crate::telemetry::signal_url(endpoint, "metrics"))
                 .with_timeout(Duration::from_secs(5))

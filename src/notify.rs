@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
+
+use crate::config::DatabaseTls;
 
 pub const CHANNEL: &str = "clinic_cache";
 /// Changes displays follow (a queue ticket called): relayed to this instance's listeners.
@@ -90,12 +92,16 @@ pub async fn publish_event(
 }
 
 /// Listens for notifications until the process ends, reconnecting with back-off.
-pub fn spawn_listener<I: Invalidate>(url: String, target: Arc<I>) -> tokio::task::JoinHandle<()> {
+pub fn spawn_listener<I: Invalidate>(
+    url: String,
+    tls: DatabaseTls,
+    target: Arc<I>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(100);
         loop {
             let mut heard = false;
-            match listen_once(&url, &target, &mut heard).await {
+            match listen_once(&url, &tls, &target, &mut heard).await {
                 Ok(()) => tracing::warn!("cache invalidation connection closed; reconnecting"),
                 Err(e) => tracing::warn!(error = format!("{e:#}"), "cache invalidation connection failed"),
             }
@@ -114,10 +120,15 @@ pub fn spawn_listener<I: Invalidate>(url: String, target: Arc<I>) -> tokio::task
 
 /// Connects, listens and hands on what it hears until the connection ends; sets `listening`
 /// once LISTEN took effect.
-async fn listen_once<I: Invalidate>(url: &str, target: &Arc<I>, listening: &mut bool) -> anyhow::Result<()> {
-    let mut config = crate::db::pg_config(url, "public")?;
-    config.application_name(LISTENER_NAME);
-    let (client, mut connection) = config.connect(NoTls).await?;
+async fn listen_once<I: Invalidate>(
+    url: &str,
+    tls: &DatabaseTls,
+    target: &Arc<I>,
+    listening: &mut bool,
+) -> anyhow::Result<()> {
+    let mut link = crate::db::link(url, "public", tls)?;
+    link.config.application_name(LISTENER_NAME);
+    let (client, mut connection) = link.connect().await?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let driver = tokio::spawn(async move {
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));

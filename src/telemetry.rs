@@ -1,9 +1,10 @@
 //! Logs and traces: `tracing` everywhere, exported over OTLP/HTTP when
-//! `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Incoming W3C `traceparent` headers are honoured.
-//! (Metrics are `crate::metrics`.)
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` is set (http or https: rustls on ring, the collector's
+//! certificate checked against `OTEL_EXPORTER_OTLP_CERTIFICATE` or the public roots).
+//! Incoming W3C `traceparent` headers are honoured. (Metrics are `crate::metrics`.)
 
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::EnvFilter;
@@ -35,12 +36,40 @@ pub fn signal_url(endpoint: &str, signal: &str) -> String {
     if base.ends_with(&path) { base.to_owned() } else { format!("{base}{path}") }
 }
 
+/// The blocking HTTP client both OTLP exporters send with: https through rustls on ring,
+/// trusting `OTEL_EXPORTER_OTLP_CERTIFICATE`'s CAs when set, else the public roots.
+pub fn otlp_client(settings: &Settings) -> anyhow::Result<otlp_reqwest::blocking::Client> {
+    let roots = match &settings.otlp_certificate {
+        Some(path) => crate::security::roots::from_pem_file(path, "OTEL_EXPORTER_OTLP_CERTIFICATE")
+            .map_err(anyhow::Error::msg)?,
+        None => crate::security::roots::public(),
+    };
+    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    // A blocking client owns a runtime of its own, which may be neither made nor dropped
+    // on one of tokio's threads: it is built on a thread of its own, as the exporter does.
+    std::thread::spawn(move || {
+        otlp_reqwest::blocking::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .timeout(std::time::Duration::from_secs(5))
+            .build()
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("building the OTLP client panicked"))?
+    .map_err(|e| anyhow::anyhow!("building the OTLP client: {e}"))
+}
+
 pub fn init(settings: &Settings) -> anyhow::Result<Telemetry> {
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let provider = match &settings.otlp_endpoint {
         Some(endpoint) => {
             let exporter = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
+                .with_http_client(otlp_client(settings)?)
                 .with_protocol(Protocol::HttpBinary)
                 .with_endpoint(signal_url(endpoint, "traces"))
                 .with_timeout(std::time::Duration::from_secs(5))

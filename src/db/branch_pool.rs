@@ -19,11 +19,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::client::Client;
+use super::tls::Link;
 use deadpool::managed::{PoolError, TimeoutType};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_postgres::NoTls;
-
-use super::client::Client;
 
 pub type BranchPoolError = PoolError<tokio_postgres::Error>;
 
@@ -33,7 +32,7 @@ pub struct BranchPool {
 }
 
 struct Inner {
-    config: tokio_postgres::Config,
+    link: Link,
     slots: Mutex<Vec<Slot>>,
     /// One permit per slot: holding one guarantees a slot that is not lent.
     free: Arc<Semaphore>,
@@ -60,10 +59,10 @@ pub struct PoolSettings {
 }
 
 impl BranchPool {
-    pub fn new(config: tokio_postgres::Config, settings: PoolSettings, waits: super::waits::Waits) -> Self {
+    pub fn new(link: Link, settings: PoolSettings, waits: super::waits::Waits) -> Self {
         let max_size = settings.max_size.max(1);
         let inner = Inner {
-            config,
+            link,
             slots: Mutex::new((0..max_size).map(|_| Slot::Vacant).collect()),
             free: Arc::new(Semaphore::new(max_size)),
             waiting: AtomicUsize::new(0),
@@ -131,22 +130,18 @@ impl BranchPool {
         application_name: &str,
         statements: usize,
     ) -> Result<Client, BranchPoolError> {
-        let mut config = self.inner.config.clone();
-        config.application_name(application_name);
-        self.open_with(&config, statements).await
+        let mut link = self.inner.link.clone();
+        link.config.application_name(application_name);
+        self.open_with(&link, statements).await
     }
 
     async fn open(&self, statements: usize) -> Result<Client, BranchPoolError> {
-        self.open_with(&self.inner.config, statements).await
+        self.open_with(&self.inner.link, statements).await
     }
 
-    async fn open_with(
-        &self,
-        config: &tokio_postgres::Config,
-        statements: usize,
-    ) -> Result<Client, BranchPoolError> {
+    async fn open_with(&self, link: &Link, statements: usize) -> Result<Client, BranchPoolError> {
         let inner = &self.inner;
-        let connecting = config.connect(NoTls);
+        let connecting = link.connect();
         let (client, connection) = match tokio::time::timeout(inner.create_timeout, connecting).await {
             Err(_) => return Err(PoolError::Timeout(TimeoutType::Create)),
             Ok(Err(e)) => return Err(PoolError::Backend(e)),

@@ -116,9 +116,9 @@ impl Directory {
     /// (`BRANCH_DATABASE_HOSTS`, else the registry's own hosts): a request must not make the
     /// server connect wherever it says.
     pub fn allows_database_url(&self, url: &str) -> bool {
-        let Ok(config) = url.parse::<tokio_postgres::Config>() else { return false };
+        let Ok(config) = super::tls::plain_config(url) else { return false };
         let registry_hosts =
-            || self.registry_url.parse::<tokio_postgres::Config>().map(|c| hosts_of(&c)).unwrap_or_default();
+            || super::tls::plain_config(&self.registry_url).map(|c| hosts_of(&c)).unwrap_or_default();
         let allowed: Vec<String> = match &self.settings.branch_database_hosts {
             Some(list) => list.iter().map(|h| h.to_ascii_lowercase()).collect(),
             None => registry_hosts(),
@@ -167,7 +167,16 @@ impl Directory {
             name: row.get("name"),
             schema: Arc::from(row.get::<_, String>("schema_name")),
             timezone: row.get("timezone"),
-            pool: self.pool_for(database_url.as_deref())?,
+            // A URL that cannot be connected to as written (its CA file gone, a bad sslmode):
+            // the branch's server is unreachable, as when it is down; the log says why.
+            pool: self.pool_for(database_url.as_deref()).map_err(|e| {
+                tracing::error!(
+                    branch = id,
+                    error = format!("{e:#}"),
+                    "the branch's database URL cannot be used"
+                );
+                ApiError::database_unavailable()
+            })?,
             migration_failed: row.get::<_, String>("migration_state") == "failed",
             frozen: row.get("frozen"),
         }))

@@ -11,6 +11,7 @@ pub mod client;
 pub mod directory;
 pub mod migrate;
 pub mod read_audit;
+pub mod tls;
 pub mod waits;
 pub mod zones;
 
@@ -23,9 +24,9 @@ use std::sync::atomic::AtomicU64;
 use anyhow::Context;
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Error as PgError, NoTls, Row, Statement, ToStatement};
+use tokio_postgres::{Error as PgError, Row, Statement, ToStatement};
 
-use crate::config::Settings;
+use crate::config::{DatabaseTls, Settings};
 pub use branch_pool::{BranchPool, Lease, PoolSettings};
 pub use client::{Client, Transaction};
 use waits::Waits;
@@ -70,7 +71,7 @@ impl RegistryPool {
 
 /// Opens the registry's connections; a connection the server closed is not handed out again.
 pub struct RegistryManager {
-    config: tokio_postgres::Config,
+    link: tls::Link,
     /// Never bumped: the registry's tables change only when it is migrated at start-up.
     generation: Arc<AtomicU64>,
 }
@@ -82,7 +83,7 @@ impl managed::Manager for RegistryManager {
     async fn create(&self) -> Result<Client, PgError> {
         // Boxed: connecting's state is large, and inline it would be part of every `get`'s,
         // which nearly always finds an idle connection.
-        let (client, connection) = Box::pin(self.config.connect(NoTls)).await?;
+        let (client, connection) = Box::pin(self.link.connect()).await?;
         let task = tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "registry connection closed");
@@ -99,10 +100,11 @@ impl managed::Manager for RegistryManager {
     }
 }
 
-/// Parses a connection URL and adds the session settings every connection of ours runs with.
-pub fn pg_config(url: &str, search_path: &str) -> anyhow::Result<tokio_postgres::Config> {
-    let mut config: tokio_postgres::Config =
-        url.parse().context("DATABASE_URL is not a valid PostgreSQL connection URL")?;
+/// Reads a connection URL ([`tls::Link`]: its TLS under `tls`) and adds the session
+/// settings every connection of ours runs with.
+pub fn link(url: &str, search_path: &str, tls: &DatabaseTls) -> anyhow::Result<tls::Link> {
+    let mut link = tls::Link::parse(url, tls).context("the database URL")?;
+    let config = &mut link.config;
     if config.get_application_name().is_none() {
         config.application_name("clinic-server");
     }
@@ -111,24 +113,24 @@ pub fn pg_config(url: &str, search_path: &str) -> anyhow::Result<tokio_postgres:
     // the planner prefers a sequential scan to the trigram index for name searches.
     config.options(format!("-c TimeZone=UTC -c search_path={search_path} -c random_page_cost=1.1"));
     config.connect_timeout(Duration::from_secs(10));
-    Ok(config)
+    Ok(link)
 }
 
-/// [`pg_config`] for a pool serving requests: no statement runs longer than the setting.
-fn pool_config(url: &str, search_path: &str, settings: &Settings) -> anyhow::Result<tokio_postgres::Config> {
-    let mut config = pg_config(url, search_path)?;
+/// [`link`] for a pool serving requests: no statement runs longer than the setting.
+fn pool_link(url: &str, search_path: &str, settings: &Settings) -> anyhow::Result<tls::Link> {
+    let mut link = link(url, search_path, &settings.database_tls)?;
     let options = format!(
         "{} -c statement_timeout={}",
-        config.get_options().unwrap_or_default(),
+        link.config.get_options().unwrap_or_default(),
         settings.statement_timeout.as_millis()
     );
-    config.options(options);
-    Ok(config)
+    link.config.options(options);
+    Ok(link)
 }
 
 /// `host:port/database` of a connection URL: what operators see, never a password.
 pub fn server_name(url: &str) -> String {
-    let Ok(config) = url.parse::<tokio_postgres::Config>() else { return "(unparsable)".into() };
+    let Ok(config) = tls::plain_config(url) else { return "(unparsable)".into() };
     let host = config
         .get_hosts()
         .first()
@@ -141,10 +143,11 @@ pub fn server_name(url: &str) -> String {
     format!("{host}:{port}/{}", config.get_dbname().unwrap_or("postgres"))
 }
 
-/// Connects once, outside any pool (maintenance work, LISTEN).
-pub async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
-    let config = pg_config(url, "public")?;
-    let (client, connection) = config.connect(NoTls).await.context("connecting to PostgreSQL")?;
+/// Connects once, outside any pool (maintenance work), under `tls`.
+pub async fn connect_with(url: &str, tls: &DatabaseTls) -> anyhow::Result<tokio_postgres::Client> {
+    let link = link(url, "public", tls)?;
+    let (client, connection) =
+        link.connect().await.with_context(|| format!("connecting to PostgreSQL at {}", server_name(url)))?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "maintenance connection closed");
@@ -153,14 +156,19 @@ pub async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
     Ok(client)
 }
 
+/// [`connect_with`] under the URL's own TLS settings alone (no `DATABASE_CA_FILE`): for
+/// tools and tests; the server's own work passes its settings.
+pub async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
+    connect_with(url, &DatabaseTls::default()).await
+}
+
 /// The registry's pool, its waits measured by `meter`.
 pub fn registry_pool(
     url: &str,
     settings: &Settings,
     meter: &opentelemetry::metrics::Meter,
 ) -> anyhow::Result<RegistryPool> {
-    let manager =
-        RegistryManager { config: pool_config(url, "public", settings)?, generation: Arc::default() };
+    let manager = RegistryManager { link: pool_link(url, "public", settings)?, generation: Arc::default() };
     let pool = managed::Pool::builder(manager)
         .max_size(settings.registry_pool_size)
         .wait_timeout(Some(settings.pool_wait))
@@ -178,14 +186,14 @@ const NO_SCHEMA: &str = "no_branch_selected";
 
 /// A branch pool, its waits measured as `waits` (named by the pool's server).
 pub fn branch_pool(url: &str, settings: &Settings, waits: &Waits) -> anyhow::Result<BranchPool> {
-    let config = pool_config(url, NO_SCHEMA, settings)?;
-    let waits = waits.named(&waits::pool_name(&config));
+    let link = pool_link(url, NO_SCHEMA, settings)?;
+    let waits = waits.named(&waits::pool_name(&link.config));
     let sizes = PoolSettings {
         max_size: settings.branch_pool_size,
         wait_timeout: settings.pool_wait,
         create_timeout: Duration::from_secs(10),
     };
-    Ok(BranchPool::new(config, sizes, waits))
+    Ok(BranchPool::new(link, sizes, waits))
 }
 
 /// Lowercase letters, digits and underscores only.

@@ -51,13 +51,12 @@ async fn logs(directory: &Directory) -> anyhow::Result<Vec<Log>> {
 
 /// One connection per database server for a walk over every log: a thousand branches on
 /// one server are a thousand statements on one connection, not a thousand connections.
-#[derive(Default)]
-struct Servers(HashMap<String, tokio_postgres::Client>);
+struct Servers<'a>(HashMap<String, tokio_postgres::Client>, &'a crate::config::DatabaseTls);
 
-impl Servers {
+impl Servers<'_> {
     async fn of(&mut self, url: &str) -> anyhow::Result<&mut tokio_postgres::Client> {
         if self.0.get(url).is_none_or(|client| client.is_closed()) {
-            self.0.insert(url.to_owned(), crate::db::connect(url).await?);
+            self.0.insert(url.to_owned(), crate::db::connect_with(url, self.1).await?);
         }
         Ok(self.0.get_mut(url).expect("just connected"))
     }
@@ -66,7 +65,7 @@ impl Servers {
 /// Makes the months ahead in every audit log; one that fails is logged, the others go on.
 pub async fn add_months(directory: &Directory) -> anyhow::Result<u32> {
     let mut made = 0;
-    let mut servers = Servers::default();
+    let mut servers = Servers(HashMap::new(), &directory.settings().database_tls);
     for log in logs(directory).await? {
         let result = async {
             let client = servers.of(&log.url).await?;
@@ -127,7 +126,7 @@ pub async fn archive(directory: &Directory, before: Date, out: &Path) -> anyhow:
     tokio::fs::create_dir_all(out).await.with_context(|| format!("creating {}", out.display()))?;
     let cutoff = before.midnight().assume_utc();
     let mut archived = Vec::new();
-    let mut servers = Servers::default();
+    let mut servers = Servers(HashMap::new(), &directory.settings().database_tls);
     for log in logs(directory).await? {
         let client = servers.of(&log.url).await?;
         // Each month's upper bound, from the partition's own definition.

@@ -133,7 +133,11 @@ pub async fn backup(directory: &Directory, code: &str, out: &Path) -> anyhow::Re
         .collect();
     drop(registry);
 
-    let mut source = crate::db::connect(url.as_deref().unwrap_or(directory.registry_url())).await?;
+    let mut source = crate::db::connect_with(
+        url.as_deref().unwrap_or(directory.registry_url()),
+        &directory.settings().database_tls,
+    )
+    .await?;
     let tx = source
         .build_transaction()
         .isolation_level(IsolationLevel::RepeatableRead)

@@ -125,13 +125,22 @@ pub async fn create(directory: &Directory, new: NewBranch, grant_to: &[i64]) -> 
         errors.entry("name".into()).or_default().push(e);
     }
     if let Some(url) = &new.database_url {
-        if url.parse::<tokio_postgres::Config>().is_err() {
-            errors.entry("database_url".into()).or_default().push("Not a valid PostgreSQL URL.".into());
+        let tls = crate::db::tls::check(url, &directory.settings().database_tls);
+        let problem = if crate::db::tls::plain_config(url).is_err() {
+            Some("Not a valid PostgreSQL URL.".to_owned())
         } else if !directory.allows_database_url(url) {
-            errors
-                .entry("database_url".into())
-                .or_default()
-                .push("The database host is not one of the allowed branch database hosts.".into());
+            Some("The database host is not one of the allowed branch database hosts.".to_owned())
+        } else {
+            // An sslmode or CA file that cannot be used, or a server elsewhere without
+            // verify-full under REQUIRE_DATABASE_TLS: the message says what to change.
+            tls.err().map(|e| {
+                let e = e.to_string();
+                let mut chars = e.chars();
+                chars.next().map(|first| format!("{}{}.", first.to_uppercase(), chars.as_str())).unwrap_or(e)
+            })
+        };
+        if let Some(problem) = problem {
+            errors.entry("database_url".into()).or_default().push(problem);
         }
     }
     if !errors.is_empty() {
@@ -325,6 +334,34 @@ async fn undo_provisioning(directory: &Directory, database_url: Option<&str>, id
             "could not remove a failed branch; retrying the create resumes it"
         );
     }
+}
+
+/// Under `REQUIRE_DATABASE_TLS`, refuses to start while a branch's stored database URL
+/// could reach another machine unverified; the error names every such branch.
+pub async fn check_database_urls(directory: &Directory) -> anyhow::Result<()> {
+    let tls = &directory.settings().database_tls;
+    if !tls.require {
+        return Ok(());
+    }
+    let rows = directory
+        .registry()
+        .get()
+        .await?
+        .query(
+            "SELECT code, database_url FROM branches
+              WHERE database_url IS NOT NULL AND status <> 'dropped' ORDER BY id",
+            &[],
+        )
+        .await?;
+    let refused: Vec<String> = rows
+        .iter()
+        .filter_map(|row| {
+            let problem = crate::db::tls::check(row.get("database_url"), tls).err()?;
+            Some(format!("branch {}: {problem}", row.get::<_, String>("code")))
+        })
+        .collect();
+    anyhow::ensure!(refused.is_empty(), "{}", refused.join("; "));
+    Ok(())
 }
 
 /// Outcome of migrating one branch.

@@ -52,7 +52,8 @@ struct Moving {
 
 /// Moves the active branch `code` to the database `to_url`.
 pub async fn move_branch(directory: &Directory, code: &str, to_url: &str) -> anyhow::Result<Moved> {
-    ensure!(to_url.parse::<tokio_postgres::Config>().is_ok(), "--to is not a PostgreSQL connection URL");
+    crate::db::tls::check(to_url, &directory.settings().database_tls)
+        .map_err(|e| anyhow::anyhow!("--to: {e}"))?;
     ensure!(
         directory.allows_database_url(to_url),
         "{} is not one of the allowed branch database hosts (BRANCH_DATABASE_HOSTS)",
@@ -131,9 +132,12 @@ async fn run(
     move_id: i64,
 ) -> anyhow::Result<(usize, u64, Instant, String)> {
     let schema = &branch.schema;
-    let mut source =
-        crate::db::connect(&branch.from_url).await.context("connecting to the branch's server")?;
-    let mut target = crate::db::connect(to_url).await.context("connecting to the new server")?;
+    let mut source = crate::db::connect_with(&branch.from_url, &directory.settings().database_tls)
+        .await
+        .context("connecting to the branch's server")?;
+    let mut target = crate::db::connect_with(to_url, &directory.settings().database_tls)
+        .await
+        .context("connecting to the new server")?;
     prepare_target(&mut target, branch.id, schema).await?;
 
     // 1. Everything, from one snapshot, while the branch works on.
@@ -409,7 +413,7 @@ async fn abandon(directory: &Directory, branch: &Moving, to_url: &str, move_id: 
             .get(0);
         let routed_there = routed_there.unwrap_or_else(|| directory.registry_url().to_owned());
         anyhow::ensure!(server_name(&routed_there) != server_name(to_url), "the branch is routed to the new server");
-        let target = crate::db::connect(to_url).await?;
+        let target = crate::db::connect_with(to_url, &directory.settings().database_tls).await?;
         let ours: bool = target
             .query_one(
                 "SELECT coalesce((SELECT obj_description(oid, 'pg_namespace') = $2 FROM pg_namespace WHERE nspname = $1), false)",

@@ -51,7 +51,7 @@ pub async fn drop_branch(directory: &Directory, code: &str) -> anyhow::Result<Dr
         return Ok(dropped);
     }
     let url = database_url.as_deref().unwrap_or(directory.registry_url()).to_owned();
-    let source = crate::db::connect(&url).await?;
+    let source = crate::db::connect_with(&url, &directory.settings().database_tls).await?;
     let exists: bool = source
         .query_one("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", &[&schema])
         .await?
@@ -108,7 +108,11 @@ async fn drop_schema(
     schema: &str,
     id: i64,
 ) -> anyhow::Result<()> {
-    let client = crate::db::connect(database_url.unwrap_or(directory.registry_url())).await?;
+    let client = crate::db::connect_with(
+        database_url.unwrap_or(directory.registry_url()),
+        &directory.settings().database_tls,
+    )
+    .await?;
     let mark: Option<Option<String>> = client
         .query_opt(
             "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1",

@@ -49,7 +49,8 @@ pub fn spawn(state: Arc<AppState>) -> tokio::task::JoinHandle<()> {
 /// Drops the registry server's spares of other migrations and builds spares until `wanted`
 /// are current; answers how many it built. Another instance already at it: nothing.
 pub async fn keep(directory: &Directory, wanted: usize) -> anyhow::Result<usize> {
-    let mut client = crate::db::connect(directory.registry_url()).await?;
+    let mut client =
+        crate::db::connect_with(directory.registry_url(), &directory.settings().database_tls).await?;
     let locked: bool =
         client.query_one("SELECT pg_try_advisory_lock(hashtext($1))", &[&KEEPER_LOCK]).await?.get(0);
     if !locked {

@@ -38,4 +38,5 @@ mod security;
 mod servers;
 mod telemetry;
 mod tenancy;
+mod tls;
 mod visits;

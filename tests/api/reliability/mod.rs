@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use clinic_server::app::{self, Running};
 use clinic_server::config::Settings;
-use clinic_server::embedded_pg::EmbeddedPostgres;
+use clinic_server::embedded_pg::{EmbeddedPostgres, Extras};
 use clinic_server::state::AppState;
 use serde_json::{Value, json};
 
@@ -29,9 +29,15 @@ pub struct Cluster {
 
 impl Cluster {
     pub async fn start() -> Self {
+        Self::start_with(Extras::default()).await
+    }
+
+    /// A cluster running with `extras` (a TCP port, TLS...).
+    pub async fn start_with(extras: Extras) -> Self {
         let var = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("var");
         let name = format!("pg-{}", &clinic_server::security::tokens::random_secret()[..10]);
-        let (pg, url) = EmbeddedPostgres::start(&var, &name).await.expect("a private PostgreSQL cluster");
+        let (pg, url) =
+            EmbeddedPostgres::start_with(&var, &name, extras).await.expect("a private PostgreSQL cluster");
         Self { folder: pg.folder().to_owned(), pg: Some(pg), url }
     }
 
