@@ -7,6 +7,7 @@ mod support;
 mod access_log;
 mod admin;
 mod audit_archive;
+mod audit_chain;
 mod auth;
 mod billing;
 mod cli;

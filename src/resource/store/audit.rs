@@ -1,4 +1,9 @@
 //! The audit trail of writes: every write appends its record in its own transaction.
+//!
+//! Each audit log is a hash chain whose head every appending transaction locks until it
+//! commits (migrations V13, tenants V21), so a unit keeps its records and appends them all
+//! in one statement as the last thing before `COMMIT`: writers of one log wait on each other
+//! for that step only, never for the rest of their work.
 
 use serde_json::Value;
 
@@ -7,7 +12,19 @@ use crate::http::error::ApiResult;
 use crate::resource::Resource;
 use crate::resource::unit::Unit;
 
-/// Appends the audit record of a write `unit` made, naming the request's route.
+/// One audit record a unit appends when it commits.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    user_id: Option<i64>,
+    action: String,
+    resource: &'static str,
+    record_id: Option<i64>,
+    before: Option<Value>,
+    after: Option<Value>,
+    route: Option<String>,
+}
+
+/// Keeps the audit record of a write `unit` made, naming the request's route.
 pub(super) async fn audit(
     unit: &Unit<'_>,
     user_id: Option<i64>,
@@ -17,21 +34,45 @@ pub(super) async fn audit(
     before: Option<&Value>,
     after: Option<&Value>,
 ) -> Result<(), tokio_postgres::Error> {
-    let client = &**unit;
-    let route = unit.writer().endpoint.as_deref();
+    unit.keep_audit(Pending {
+        user_id,
+        action: action.to_owned(),
+        resource: resource.path,
+        record_id: Some(id),
+        before: before.cloned(),
+        after: after.cloned(),
+        route: unit.writer().endpoint.as_deref().map(str::to_owned),
+    });
+    Ok(())
+}
+
+/// Appends `records` in one statement (a unit's, at its commit).
+pub(crate) async fn append(client: &impl Queries, records: &[Pending]) -> ApiResult<()> {
+    if records.is_empty() {
+        return Ok(());
+    }
     let stmt = client
         .prepare_cached(
             "INSERT INTO audit_log (user_id, action, resource, record_id, before, after, route)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+             SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::jsonb[], $6::jsonb[],
+                                  $7::text[])",
         )
         .await?;
-    client.execute(&stmt, &[&user_id, &action, &resource.path, &id, &before, &after, &route]).await?;
+    let user_id: Vec<Option<i64>> = records.iter().map(|r| r.user_id).collect();
+    let action: Vec<&str> = records.iter().map(|r| r.action.as_str()).collect();
+    let resource: Vec<&str> = records.iter().map(|r| r.resource).collect();
+    let record_id: Vec<Option<i64>> = records.iter().map(|r| r.record_id).collect();
+    let before: Vec<Option<&Value>> = records.iter().map(|r| r.before.as_ref()).collect();
+    let after: Vec<Option<&Value>> = records.iter().map(|r| r.after.as_ref()).collect();
+    let route: Vec<Option<&str>> = records.iter().map(|r| r.route.as_deref()).collect();
+    client.execute(&stmt, &[&user_id, &action, &resource, &record_id, &before, &after, &route]).await?;
     Ok(())
 }
 
 /// Audits something that happened to a record without a write through the declarations
 /// (logins, reset codes, e-mail changes, reads of patient charts): `actor` did `action` to
-/// `record` of `resource`.
+/// `record` of `resource`. Written at once: call it last before the transaction commits
+/// (inside a unit, use [`Unit::audit_event`]).
 pub async fn audit_event(
     client: &impl Queries,
     actor: Option<i64>,
@@ -50,7 +91,7 @@ pub async fn audit_event(
 }
 
 impl Unit<'_> {
-    /// Appends the audit record of a change this unit made that is not a declared write (a
+    /// Keeps the audit record of a change this unit made that is not a declared write (a
     /// user assigned to a service).
     pub async fn audit(
         &self,
@@ -63,7 +104,8 @@ impl Unit<'_> {
         Ok(audit(self, Some(self.writer().user_id), action, resource, id, before, after).await?)
     }
 
-    /// Appends the audit record of an event (a login, a transfer's incoming half).
+    /// Keeps the audit record of an event (a login, a transfer's incoming half), by the
+    /// unit's writer.
     pub async fn audit_event(
         &self,
         action: &str,
@@ -71,14 +113,37 @@ impl Unit<'_> {
         record: Option<i64>,
         details: Value,
     ) -> ApiResult<()> {
-        let stmt = self
-            .prepare_cached(
-                "INSERT INTO audit_log (user_id, action, resource, record_id, after, route) VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .await?;
-        let route = self.writer().endpoint.as_deref();
-        let user = Some(self.writer().user_id);
-        self.execute(&stmt, &[&user, &action, &resource.path, &record, &details, &route]).await?;
+        self.keep_audit(Pending {
+            user_id: Some(self.writer().user_id),
+            action: action.to_owned(),
+            resource: resource.path,
+            record_id: record,
+            before: None,
+            after: Some(details),
+            route: self.writer().endpoint.as_deref().map(str::to_owned),
+        });
         Ok(())
+    }
+
+    /// Keeps the audit records of rows handed from one record to another (`before` and
+    /// `after` images of each, in the same order).
+    pub(crate) fn audit_moved(
+        &self,
+        resource: &Resource,
+        action: &str,
+        before: Vec<Value>,
+        after: Vec<Value>,
+    ) {
+        for (b, a) in before.into_iter().zip(after) {
+            self.keep_audit(Pending {
+                user_id: Some(self.writer().user_id),
+                action: action.to_owned(),
+                resource: resource.path,
+                record_id: b.get("id").and_then(Value::as_i64),
+                before: Some(b),
+                after: Some(a),
+                route: None,
+            });
+        }
     }
 }
