@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clinic_server::embedded_pg::EmbeddedPostgres;
-use clinic_server::tenancy::{backup, branches, copy, moving, retire};
+use clinic_server::tenancy::{audit_chain, backup, branches, copy, moving, retire};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -326,6 +326,10 @@ async fn a_branch_moves_there_and_back_while_clients_write_and_no_acknowledged_w
         .collect();
     assert_eq!(moves.len(), 2);
     assert!(moves.iter().all(|(state, _)| state == "done"), "{moves:?}");
+    // Its audit log's chain came along whole, reads and writes of every stage included.
+    app.state.read_audit.flush().await;
+    let chains = audit_chain::verify(&app.state.directory, Some("NORTH")).await.unwrap();
+    assert!(chains[0].broken.is_none() && chains[0].checked > 20, "{chains:?}");
 
     // `branch drop` removes the retired schemas and keeps the live one.
     let dropped = retire::drop_branch(&app.state.directory, "NORTH").await.unwrap();
@@ -516,6 +520,8 @@ async fn a_backup_restored_as_a_new_branch_has_every_row_of_every_table() {
     let third = app.create_patient(restored.id, "Cy", "Third").await;
     assert_eq!(third["pin"], "NORTHB-000003");
     assert_eq!(third["id"], 3);
+    let chains = audit_chain::verify(&app.state.directory, Some("NORTHB")).await.unwrap();
+    assert!(chains[0].broken.is_none(), "{chains:?}");
 
     // The backup's own code is taken: restoring under it is refused, and nothing is left.
     let error = backup::restore(&app.state, &file, backup::RestoreAs::default(), &[admin]).await.unwrap_err();
