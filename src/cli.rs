@@ -61,11 +61,15 @@ enum AuditCommand {
         before: Option<String>,
     },
     /// Walk the hash chain of the registry's audit log and of every branch's (or of branch
-    /// --code only): print per log the records checked and its last position and hash, or
-    /// the first record changed, removed or slipped in. Exits non-zero when any is broken.
+    /// --code only): print per log the records checked and the digest of its lanes' last
+    /// hashes (to keep elsewhere), or the first record changed, removed or slipped in. Exits
+    /// non-zero when any is broken.
     Verify {
         #[arg(long)]
         code: Option<String>,
+        /// Print each lane's last position and hash too.
+        #[arg(long)]
+        heads: bool,
     },
 }
 
@@ -285,7 +289,7 @@ async fn execute(command: Command, state: &Arc<AppState>) -> anyhow::Result<Exit
             command: UserCommand::Create { username, name, email, password, roles, branches },
         } => create_user(state, &username, &name, &email, password, &roles, &branches).await,
         Command::Stock { command: StockCommand::Check } => check_stock(state).await,
-        Command::Audit { command: AuditCommand::Verify { code } } => {
+        Command::Audit { command: AuditCommand::Verify { code, heads } } => {
             let chains = crate::tenancy::audit_chain::verify(&state.directory, code.as_deref()).await?;
             let mut broken = 0;
             for chain in &chains {
@@ -295,10 +299,15 @@ async fn execute(command: Command, state: &Arc<AppState>) -> anyhow::Result<Exit
                     String::new()
                 };
                 match &chain.broken {
-                    None => println!(
-                        "{}: {} records checked{archived}, OK; last position {}, hash {}",
-                        chain.log, chain.checked, chain.last_position, chain.last_hash
-                    ),
+                    None => {
+                        println!(
+                            "{}: {} records checked{archived}, OK; heads digest {}",
+                            chain.log, chain.checked, chain.digest
+                        );
+                        for (lane, position, hash) in chain.heads.iter().filter(|h| heads && h.1 > 0) {
+                            println!("  lane {lane}: position {position}, hash {hash}");
+                        }
+                    }
                     Some(problem) => {
                         broken += 1;
                         println!(

@@ -55,9 +55,38 @@ mean() { printf '%s\n' "$@" | awk '{s += $1} END {printf "%.1f", s / NR}'; }
 OFF=$(mean "${off[@]}")
 ON=$(mean "${on[@]}")
 echo "POST /patients, one branch: chain off $OFF req/s, chain on $ON req/s, ratio $(awk "BEGIN {printf \"%.3f\", $ON / $OFF}")"
-# The rounds with the chain on linked every record they wrote, gapless.
+# The chain alone, without the server: CONNECTIONS pgbench clients each committing one audit
+# record as a unit appends it (the worst case: a transaction that does nothing else), on the
+# server's setting. Off and on alternately, as above.
+cat >/tmp/audit_chain_$$.sql <<SQL
+\set id random(1, 1000000)
+BEGIN;
+INSERT INTO $SCHEMA.audit_log (user_id, action, resource, record_id, before, after, route)
+SELECT * FROM unnest(ARRAY[1]::bigint[], ARRAY['create'], ARRAY['patients'], ARRAY[:id]::bigint[],
+                     ARRAY[NULL]::jsonb[], ARRAY['{"first_name": "Bench", "last_name": "Writer", "sex": "female"}']::jsonb[],
+                     ARRAY['POST /api/v1/patients']);
+COMMIT;
+SQL
+sql_round() {
+  PGOPTIONS="-c clinic.audit_chain=on" "${CLIENT[@]}" pgbench -n -c "$CONNECTIONS" -j 2 -T "${SQL_DURATION:-5}" \
+    -f /tmp/audit_chain_$$.sql "$DB_URL" 2>/dev/null | awk '/^tps/ {printf "%.1f", $3}'
+}
+sql_off=()
+sql_on=()
+for r in $(seq 1 "$ROUNDS"); do
+  chain DISABLE
+  sql_off+=("$(sql_round)")
+  chain ENABLE
+  sql_on+=("$(sql_round)")
+done
+rm -f /tmp/audit_chain_$$.sql
+OFF=$(mean "${sql_off[@]}")
+ON=$(mean "${sql_on[@]}")
+echo "audit record commits alone: chain off $OFF tps, chain on $ON tps, ratio $(awk "BEGIN {printf \"%.3f\", $ON / $OFF}")"
+
+# The rounds with the chain on linked every record they wrote, each lane gapless.
 psql "$DB_URL" -At <<SQL
-SELECT format('chained records: %s, positions 1 to %s, distinct %s', count(*), max(chain_position),
-              count(DISTINCT chain_position))
-  FROM $SCHEMA.audit_log WHERE chain_position IS NOT NULL;
+SELECT format('chained records: %s in %s lanes; every lane gapless: %s', sum(n), count(*), bool_and(n = top))
+  FROM (SELECT count(*) AS n, max(chain_position) AS top FROM $SCHEMA.audit_log
+         WHERE chain_position IS NOT NULL GROUP BY chain_lane) l;
 SQL

@@ -2,7 +2,7 @@
 //! month (UTC) of `at`. The server makes the months ahead at start-up and every few hours;
 //! an operator archives old months with `clinic-server audit archive`, which writes each
 //! month to a CSV file, syncs it to disk, and only then detaches and drops that month,
-//! keeping the month's last positions and hashes of the log's chain (`audit_log_archived`) in
+//! keeping the last position and hash of each lane of the log's chain (`audit_log_archived`) in
 //! the same transaction. No audit row is ever deleted otherwise.
 
 use std::collections::HashMap;
@@ -157,12 +157,13 @@ pub async fn archive(directory: &Directory, before: Date, out: &Path) -> anyhow:
             // The month's runs of positions keep their last hash: a verify goes on from it.
             tx.execute(
                 &format!(
-                    "INSERT INTO {}.audit_log_archived (first_position, last_position, records, last_hash, month)
-                     SELECT min(p), max(p), count(*), (array_agg(h ORDER BY p DESC))[1], $1
-                       FROM (SELECT chain_position AS p, chain_hash AS h,
-                                    chain_position - row_number() OVER (ORDER BY chain_position) AS run
+                    "INSERT INTO {}.audit_log_archived (lane, first_position, last_position, records, last_hash, month)
+                     SELECT lane, min(p), max(p), count(*), (array_agg(h ORDER BY p DESC))[1], $1
+                       FROM (SELECT chain_lane AS lane, chain_position AS p, chain_hash AS h,
+                                    chain_position - row_number() OVER (PARTITION BY chain_lane ORDER BY chain_position)
+                                        AS run
                                FROM {table} WHERE chain_position IS NOT NULL) s
-                      GROUP BY run",
+                      GROUP BY lane, run",
                     ident(&log.schema)
                 ),
                 &[&partition],
@@ -184,8 +185,8 @@ async fn write_csv(tx: &tokio_postgres::Transaction<'_>, table: &str, file: &Pat
     let partial = file.with_extension("partial");
     let mut writer = tokio::io::BufWriter::new(tokio::fs::File::create(&partial).await?);
     let sql = format!(
-        "COPY (SELECT id, at, user_id, action, resource, record_id, before, after, route, chain_position,
-                      encode(chain_hash, 'hex') AS chain_hash FROM {table} ORDER BY id)
+        "COPY (SELECT id, at, user_id, action, resource, record_id, before, after, route, chain_lane,
+                      chain_position, encode(chain_hash, 'hex') AS chain_hash FROM {table} ORDER BY id)
          TO STDOUT WITH (FORMAT csv, HEADER)"
     );
     let stream = tx.copy_out(&sql).await?;

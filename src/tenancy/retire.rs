@@ -61,7 +61,7 @@ pub async fn drop_branch(directory: &Directory, code: &str) -> anyhow::Result<Dr
         let rows = source
             .query(
                 &format!(
-                    "SELECT id, at, user_id, action, resource, record_id, before, after, route, chain_position, chain_hash
+                    "SELECT id, at, user_id, action, resource, record_id, before, after, route, chain_lane, chain_position, chain_hash
                        FROM {}.audit_log ORDER BY id",
                     copy::ident(&schema)
                 ),
@@ -73,8 +73,8 @@ pub async fn drop_branch(directory: &Directory, code: &str) -> anyhow::Result<Dr
             tx.execute(
                 "INSERT INTO dropped_branch_audit_log
                         (branch_id, id, at, user_id, action, resource, record_id, before, after, route,
-                         chain_position, chain_hash)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING",
+                         chain_lane, chain_position, chain_hash)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING",
                 &[
                     &id,
                     &r.get::<_, i64>(0),
@@ -86,8 +86,9 @@ pub async fn drop_branch(directory: &Directory, code: &str) -> anyhow::Result<Dr
                     &r.get::<_, Option<serde_json::Value>>(6),
                     &r.get::<_, Option<serde_json::Value>>(7),
                     &r.get::<_, Option<String>>(8),
-                    &r.get::<_, Option<i64>>(9),
-                    &r.get::<_, Option<Vec<u8>>>(10),
+                    &r.get::<_, Option<i16>>(9),
+                    &r.get::<_, Option<i64>>(10),
+                    &r.get::<_, Option<Vec<u8>>>(11),
                 ],
             )
             .await?;

@@ -40,23 +40,27 @@ fn chain<'c>(chains: &'c [Chain], log: &str) -> &'c Chain {
 fn assert_whole(chains: &[Chain]) {
     for c in chains {
         assert!(c.broken.is_none(), "{c:?}");
-        assert_eq!(c.last_hash.len(), 64, "{c:?}");
+        assert_eq!(c.digest.len(), 64, "{c:?}");
     }
 }
 
-/// Positions of a log: (records, distinct positions, highest), every record linked.
-async fn positions(client: &tokio_postgres::Client, schema: &str) -> (i64, i64, i64) {
+/// Positions of a log's linked records: (records, distinct lanes and positions, the sum of
+/// each lane's highest position, lane 0's highest).
+async fn positions(client: &tokio_postgres::Client, schema: &str) -> (i64, i64, i64, i64) {
     let row = client
         .query_one(
             &format!(
-                "SELECT count(*), count(DISTINCT chain_position), coalesce(max(chain_position), 0)
-                   FROM {schema}.audit_log WHERE chain_position IS NOT NULL"
+                "SELECT coalesce(sum(n), 0)::bigint, coalesce(sum(d), 0)::bigint, coalesce(sum(top), 0)::bigint,
+                        coalesce(max(top) FILTER (WHERE chain_lane = 0), 0)
+                   FROM (SELECT chain_lane, count(*) AS n, count(DISTINCT chain_position) AS d,
+                                max(chain_position) AS top
+                           FROM {schema}.audit_log WHERE chain_position IS NOT NULL GROUP BY chain_lane) l"
             ),
             &[],
         )
         .await
         .unwrap();
-    (row.get(0), row.get(1), row.get(2))
+    (row.get(0), row.get(1), row.get(2), row.get(3))
 }
 
 #[tokio::test]
@@ -91,11 +95,7 @@ async fn a_trail_of_writes_logins_reads_and_closed_days_verifies() {
     let (ok, out) = verify_command(&app, None);
     assert!(ok, "{out}");
     let main_line = out.lines().find(|l| l.starts_with("MAIN:")).unwrap_or_else(|| panic!("{out}"));
-    let last = chain(&chains, "MAIN");
-    assert!(
-        main_line.contains(&format!("last position {}, hash {}", last.last_position, last.last_hash)),
-        "{out}"
-    );
+    assert!(main_line.contains(&format!("heads digest {}", chain(&chains, "MAIN").digest)), "{out}");
 }
 
 #[tokio::test]
@@ -111,7 +111,8 @@ async fn a_record_changed_removed_or_slipped_in_with_sql_is_named() {
     }
     let psql = plain_session(&app).await;
     let id_at = |schema: &str, position: i64| {
-        let sql = format!("SELECT id FROM {schema}.audit_log WHERE chain_position = {position}");
+        let sql =
+            format!("SELECT id FROM {schema}.audit_log WHERE chain_lane = 0 AND chain_position = {position}");
         let psql = &psql;
         async move { psql.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) }
     };
@@ -138,7 +139,8 @@ async fn a_record_changed_removed_or_slipped_in_with_sql_is_named() {
         .await
         .unwrap()
         .get(0);
-    let (records, _, last) = positions(&psql, &branches[3]).await;
+    // One writer at a time: every record went to the first lane.
+    let (records, _, _, last) = positions(&psql, &branches[3]).await;
     assert_eq!(records, last);
     psql.batch_execute(&format!("DELETE FROM {}.audit_log WHERE chain_position = {last}", branches[3]))
         .await
@@ -150,17 +152,19 @@ async fn a_record_changed_removed_or_slipped_in_with_sql_is_named() {
     let problem =
         |log: &str| chain(&chains, log).broken.clone().unwrap_or_else(|| panic!("{log}: {chains:?}"));
     let named = problem("CHANGED");
-    assert!(named.contains(&format!("position 3 (id {changed})")) && named.contains("changed"), "{named}");
-    assert_eq!(chain(&chains, "CHANGED").checked, 2);
-    let named = problem("REMOVED");
     assert!(
-        named.contains(&format!("positions 2 to 2 are missing before position 3 (id {after_removed})")),
+        named.contains(&format!("lane 0 position 3 (id {changed})")) && named.contains("changed"),
         "{named}"
     );
+    assert_eq!(chain(&chains, "CHANGED").checked, 2);
+    let named = problem("REMOVED");
+    let missing =
+        format!("positions 2 to 2 of lane 0 are missing before lane 0 position 3 (id {after_removed})");
+    assert!(named.contains(&missing), "{named}");
     let named = problem("SLIPPED");
     assert!(named.contains(&format!("id {slipped} has no link")), "{named}");
     let named = problem("TAIL");
-    assert!(named.contains(&format!("positions {last} to {last} are missing")), "{named}");
+    assert!(named.contains(&format!("positions {last} to {last} of lane 0 are missing")), "{named}");
 
     // The command names the same and fails; one branch alone is walked with --code.
     let (ok, out) = verify_command(&app, None);
@@ -206,9 +210,9 @@ async fn a_verify_goes_on_across_an_archived_month() {
     let chains = verify(&app.state.directory, Some("NORTH")).await.unwrap();
     assert_whole(&chains);
     assert_eq!((chains[0].archived, chains.len()), (2, 1), "{chains:?}");
-    let (records, _, last) = positions(&client, &schema).await;
+    let (records, _, _, last) = positions(&client, &schema).await;
     assert_eq!(chains[0].checked as i64, records);
-    assert_eq!(chains[0].last_position, last);
+    assert_eq!(chains[0].heads[0].1, last, "the lane's last record is this month's");
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -230,8 +234,8 @@ async fn concurrent_writers_leave_one_gapless_chain() {
         writer.await.unwrap();
     }
     let client = clinic_server::db::connect(&app.db.url).await.unwrap();
-    let (records, distinct, last) = positions(&client, &format!("branch_{main}")).await;
-    assert_eq!((records, distinct), (last, last));
+    let (records, distinct, tops, _) = positions(&client, &format!("branch_{main}")).await;
+    assert_eq!((records, distinct), (tops, tops), "each lane's positions are gapless");
     assert!(records >= 80, "{records}");
     let chains = verify(&app.state.directory, Some("MAIN")).await.unwrap();
     assert_whole(&chains);
