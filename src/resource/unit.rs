@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::context::Writer;
 use super::idempotency::{self, Answer};
-use super::store::audit::{self, Pending};
+use super::trail::{self, Pending};
 use crate::http::error::ApiResult;
 use crate::notify::{self, Topic};
 
@@ -83,7 +83,7 @@ impl<'c> Unit<'c> {
         for topic in &stale {
             notify::publish(&tx, *topic).await?;
         }
-        audit::append(&tx, &audit.into_inner().expect("audit records")).await?;
+        trail::append(&tx, &audit.into_inner().expect("audit records")).await?;
         tx.commit().await?;
         writer.state.forget(&stale).await;
         Ok(())

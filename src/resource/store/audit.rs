@@ -1,28 +1,14 @@
 //! The audit trail of writes: every write appends its record in its own transaction.
 //!
-//! Each audit log is a hash chain whose head every appending transaction locks until it
-//! commits (migrations V13, tenants V21), so a unit keeps its records and appends them all
-//! in one statement as the last thing before `COMMIT`: writers of one log wait on each other
-//! for that step only, never for the rest of their work.
+//! A unit keeps its records and appends them all at its commit (`resource::trail`).
 
 use serde_json::Value;
 
 use crate::db::Queries;
 use crate::http::error::ApiResult;
 use crate::resource::Resource;
+use crate::resource::trail::Pending;
 use crate::resource::unit::Unit;
-
-/// One audit record a unit appends when it commits.
-#[derive(Debug)]
-pub(crate) struct Pending {
-    user_id: Option<i64>,
-    action: String,
-    resource: &'static str,
-    record_id: Option<i64>,
-    before: Option<Value>,
-    after: Option<Value>,
-    route: Option<String>,
-}
 
 /// Keeps the audit record of a write `unit` made, naming the request's route.
 pub(super) async fn audit(
@@ -43,29 +29,6 @@ pub(super) async fn audit(
         after: after.cloned(),
         route: unit.writer().endpoint.as_deref().map(str::to_owned),
     });
-    Ok(())
-}
-
-/// Appends `records` in one statement (a unit's, at its commit).
-pub(crate) async fn append(client: &impl Queries, records: &[Pending]) -> ApiResult<()> {
-    if records.is_empty() {
-        return Ok(());
-    }
-    let stmt = client
-        .prepare_cached(
-            "INSERT INTO audit_log (user_id, action, resource, record_id, before, after, route)
-             SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::jsonb[], $6::jsonb[],
-                                  $7::text[])",
-        )
-        .await?;
-    let user_id: Vec<Option<i64>> = records.iter().map(|r| r.user_id).collect();
-    let action: Vec<&str> = records.iter().map(|r| r.action.as_str()).collect();
-    let resource: Vec<&str> = records.iter().map(|r| r.resource).collect();
-    let record_id: Vec<Option<i64>> = records.iter().map(|r| r.record_id).collect();
-    let before: Vec<Option<&Value>> = records.iter().map(|r| r.before.as_ref()).collect();
-    let after: Vec<Option<&Value>> = records.iter().map(|r| r.after.as_ref()).collect();
-    let route: Vec<Option<&str>> = records.iter().map(|r| r.route.as_deref()).collect();
-    client.execute(&stmt, &[&user_id, &action, &resource, &record_id, &before, &after, &route]).await?;
     Ok(())
 }
 

@@ -12,7 +12,7 @@
 //! - `references`: derived fields and references to other rows, checked on write;
 //! - `moving`: records merged into others, and the rows handed from one to the other.
 
-pub(super) mod audit;
+mod audit;
 mod change;
 mod checks;
 mod delete;
