@@ -561,10 +561,14 @@ async fn an_archived_branch_is_dropped_for_good_and_its_audit_trail_stays() {
         (r.get(0), r.get(1), r.get(2))
     };
     assert_eq!((exists, kept, status.as_str()), (false, audited, "dropped"));
-    let kept_routes: i64 = here
-        .query_one("SELECT count(route) FROM dropped_branch_audit_log WHERE branch_id = $1", &[&north])
+    let (kept_routes, linked): (i64, i64) = here
+        .query_one(
+            "SELECT count(route), count(chain_hash) FROM dropped_branch_audit_log WHERE branch_id = $1",
+            &[&north],
+        )
         .await
-        .unwrap()
-        .get(0);
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
     assert_eq!(kept_routes, routed, "the routes are kept with the trail");
+    assert_eq!(linked, audited, "so are the chain's links");
 }
