@@ -60,6 +60,17 @@ enum AuditCommand {
         #[arg(long)]
         before: Option<String>,
     },
+    /// Walk the hash chain of the registry's audit log and of every branch's (or of branch
+    /// --code only): print per log the records checked and the digest of its lanes' last
+    /// hashes (to keep elsewhere), or the first record changed, removed or slipped in. Exits
+    /// non-zero when any is broken.
+    Verify {
+        #[arg(long)]
+        code: Option<String>,
+        /// Print each lane's last position and hash too.
+        #[arg(long)]
+        heads: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -278,6 +289,41 @@ async fn execute(command: Command, state: &Arc<AppState>) -> anyhow::Result<Exit
             command: UserCommand::Create { username, name, email, password, roles, branches },
         } => create_user(state, &username, &name, &email, password, &roles, &branches).await,
         Command::Stock { command: StockCommand::Check } => check_stock(state).await,
+        Command::Audit { command: AuditCommand::Verify { code, heads } } => {
+            let chains = crate::tenancy::audit_chain::verify(&state.directory, code.as_deref()).await?;
+            let mut broken = 0;
+            for chain in &chains {
+                let archived = if chain.archived > 0 {
+                    format!(" (after {} archived)", chain.archived)
+                } else {
+                    String::new()
+                };
+                match &chain.broken {
+                    None => {
+                        println!(
+                            "{}: {} records checked{archived}, OK; heads digest {}",
+                            chain.log, chain.checked, chain.digest
+                        );
+                        for (lane, position, hash) in chain.heads.iter().filter(|h| heads && h.1 > 0) {
+                            println!("  lane {lane}: position {position}, hash {hash}");
+                        }
+                    }
+                    Some(problem) => {
+                        broken += 1;
+                        println!(
+                            "{}: BROKEN after {} records checked{archived}: {problem}",
+                            chain.log, chain.checked
+                        );
+                    }
+                }
+            }
+            if broken > 0 {
+                println!("{broken} of {} audit log(s) broken", chains.len());
+                return Ok(ExitCode::FAILURE);
+            }
+            println!("{} audit log(s) verified", chains.len());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Audit { command: AuditCommand::Archive { out, before } } => {
             use crate::tenancy::audit_months;
             let before = match (before, state.settings.audit_retention_months) {

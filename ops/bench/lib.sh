@@ -15,7 +15,10 @@ DB=${KEEP_DB:-clinic_bench_${NAME:+${NAME}_}$$}
 DB_URL="${PGURL%/*}/$DB"
 BASE="http://127.0.0.1:$PORT/api/v1"
 PASSWORD=bench-password-1
-BIN=${CARGO_TARGET_DIR:-target}/release/clinic-server
+# PROFILE=debug runs the debug build instead of building for release (a comparison made
+# within one run, on a host where a release build is too slow to make).
+PROFILE=${PROFILE:-release}
+BIN=${CARGO_TARGET_DIR:-target}/$PROFILE/clinic-server
 # What start_server runs with `serve`: the binary, or a command that runs one (valgrind ...).
 SERVE=("$BIN")
 CLIENT=()
@@ -23,7 +26,7 @@ SERVER_LOG=${SERVER_LOG:-/tmp/clinic-bench-${NAME:-$PORT}.log}
 # How long a start may take before the benchmark gives up.
 STARTUP_SECONDS=${STARTUP_SECONDS:-60}
 
-cargo build --release --quiet
+if [ "$PROFILE" = release ]; then cargo build --release --quiet; else cargo build --quiet; fi
 
 # Puts every running PostgreSQL process (threads included) on the CPUs $1.
 pin_postgres() {

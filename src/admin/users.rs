@@ -11,7 +11,7 @@ use crate::notify::Topic;
 use crate::permissions::ADMIN_ACCESS;
 use crate::resource::field::{Field, Kind, boolean, registry_ref, text};
 use crate::resource::hooks::{Deleted, Hooks};
-use crate::resource::{Resource, Scope, Shape, Unique, Unit, Writer, audit_event};
+use crate::resource::{Resource, Scope, Shape, Unique, Unit, Writer};
 use crate::security::password::check_strength;
 use crate::state::session::revoke_tokens;
 
@@ -156,7 +156,6 @@ impl Hooks for UserHooks {
         before: Option<&Value>,
     ) -> ApiResult<Vec<Topic>> {
         let tx = &**unit;
-        let writer = unit.writer();
         let mut stale = vec![Topic::User(id)];
         // The account as it is after this write, for the rules that compare with it.
         let now = |field: &str| {
@@ -176,7 +175,7 @@ impl Hooks for UserHooks {
             && old != now("email")
         {
             let details = json!({ "from": old, "to": now("email") });
-            audit_event(tx, Some(writer.user_id), "email_change", &USERS, Some(id), details).await?;
+            unit.audit_event("email_change", &USERS, Some(id), details).await?;
         }
         set_access(tx, id, input).await?;
         let deactivated = input.get("active") == Some(&Value::Bool(false));

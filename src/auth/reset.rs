@@ -242,6 +242,10 @@ pub async fn reset_password(req: &mut Request, depot: &mut Depot, res: &mut Resp
     )
     .await?;
     let revoked = revoke_tokens(&tx, account.id, None).await?;
+    for topic in &revoked {
+        crate::notify::publish(&tx, *topic).await?;
+    }
+    // Last before the commit: it takes a turn of the audit log's hash chain until then.
     audit_event(
         &tx,
         Some(account.id),
@@ -251,7 +255,8 @@ pub async fn reset_password(req: &mut Request, depot: &mut Depot, res: &mut Resp
         json!({ "ip": state.client_ip(req) }),
     )
     .await?;
-    state.commit(tx, &revoked).await?;
+    tx.commit().await?;
+    state.forget(&revoked).await;
     web::done(res, "Your password has been reset. Log in with the new password.");
     Ok(())
 }

@@ -126,8 +126,14 @@ async fn logout(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;
     tx.execute("DELETE FROM api_tokens WHERE id = $1", &[&user.token_id]).await?;
+    let stale = [notify::Topic::Token(user.token_id)];
+    for topic in stale {
+        notify::publish(&tx, topic).await?;
+    }
+    // Last before the commit: it takes a turn of the audit log's hash chain until then.
     audit_event(&tx, Some(user.id), "logout", &USERS, Some(user.id), json!({})).await?;
-    state.commit(tx, &[notify::Topic::Token(user.token_id)]).await?;
+    tx.commit().await?;
+    state.forget(&stale).await;
     web::done(res, "Logged out.");
     Ok(())
 }

@@ -100,6 +100,9 @@ impl managed::Manager for RegistryManager {
     }
 }
 
+/// The setting under which the audit logs' trigger chains a new record.
+pub const AUDIT_CHAIN: &str = "clinic.audit_chain";
+
 /// Reads a connection URL ([`tls::Link`]: its TLS under `tls`) and adds the session
 /// settings every connection of ours runs with.
 pub fn link(url: &str, search_path: &str, tls: &DatabaseTls) -> anyhow::Result<tls::Link> {
@@ -111,7 +114,11 @@ pub fn link(url: &str, search_path: &str, tls: &DatabaseTls) -> anyhow::Result<t
     // UTC so that timestamps render as RFC 3339 in UTC; search_path as a connection option
     // so that it holds from the start; random_page_cost for SSD-backed servers, without which
     // the planner prefers a sequential scan to the trigram index for name searches.
-    config.options(format!("-c TimeZone=UTC -c search_path={search_path} -c random_page_cost=1.1"));
+    // `clinic.audit_chain` has the audit logs' trigger link what this connection writes
+    // (migrations V13 and tenants V21): a record written by any other session gets no link.
+    config.options(format!(
+        "-c TimeZone=UTC -c search_path={search_path} -c random_page_cost=1.1 -c {AUDIT_CHAIN}=on"
+    ));
     config.connect_timeout(Duration::from_secs(10));
     Ok(link)
 }

@@ -14,6 +14,7 @@ use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::list::SortDirection;
 use crate::notify::Topic;
 use crate::resource::Unit;
+use crate::resource::Writer;
 use crate::resource::actions::{StateLock, TOGGLE_STATUS};
 use crate::resource::field::{
     Field, Kind, boolean, calculated_qty, code, date, integer, money, one_of, past_timestamp, qty,
@@ -22,7 +23,6 @@ use crate::resource::field::{
 use crate::resource::hooks::{Deleted, Hooks};
 use crate::resource::row::exact;
 use crate::resource::{Condition, Resource, Shape, Unique, typed};
-use crate::resource::{Writer, audit_event};
 
 pub static PHARMACY_ITEMS: Resource = Resource {
     path: "pharmacy-items",
@@ -362,7 +362,7 @@ impl Hooks for MovementHooks {
             ledger::post(tx, &mut target_lot, -quantity, &entry, writer.user_id, "quantity").await?;
         tx.execute("UPDATE stock_movements SET counterpart_id = $2 WHERE id = $1", &[&id, &incoming]).await?;
         let details = json!({ "stock_available_id": target_lot.id, "quantity": format!("{:.3}", -quantity), "counterpart_id": id });
-        audit_event(tx, Some(writer.user_id), "create", &STOCK_MOVEMENTS, Some(incoming), details).await?;
+        unit.audit_event("create", &STOCK_MOVEMENTS, Some(incoming), details).await?;
         Ok(Vec::new())
     }
 }

@@ -22,6 +22,7 @@ pub mod reads;
 pub mod routes;
 pub mod row;
 mod store;
+mod trail;
 pub mod unit;
 pub mod validate;
 

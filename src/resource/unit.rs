@@ -5,7 +5,9 @@
 //! and on commit keeps the answer with the key, publishes the stale entries to every instance
 //! in the same transaction, and drops this instance's own before the answer leaves. Its
 //! writes (`insert`, `change`, `act`, in `store`) lock, check `If-Match`, bump the version
-//! and audit before and after; a domain writes through nothing else.
+//! and audit before and after; a domain writes through nothing else. The audit records are
+//! kept until the commit and appended last, in one statement: appending takes the turn of
+//! the audit log's hash chain, held until the commit.
 
 use std::sync::Mutex;
 
@@ -14,6 +16,7 @@ use serde_json::Value;
 
 use super::context::Writer;
 use super::idempotency::{self, Answer};
+use super::trail::{self, Pending};
 use crate::http::error::ApiResult;
 use crate::notify::{self, Topic};
 
@@ -21,6 +24,7 @@ pub struct Unit<'c> {
     tx: Transaction<'c>,
     writer: Writer,
     stale: Mutex<Vec<Topic>>,
+    audit: Mutex<Vec<Pending>>,
 }
 
 /// A committed write: the record before and after, and what the answer's message was when
@@ -37,12 +41,17 @@ impl<'c> Unit<'c> {
         if let Some(idem) = &writer.idempotency {
             idempotency::claim(&tx, writer.user_id, idem).await?;
         }
-        Ok(Self { tx, writer, stale: Mutex::new(Vec::new()) })
+        Ok(Self { tx, writer, stale: Mutex::new(Vec::new()), audit: Mutex::new(Vec::new()) })
     }
 
     /// Who is writing.
     pub fn writer(&self) -> &Writer {
         &self.writer
+    }
+
+    /// An audit record to append at the commit.
+    pub(crate) fn keep_audit(&self, record: Pending) {
+        self.audit.lock().expect("audit records").push(record);
     }
 
     /// Cached entries (a token, a user, a branch) the writes make stale.
@@ -69,11 +78,12 @@ impl<'c> Unit<'c> {
     /// stays claimed without an answer, so that a retry of the request runs again and finds
     /// this step done. The unit of the last step commits with the answer.
     pub async fn commit_step(self) -> ApiResult<()> {
-        let Self { tx, writer, stale } = self;
+        let Self { tx, writer, stale, audit } = self;
         let stale = stale.into_inner().expect("stale topics");
         for topic in &stale {
             notify::publish(&tx, *topic).await?;
         }
+        trail::append(&tx, &audit.into_inner().expect("audit records")).await?;
         tx.commit().await?;
         writer.state.forget(&stale).await;
         Ok(())

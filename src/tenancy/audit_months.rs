@@ -1,8 +1,9 @@
 //! The audit logs by month: the registry's and every branch's `audit_log` is partitioned by
 //! month (UTC) of `at`. The server makes the months ahead at start-up and every few hours;
 //! an operator archives old months with `clinic-server audit archive`, which writes each
-//! month to a CSV file, syncs it to disk, and only then detaches and drops that month. No
-//! audit row is ever deleted otherwise.
+//! month to a CSV file, syncs it to disk, and only then detaches and drops that month,
+//! keeping the last position and hash of each lane of the log's chain (`audit_log_archived`) in
+//! the same transaction. No audit row is ever deleted otherwise.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -24,14 +25,14 @@ const MONTHS_AHEAD: i32 = 2;
 const EVERY: Duration = Duration::from_secs(6 * 3600);
 
 /// Where an audit log lives: the registry, or a branch's schema on its server.
-struct Log {
+pub(super) struct Log {
     /// `registry` or the branch's code, for file names and messages.
-    label: String,
-    url: String,
-    schema: String,
+    pub label: String,
+    pub url: String,
+    pub schema: String,
 }
 
-async fn logs(directory: &Directory) -> anyhow::Result<Vec<Log>> {
+pub(super) async fn logs(directory: &Directory) -> anyhow::Result<Vec<Log>> {
     let client = directory.registry().get().await?;
     let rows = client
         .query(
@@ -51,10 +52,14 @@ async fn logs(directory: &Directory) -> anyhow::Result<Vec<Log>> {
 
 /// One connection per database server for a walk over every log: a thousand branches on
 /// one server are a thousand statements on one connection, not a thousand connections.
-struct Servers<'a>(HashMap<String, tokio_postgres::Client>, &'a crate::config::DatabaseTls);
+pub(super) struct Servers<'a>(HashMap<String, tokio_postgres::Client>, &'a crate::config::DatabaseTls);
 
-impl Servers<'_> {
-    async fn of(&mut self, url: &str) -> anyhow::Result<&mut tokio_postgres::Client> {
+impl<'a> Servers<'a> {
+    pub fn new(tls: &'a crate::config::DatabaseTls) -> Self {
+        Self(HashMap::new(), tls)
+    }
+
+    pub async fn of(&mut self, url: &str) -> anyhow::Result<&mut tokio_postgres::Client> {
         if self.0.get(url).is_none_or(|client| client.is_closed()) {
             self.0.insert(url.to_owned(), crate::db::connect_with(url, self.1).await?);
         }
@@ -152,6 +157,21 @@ pub async fn archive(directory: &Directory, before: Date, out: &Path) -> anyhow:
             // Nothing writes to a past month; the lock keeps it so while it is written out.
             tx.batch_execute(&format!("LOCK TABLE {table} IN SHARE MODE")).await?;
             let rows = write_csv(&tx, &table, &file).await?;
+            // The month's runs of positions keep their last hash: a verify goes on from it.
+            tx.execute(
+                &format!(
+                    "INSERT INTO {}.audit_log_archived (lane, first_position, last_position, records, last_hash, month)
+                     SELECT lane, min(p), max(p), count(*), (array_agg(h ORDER BY p DESC))[1], $1
+                       FROM (SELECT chain_lane AS lane, chain_position AS p, chain_hash AS h,
+                                    chain_position - row_number() OVER (PARTITION BY chain_lane ORDER BY chain_position)
+                                        AS run
+                               FROM {table} WHERE chain_position IS NOT NULL) s
+                      GROUP BY lane, run",
+                    ident(&log.schema)
+                ),
+                &[&partition],
+            )
+            .await?;
             tx.batch_execute(&format!(
                 "ALTER TABLE {}.audit_log DETACH PARTITION {table}; DROP TABLE {table}",
                 ident(&log.schema)
@@ -168,7 +188,8 @@ async fn write_csv(tx: &tokio_postgres::Transaction<'_>, table: &str, file: &Pat
     let partial = file.with_extension("partial");
     let mut writer = tokio::io::BufWriter::new(tokio::fs::File::create(&partial).await?);
     let sql = format!(
-        "COPY (SELECT id, at, user_id, action, resource, record_id, before, after, route FROM {table} ORDER BY id)
+        "COPY (SELECT id, at, user_id, action, resource, record_id, before, after, route, chain_lane,
+                      chain_position, encode(chain_hash, 'hex') AS chain_hash FROM {table} ORDER BY id)
          TO STDOUT WITH (FORMAT csv, HEADER)"
     );
     let stream = tx.copy_out(&sql).await?;

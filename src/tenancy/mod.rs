@@ -2,6 +2,7 @@
 //! `X-Branch-Id` hoop that routes a request to one (`hoop`). The pool map itself, which
 //! every layer above the database needs, is `db::directory`.
 
+pub mod audit_chain;
 pub mod audit_months;
 pub mod backup;
 pub mod branches;

@@ -1,6 +1,6 @@
 //! Dropping what a branch no longer needs, for good: the schemas it left behind when it
 //! moved, and the schema of an archived branch. An archived branch's audit trail is copied
-//! into the registry (`dropped_branch_audit_log`) in the same step, before its schema goes;
+//! into the registry (`dropped_branch_audit_log`, its chain's links kept) in the same step, before its schema goes;
 //! the branch's registry row stays, marked `dropped`.
 
 use anyhow::{Context, ensure};
@@ -61,7 +61,8 @@ pub async fn drop_branch(directory: &Directory, code: &str) -> anyhow::Result<Dr
         let rows = source
             .query(
                 &format!(
-                    "SELECT id, at, user_id, action, resource, record_id, before, after, route FROM {}.audit_log ORDER BY id",
+                    "SELECT id, at, user_id, action, resource, record_id, before, after, route, chain_lane, chain_position, chain_hash
+                       FROM {}.audit_log ORDER BY id",
                     copy::ident(&schema)
                 ),
                 &[],
@@ -71,8 +72,9 @@ pub async fn drop_branch(directory: &Directory, code: &str) -> anyhow::Result<Dr
         for r in &rows {
             tx.execute(
                 "INSERT INTO dropped_branch_audit_log
-                        (branch_id, id, at, user_id, action, resource, record_id, before, after, route)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING",
+                        (branch_id, id, at, user_id, action, resource, record_id, before, after, route,
+                         chain_lane, chain_position, chain_hash)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING",
                 &[
                     &id,
                     &r.get::<_, i64>(0),
@@ -84,6 +86,9 @@ pub async fn drop_branch(directory: &Directory, code: &str) -> anyhow::Result<Dr
                     &r.get::<_, Option<serde_json::Value>>(6),
                     &r.get::<_, Option<serde_json::Value>>(7),
                     &r.get::<_, Option<String>>(8),
+                    &r.get::<_, Option<i16>>(9),
+                    &r.get::<_, Option<i64>>(10),
+                    &r.get::<_, Option<Vec<u8>>>(11),
                 ],
             )
             .await?;

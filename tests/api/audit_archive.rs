@@ -80,7 +80,12 @@ async fn every_audit_log_has_its_months_ahead_and_old_months_are_archived_to_fil
     );
     let text = std::fs::read_to_string(&archived[0].file).unwrap();
     let mut lines = text.lines();
-    assert_eq!(lines.next(), Some("id,at,user_id,action,resource,record_id,before,after,route"));
+    assert_eq!(
+        lines.next(),
+        Some(
+            "id,at,user_id,action,resource,record_id,before,after,route,chain_lane,chain_position,chain_hash"
+        )
+    );
     assert!(text.contains("2025-01-15") && text.contains("Old, "), "{text}");
     let after_archive: i64 =
         client.query_one(&format!("SELECT count(*) FROM {schema}.audit_log"), &[]).await.unwrap().get(0);

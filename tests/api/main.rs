@@ -8,6 +8,7 @@ mod access_log;
 mod accounts;
 mod admin;
 mod audit_archive;
+mod audit_chain;
 mod auth;
 mod billing;
 mod cli;

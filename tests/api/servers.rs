@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clinic_server::embedded_pg::EmbeddedPostgres;
-use clinic_server::tenancy::{backup, branches, copy, moving, retire};
+use clinic_server::tenancy::{audit_chain, backup, branches, copy, moving, retire};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -326,6 +326,10 @@ async fn a_branch_moves_there_and_back_while_clients_write_and_no_acknowledged_w
         .collect();
     assert_eq!(moves.len(), 2);
     assert!(moves.iter().all(|(state, _)| state == "done"), "{moves:?}");
+    // Its audit log's chain came along whole, reads and writes of every stage included.
+    app.state.read_audit.flush().await;
+    let chains = audit_chain::verify(&app.state.directory, Some("NORTH")).await.unwrap();
+    assert!(chains[0].broken.is_none() && chains[0].checked > 20, "{chains:?}");
 
     // `branch drop` removes the retired schemas and keeps the live one.
     let dropped = retire::drop_branch(&app.state.directory, "NORTH").await.unwrap();
@@ -516,6 +520,8 @@ async fn a_backup_restored_as_a_new_branch_has_every_row_of_every_table() {
     let third = app.create_patient(restored.id, "Cy", "Third").await;
     assert_eq!(third["pin"], "NORTHB-000003");
     assert_eq!(third["id"], 3);
+    let chains = audit_chain::verify(&app.state.directory, Some("NORTHB")).await.unwrap();
+    assert!(chains[0].broken.is_none(), "{chains:?}");
 
     // The backup's own code is taken: restoring under it is refused, and nothing is left.
     let error = backup::restore(&app.state, &file, backup::RestoreAs::default(), &[admin]).await.unwrap_err();
@@ -555,10 +561,14 @@ async fn an_archived_branch_is_dropped_for_good_and_its_audit_trail_stays() {
         (r.get(0), r.get(1), r.get(2))
     };
     assert_eq!((exists, kept, status.as_str()), (false, audited, "dropped"));
-    let kept_routes: i64 = here
-        .query_one("SELECT count(route) FROM dropped_branch_audit_log WHERE branch_id = $1", &[&north])
+    let (kept_routes, linked): (i64, i64) = here
+        .query_one(
+            "SELECT count(route), count(chain_hash) FROM dropped_branch_audit_log WHERE branch_id = $1",
+            &[&north],
+        )
         .await
-        .unwrap()
-        .get(0);
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap();
     assert_eq!(kept_routes, routed, "the routes are kept with the trail");
+    assert_eq!(linked, audited, "so are the chain's links");
 }

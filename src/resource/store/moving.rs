@@ -131,13 +131,7 @@ impl Unit<'_> {
             .collect();
         moved.sort_by_key(|m| m.id);
         let after = images(self, resource, &ids).await?;
-        let stmt = self
-            .prepare_cached(
-                "INSERT INTO audit_log (user_id, action, resource, record_id, before, after)
-                 SELECT $1, $2, $3, (b ->> 'id')::bigint, b, a FROM unnest($4::jsonb[], $5::jsonb[]) AS u (b, a)",
-            )
-            .await?;
-        self.execute(&stmt, &[&self.writer().user_id, &action, &resource.path, &before, &after]).await?;
+        self.audit_moved(resource, action, before, after);
         Ok(moved)
     }
 
