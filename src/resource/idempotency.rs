@@ -14,6 +14,12 @@
 //!
 //! A POST that answers 2xx without a unit keeping its answer wrote outside the mechanism: it
 //! is logged, and debug builds (the tests) answer 500 so that it cannot go unnoticed.
+//!
+//! An answer that shows a secret once (recovery codes) is kept sealed: encrypted
+//! (ChaCha20-Poly1305) under a key derived from the secret of the bearer token that sent the
+//! request, which the database never holds. Whoever reads the database cannot read it; a
+//! replay with the same token opens it, one with another token of the same user is 409
+//! `idempotency_answer_sealed`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +43,8 @@ pub struct Idempotency {
     pub scope: String,
     fingerprint: Vec<u8>,
     kept: AtomicBool,
+    /// The key sealed answers are kept under: derived from the presenting token's secret.
+    seal: Option<[u8; 32]>,
 }
 
 impl Idempotency {
@@ -56,7 +64,13 @@ impl Idempotency {
             Ok(body) => Sha256::digest(Value::Object(body).to_string().as_bytes()).to_vec(),
             Err(e) => return Err(e),
         };
-        Ok(Some(Self { key, scope, fingerprint, kept: AtomicBool::new(false) }))
+        let seal = bearer_secret(req).map(|secret| {
+            let mut hasher = Sha256::new();
+            hasher.update(b"clinic-server sealed idempotent answer\0");
+            hasher.update(secret.as_bytes());
+            hasher.finalize().into()
+        });
+        Ok(Some(Self { key, scope, fingerprint, kept: AtomicBool::new(false), seal }))
     }
 
     /// Whether a unit of work kept the answer with the key.
@@ -64,6 +78,47 @@ impl Idempotency {
         self.kept.load(Ordering::Acquire)
     }
 }
+
+/// The secret part of the request's bearer token, if it has one of our shape.
+fn bearer_secret(req: &Request) -> Option<String> {
+    let value = req.headers().get("authorization")?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    crate::security::tokens::parse(token.trim()).map(|(_, secret)| secret.to_owned())
+}
+
+/// An answer encrypted under `seal`: `{"sealed": base64(nonce || ciphertext || tag)}`.
+fn seal_answer(seal: &[u8; 32], body: &Value) -> ApiResult<Value> {
+    use ring::aead::{CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+    let key =
+        LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, seal).map_err(|_| anyhow::anyhow!("seal key"))?);
+    let mut nonce = [0u8; NONCE_LEN];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut nonce);
+    let mut sealed = body.to_string().into_bytes();
+    key.seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), ring::aead::Aad::empty(), &mut sealed)
+        .map_err(|_| anyhow::anyhow!("sealing an answer"))?;
+    let mut kept = nonce.to_vec();
+    kept.extend(sealed);
+    Ok(json!({ SEALED: base64::Engine::encode(&base64::engine::general_purpose::STANDARD, kept) }))
+}
+
+/// The answer inside a sealed one, if `seal` opens it.
+fn open_answer(seal: &[u8; 32], kept: &str) -> Option<Value> {
+    use ring::aead::{CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+    let key = LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, seal).ok()?);
+    let mut bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, kept).ok()?;
+    if bytes.len() < NONCE_LEN {
+        return None;
+    }
+    let mut sealed = bytes.split_off(NONCE_LEN);
+    let nonce = Nonce::try_assume_unique_for_key(&bytes).ok()?;
+    let opened = key.open_in_place(nonce, ring::aead::Aad::empty(), &mut sealed).ok()?;
+    serde_json::from_slice(opened).ok()
+}
+
+const SEALED: &str = "sealed";
 
 /// The route a request reached: its template (`api/v1/patients/{patient_id}/...`) and its
 /// path parameters in name order, ids as the integers they parse to.
@@ -155,6 +210,16 @@ pub async fn claim(tx: &impl Queries, user: i64, idem: &Idempotency) -> ApiResul
     }
     match (row.get::<_, Option<i32>>(1), row.get::<_, Option<Value>>(2)) {
         (Some(status), Some(body)) => {
+            let body = match body.get(SEALED).and_then(Value::as_str) {
+                Some(kept) => idem.seal.as_ref().and_then(|seal| open_answer(seal, kept)).ok_or_else(|| {
+                    ApiError::Conflict {
+                        code: "idempotency_answer_sealed",
+                        message: "The first answer showed secrets once; only the session that sent it can replay it."
+                            .into(),
+                    }
+                })?,
+                None => body,
+            };
             idem.kept.store(true, Ordering::Release);
             Err(ApiError::Replayed { status: status as u16, body })
         }
@@ -163,14 +228,23 @@ pub async fn claim(tx: &impl Queries, user: i64, idem: &Idempotency) -> ApiResul
     }
 }
 
-/// Keeps the answer with the key, in the same transaction as the write.
-pub async fn keep(
-    tx: &impl Queries,
-    user: i64,
-    idem: &Idempotency,
-    status: u16,
-    body: &Value,
-) -> ApiResult<()> {
+/// Keeps the answer with the key, in the same transaction as the write (sealed when it shows
+/// secrets once).
+pub async fn keep(tx: &impl Queries, user: i64, idem: &Idempotency, answer: &Answer) -> ApiResult<()> {
+    let sealed;
+    let body = match (answer.sealed, &idem.seal) {
+        (false, _) => &answer.body,
+        (true, Some(seal)) => {
+            sealed = seal_answer(seal, &answer.body)?;
+            &sealed
+        }
+        // No token to seal it with: nothing is kept, and a repeat runs again.
+        (true, None) => {
+            idem.kept.store(true, Ordering::Release);
+            return Ok(());
+        }
+    };
+    let status = answer.status;
     let stmt = tx
         .prepare_cached(
             "UPDATE idempotency_keys SET status = $4, response = $5 WHERE user_id = $1 AND path = $2 AND key = $3",
@@ -186,18 +260,25 @@ pub async fn keep(
 pub struct Answer {
     pub status: u16,
     pub body: Value,
+    /// Shows a secret once: kept sealed (see the module's comment).
+    pub sealed: bool,
 }
 
 impl Answer {
     pub fn created(message: &str, data: Value) -> Self {
-        Self { status: 201, body: json!({ "message": message, "data": data }) }
+        Self { status: 201, body: json!({ "message": message, "data": data }), sealed: false }
     }
 
     pub fn ok(message: &str, data: Value) -> Self {
-        Self { status: 200, body: json!({ "message": message, "data": data }) }
+        Self { status: 200, body: json!({ "message": message, "data": data }), sealed: false }
     }
 
     pub fn done(message: &str) -> Self {
-        Self { status: 200, body: json!({ "message": message }) }
+        Self { status: 200, body: json!({ "message": message }), sealed: false }
+    }
+
+    /// This answer, kept sealed: it shows a secret once.
+    pub fn sealed(self) -> Self {
+        Self { sealed: true, ..self }
     }
 }

@@ -68,7 +68,7 @@ impl<'c> Unit<'c> {
     /// this instance's own stale entries.
     pub async fn commit(self, answer: &Answer) -> ApiResult<()> {
         if let Some(idem) = &self.writer.idempotency {
-            idempotency::keep(&self.tx, self.writer.user_id, idem, answer.status, &answer.body).await?;
+            idempotency::keep(&self.tx, self.writer.user_id, idem, answer).await?;
         }
         self.commit_step().await
     }

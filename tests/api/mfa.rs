@@ -336,4 +336,32 @@ async fn idempotency_key_replays_the_confirmation() {
     assert_status(&again, 200);
     assert_eq!(again.body, first.body, "the same recovery codes");
     assert_error(&keyed("confirm-2").await, 409, "mfa_already_enabled");
+    // The kept answer is sealed: no code can be read in the database.
+    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    let kept: Value = client
+        .query_one("SELECT response FROM idempotency_keys WHERE key = 'confirm-1'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let codes = first.body["data"]["recovery_codes"].as_array().unwrap();
+    assert_eq!(codes.len(), 10);
+    for code in codes {
+        let code = code.as_str().unwrap();
+        assert!(
+            !kept.to_string().contains(code) && !kept.to_string().contains(&code.replace('-', "")),
+            "{kept}"
+        );
+    }
+    assert!(kept["sealed"].is_string(), "{kept}");
+    // Another session of the same user cannot open it.
+    let other = login(&app, "vera", PASSWORD, Some(json!(code_of(&secret, step_now() + 1, 6)))).await;
+    assert_status(&other, 200);
+    let other = other.body["data"]["token"].as_str().unwrap().to_owned();
+    let r = reply(
+        app.request_as(&other, Method::POST, CONFIRM, None)
+            .header("idempotency-key", "confirm-1")
+            .json(&body),
+    )
+    .await;
+    assert_error(&r, 409, "idempotency_answer_sealed");
 }

@@ -130,7 +130,8 @@ async fn confirm(req: &mut Request, depot: &mut Depot, res: &mut Response) -> Ap
     let answer = Answer::ok(
         "Second factor on. Keep these recovery codes somewhere safe: each works once, and they are not shown again.",
         json!({ "recovery_codes": recovery }),
-    );
+    )
+    .sealed();
     unit.commit(&answer).await?;
     render(res, &answer);
     Ok(())
