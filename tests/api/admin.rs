@@ -699,7 +699,7 @@ async fn user_create_answers_201_without_password_and_the_user_sees_exactly_thei
     let client = app.state.registry.get().await.unwrap();
     let hash: String =
         client.query_one("SELECT password_hash FROM users WHERE id = $1", &[&id]).await.unwrap().get(0);
-    assert!(hash.starts_with("$scrypt$") && !hash.contains(password), "{hash}");
+    assert!(hash.starts_with("$argon2id$") && !hash.contains(password), "{hash}");
 }
 
 #[tokio::test]
@@ -939,7 +939,8 @@ async fn admin_writes_are_audited_with_action_and_resource() {
               WHERE concat(before::text, after::text) LIKE '%' || $1 || '%'
                  OR concat(before::text, after::text) LIKE '%another-password-2%'
                  OR concat(before::text, after::text) LIKE '%password_hash%'
-                 OR concat(before::text, after::text) LIKE '%$scrypt$%'",
+                 OR concat(before::text, after::text) LIKE '%$scrypt$%'
+                 OR concat(before::text, after::text) LIKE '%$argon2id$%'",
             &[&password],
         )
         .await
