@@ -1,5 +1,5 @@
-//! Every enumeration the API uses, by the name `GET /enums` lists it under, in the order of
-//! the contract. Declarations name these statics; a test checks that every enumeration a
+//! Every enumeration the API uses, by the name `GET /enums` lists it under, in the order the
+//! API has always listed them. Declarations name these statics; a test checks that every enumeration a
 //! declaration reaches is listed here.
 
 /// A named set of lowercase snake_case values, listed by `GET /enums` under its name.

@@ -645,7 +645,7 @@ pub static INDIRECT_OPHTHALMOSCOPIES: Resource = exam(Exam {
     computed: &[],
 });
 
-/// Every examination, in the order of the contract; `exam_kind` is each path made singular.
+/// Every examination, in the order the API has always listed them; `exam_kind` is each path made singular.
 pub static RESOURCES: &[&Resource] = &[
     &VISUAL_ACUITIES,
     &REFRACTIONS,
