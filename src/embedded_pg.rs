@@ -4,7 +4,6 @@
 //! PostgreSQL refuses to run as root, so when the server runs as root the cluster is owned
 //! and run by the `postgres` system user.
 
-use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -66,15 +65,8 @@ pub fn find_bin_dir() -> Option<PathBuf> {
 }
 
 fn postgres_user() -> Option<(u32, u32)> {
-    let name = CString::new("postgres").ok()?;
-    // SAFETY: getpwnam returns a pointer to static storage or null; we copy the ids out at once.
-    let entry = unsafe { libc::getpwnam(name.as_ptr()) };
-    if entry.is_null() {
-        return None;
-    }
-    // SAFETY: checked non-null above.
-    let entry = unsafe { &*entry };
-    Some((entry.pw_uid, entry.pw_gid))
+    let user = nix::unistd::User::from_name("postgres").ok().flatten()?;
+    Some((user.uid.as_raw(), user.gid.as_raw()))
 }
 
 impl EmbeddedPostgres {
@@ -95,8 +87,7 @@ impl EmbeddedPostgres {
         std::fs::create_dir_all(var_dir).with_context(|| format!("creating {}", var_dir.display()))?;
         let base = std::fs::canonicalize(var_dir)?.join(name);
         std::fs::create_dir_all(&base)?;
-        // SAFETY: geteuid has no preconditions.
-        let run_as = if unsafe { libc::geteuid() } == 0 {
+        let run_as = if nix::unistd::Uid::effective().is_root() {
             let Some(ids) = postgres_user() else {
                 bail!(
                     "running as root needs a `postgres` system user to own the embedded cluster; or set DATABASE_URL"

@@ -105,7 +105,8 @@ impl HashThreads {
 }
 
 /// Nice 10 for the calling thread (on Linux a thread has its own nice value). Raising it
-/// needs no privilege; a failure leaves the thread as it was.
+/// needs no privilege; a failure leaves the thread as it was. The one `unsafe` left: neither
+/// nix nor another well-kept crate wraps `setpriority` for the calling thread.
 fn lower_priority() {
     // SAFETY: setpriority reads no memory; `who = 0` is the calling thread.
     let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
