@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 
 use super::patients::formula_safe;
 use super::records::PATIENTS;
+use crate::db::sql::{Param, as_refs};
 use crate::http::docs::{self, Doc};
 use crate::http::endpoints::Endpoints;
 use crate::http::error::{ApiError, ApiResult};
@@ -34,7 +35,7 @@ use crate::permissions::AUDIT_READ;
 use crate::resource::print;
 use crate::resource::printable::{Printing, joined, text};
 use crate::resource::reads::{record_read, write_queued_reads};
-use crate::resource::{Conn, Context, Param, Scope, as_refs};
+use crate::resource::{Conn, Context, Scope};
 
 /// The most entries one export holds; past it, a narrower date range is asked for.
 pub const MAX_EXPORTED: i64 = 10_000;

@@ -12,15 +12,14 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::records::PATIENTS;
+use crate::db::sql::{PAGE_AGGREGATE, Param, as_refs, db_span, one_row};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
 use crate::permissions::PATIENTS_READ;
 use crate::resource::Context;
 use crate::resource::reads::audit_seen;
 use crate::resource::routes::list_rules;
-use crate::resource::{
-    Conn, PAGE_AGGREGATE, Param, Within, as_refs, db_span, one_row, select_columns, stream,
-};
+use crate::resource::{Conn, Within, select_columns, stream};
 
 pub const MAX_LOOKUP: i64 = 50;
 pub const DEFAULT_LOOKUP: i64 = 10;
@@ -79,7 +78,7 @@ async fn matching(client: &impl Queries, term: &str, limit: i64) -> ApiResult<(S
         let row = one_row(client.read(&stmt, &as_refs(&params)).await?)?;
         Ok((row.get(0), row.get(1)))
     }
-    .instrument(db_span(resource, "SELECT"))
+    .instrument(db_span(resource.table, "SELECT"))
     .await
 }
 

@@ -11,6 +11,7 @@ pub mod client;
 pub mod directory;
 pub mod migrate;
 pub mod read_audit;
+pub mod sql;
 pub mod tls;
 pub mod waits;
 pub mod zones;

@@ -9,8 +9,9 @@ use time::{Date, Duration, Month, OffsetDateTime, PrimitiveDateTime, UtcOffset};
 use tokio_postgres::types::ToSql;
 
 use super::codes::PIN;
+use crate::db::sql::{Param, as_refs};
 use crate::http::error::{ApiError, ApiResult};
-use crate::resource::{Conn, Param, as_refs};
+use crate::resource::Conn;
 
 /// Entries per page unless `_count` says otherwise, and the most it may say.
 pub const DEFAULT_COUNT: i64 = 20;

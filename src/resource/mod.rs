@@ -36,8 +36,8 @@ pub use numbers::Numbering;
 // of its own.
 pub use row::typed;
 pub use store::{
-    Moved, PAGE_AGGREGATE, Param, Within, as_refs, audit_event, created_message, db_span, merged_record,
-    one_row, select_columns, state_conflict, stream, survivor_of, updated_message,
+    Moved, Within, audit_event, created_message, merged_record, select_columns, state_conflict, stream,
+    survivor_of, updated_message,
 };
 pub use unit::{Unit, Written};
 

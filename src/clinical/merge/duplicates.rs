@@ -9,12 +9,13 @@ use salvo::prelude::*;
 use serde_json::Value;
 
 use crate::clinical::records::PATIENTS;
+use crate::db::sql::{Param, as_refs};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::list::{self, ListQuery, ListRules, SortDirection};
 use crate::http::{self as web};
 use crate::permissions::PATIENTS_READ;
 use crate::resource::reads::audit_seen;
-use crate::resource::{Context, Param, Scope, as_refs};
+use crate::resource::{Context, Scope};
 
 /// Why two patients are listed together.
 pub const REASONS: [&str; 4] =

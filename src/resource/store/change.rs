@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
+use super::Within;
 use super::audit::audit;
 use super::checks::{
     apply_rules, check_calculated, check_fixed, check_overlaps, check_state, check_transition, columns_of,
@@ -11,7 +12,7 @@ use super::checks::{
 };
 use super::references::{check_guards, check_references};
 use super::select::reload;
-use super::{Within, db_span};
+use crate::db::sql::db_span;
 use crate::http::error::ApiResult;
 use crate::resource::Resource;
 use crate::resource::actions::{Action, Stamp};
@@ -42,7 +43,7 @@ pub async fn update(
         unit.commit(&Answer::ok(&updated_message(resource), record.clone())).await?;
         Ok(Written { before: Some(before), record: Some(record), message: None })
     }
-    .instrument(db_span(resource, "UPDATE"))
+    .instrument(db_span(resource.table, "UPDATE"))
     .await
 }
 
@@ -66,7 +67,7 @@ pub async fn act(
         unit.commit(&Answer::ok(action.done, after.clone())).await?;
         Ok(Written { before: Some(before), record: Some(after), message: Some(action.done) })
     }
-    .instrument(db_span(resource, "UPDATE"))
+    .instrument(db_span(resource.table, "UPDATE"))
     .await
 }
 

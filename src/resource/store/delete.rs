@@ -4,11 +4,12 @@
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
+use super::Within;
 use super::audit::audit;
 use super::change::act_locked;
 use super::checks::state_conflict;
 use super::select::select_one;
-use super::{Within, db_span};
+use crate::db::sql::db_span;
 use crate::http::error::ApiResult;
 use crate::resource::Resource;
 use crate::resource::context::{Conn, Writer};
@@ -69,7 +70,7 @@ pub async fn delete(
         unit.commit(&deleted_answer(resource, &written)).await?;
         Ok(written)
     }
-    .instrument(db_span(resource, "DELETE"))
+    .instrument(db_span(resource.table, "DELETE"))
     .await
 }
 

@@ -3,14 +3,15 @@
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
+use super::Within;
 use super::audit::audit;
 use super::checks::{
     apply_rules, check_branch_access, check_calculated, check_overlaps, columns_of, guarded, unique_violation,
 };
 use super::references::check_references;
 use super::select::reload;
-use super::{Within, db_span};
 use crate::db::directory::code_and_today;
+use crate::db::sql::db_span;
 use crate::http::error::{ApiError, ApiResult};
 use crate::resource::context::{Conn, Scope, Writer};
 use crate::resource::idempotency::Answer;
@@ -36,7 +37,7 @@ pub async fn create(
         unit.commit(&Answer::created(&created_message(resource), record.clone())).await?;
         Ok(Written { before: None, record: Some(record), message: None })
     }
-    .instrument(db_span(resource, "INSERT"))
+    .instrument(db_span(resource.table, "INSERT"))
     .await
 }
 

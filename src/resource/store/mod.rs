@@ -21,8 +21,6 @@ mod moving;
 mod references;
 mod select;
 
-use tokio_postgres::types::ToSql;
-
 pub use audit::audit_event;
 pub use change::{act, update, updated_message};
 pub use checks::state_conflict;
@@ -30,10 +28,10 @@ pub use delete::{delete, deleted_answer};
 pub use insert::{create, created_message};
 pub use moving::{Moved, merged_record, survivor_of};
 pub use references::reference_errors;
-pub use select::{PAGE_AGGREGATE, fetch, list, one_row, parent_exists, select_columns, stream};
+pub use select::{fetch, list, parent_exists, select_columns, stream};
 
-use super::Resource;
 pub use super::context::{Conn, Writer};
+use crate::db::sql::Param;
 
 /// What rows a request may reach besides the resource's own rules.
 #[derive(Debug, Clone, Copy, Default)]
@@ -68,27 +66,4 @@ impl<'a> Within<'a> {
         }
         (conditions, params)
     }
-}
-
-/// A bind parameter of a statement built at run time.
-pub type Param = Box<dyn ToSql + Sync + Send>;
-
-pub fn as_refs(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
-    params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
-}
-
-/// A client span for one statement on a resource's table, with the user and the branch of
-/// the request it serves.
-pub fn db_span(resource: &Resource, operation: &'static str) -> tracing::Span {
-    let (user, branch) = crate::telemetry::caller();
-    tracing::info_span!(
-        "db",
-        otel.name = format!("{operation} {}", resource.table),
-        otel.kind = "client",
-        db.system.name = "postgresql",
-        db.operation.name = operation,
-        db.collection.name = resource.table,
-        user.id = user,
-        branch.id = branch,
-    )
 }

@@ -5,11 +5,11 @@ use std::sync::{Arc, LazyLock, RwLock};
 
 use crate::db::Queries;
 use serde_json::Value;
-use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use tracing::Instrument;
 
-use super::{Conn, Param, Within, as_refs, db_span};
+use super::{Conn, Within};
+use crate::db::sql::{PAGE_AGGREGATE, Param, as_refs, db_span, one_row};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::list::ListQuery;
 use crate::resource::check::parse_date;
@@ -231,11 +231,6 @@ impl Selection {
     }
 }
 
-/// The rows `r` of a page, in their order, as the JSON array text PostgreSQL makes of them and
-/// as ids: the server writes the text into its answer without parsing it.
-pub const PAGE_AGGREGATE: &str =
-    "SELECT coalesce(json_agg(r), '[]')::text AS data, coalesce(array_agg(r.id), '{}') AS ids";
-
 /// One page of a list: the total, the page's rows as a JSON array (text made by PostgreSQL)
 /// and their ids.
 pub struct Page {
@@ -324,13 +319,8 @@ pub async fn list(
         }
         Ok(Page { total, data: row.get(1), ids: row.get(2) })
     }
-    .instrument(db_span(resource, "SELECT"))
+    .instrument(db_span(resource.table, "SELECT"))
     .await
-}
-
-/// The one row an aggregate statement answers.
-pub fn one_row(rows: Vec<Row>) -> ApiResult<Row> {
-    rows.into_iter().next().ok_or_else(|| anyhow::anyhow!("an aggregate answered no row").into())
 }
 
 /// Every matching row, in list order, as a stream (exports): rows are read as they are sent,
@@ -401,6 +391,6 @@ pub async fn fetch(
         let row = client.read(&stmt, &refs).await?.into_iter().next().ok_or(ApiError::NotFound)?;
         Ok((row.get(0), row.get(1)))
     }
-    .instrument(db_span(resource, "SELECT"))
+    .instrument(db_span(resource.table, "SELECT"))
     .await
 }
