@@ -56,7 +56,7 @@ fn layer_of(module: &str) -> Option<u8> {
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("src is readable") {
+    for entry in std::fs::read_dir(dir).expect("the folder is readable") {
         let path = entry.expect("directory entry").path();
         if path.is_dir() {
             rust_files(&path, out);
@@ -144,29 +144,55 @@ const MAX_FILE_LINES: usize = 600;
 const DECLARATION_TABLES: &[&str] = &["exams/types.rs"];
 
 fn source_files() -> (PathBuf, Vec<PathBuf>) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    files_under("src")
+}
+
+/// The integration tests (`tests/api` is one crate): held to the same cap as the code.
+fn test_files() -> (PathBuf, Vec<PathBuf>) {
+    files_under("tests")
+}
+
+fn files_under(dir: &str) -> (PathBuf, Vec<PathBuf>) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    rust_files(&root, &mut files);
     files.sort();
-    (src, files)
+    (root, files)
 }
 
 fn shown(src: &Path, file: &Path) -> String {
     file.strip_prefix(src).unwrap_or(file).display().to_string()
 }
 
+/// The files over the cap, shown under `root`, but for those named in `exempt`.
+fn over_the_cap(root: &Path, files: &[PathBuf], exempt: &[&str]) -> Vec<String> {
+    files
+        .iter()
+        .filter(|f| !exempt.contains(&shown(root, f).as_str()))
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(f).expect("source is readable").lines().count();
+            (lines > MAX_FILE_LINES).then(|| format!("{} has {lines} lines", shown(root, f)))
+        })
+        .collect()
+}
+
 #[test]
 fn no_source_file_is_over_the_cap() {
     let (src, files) = source_files();
-    let long: Vec<String> = files
-        .iter()
-        .filter(|f| !DECLARATION_TABLES.contains(&shown(&src, f).as_str()))
-        .filter_map(|f| {
-            let lines = std::fs::read_to_string(f).expect("source is readable").lines().count();
-            (lines > MAX_FILE_LINES).then(|| format!("{} has {lines} lines", shown(&src, f)))
-        })
-        .collect();
+    let long = over_the_cap(&src, &files, DECLARATION_TABLES);
     assert!(long.is_empty(), "split these by theme (at most {MAX_FILE_LINES} lines):\n{}", long.join("\n"));
+}
+
+/// Tests are read like code: a test file is split by topic, with no declaration tables.
+#[test]
+fn no_test_file_is_over_the_cap() {
+    let (tests, files) = test_files();
+    let long = over_the_cap(&tests, &files, &[]);
+    assert!(
+        long.is_empty(),
+        "split these test files by topic (at most {MAX_FILE_LINES} lines):\n{}",
+        long.join("\n")
+    );
 }
 
 /// The store's primitives are the mechanism's own: domains write through its unit of work.
@@ -402,18 +428,43 @@ fn split_top_level(text: &str) -> Vec<&str> {
 #[test]
 fn the_entries_of_a_folder_import_each_other_without_circles() {
     let (src, files) = source_files();
+    let circles = circles_in(&src, &files);
+    assert!(
+        circles.is_empty(),
+        "entries of one folder import each other in a circle:\n{}",
+        circles.join("\n")
+    );
+}
+
+/// The same rule in the tests' crate, rooted at `tests/api/main.rs`.
+#[test]
+fn the_entries_of_a_test_folder_import_each_other_without_circles() {
+    let (tests, files) = test_files();
+    let api = tests.join("api");
+    let files: Vec<PathBuf> = files.into_iter().filter(|f| f.starts_with(&api)).collect();
+    let circles = circles_in(&api, &files);
+    assert!(
+        circles.is_empty(),
+        "entries of one test folder import each other in a circle:\n{}",
+        circles.join("\n")
+    );
+}
+
+/// `a <-> b` for every two entries of one folder under `src` (a crate's root) that import
+/// each other, directly or around a circle.
+fn circles_in(src: &Path, files: &[PathBuf]) -> Vec<String> {
     // (folder, from entry, to entry) for every import between two entries of one folder.
     let mut edges: Vec<(PathBuf, PathBuf, PathBuf)> = Vec::new();
-    for file in &files {
-        if module_of(&src, file).is_none() {
+    for file in files {
+        if module_of(src, file).is_none() {
             continue;
         }
-        let own = module_path(&src, file);
+        let own = module_path(src, file);
         let text = std::fs::read_to_string(file).expect("source is readable");
         for path in referenced_paths(&own, &text) {
-            let Some(target) = file_of(&src, &path) else { continue };
+            let Some(target) = file_of(src, &path) else { continue };
             // Every folder that holds both files sees an edge between the entries holding them.
-            for folder in file.ancestors().skip(1).take_while(|f| f.starts_with(&src)) {
+            for folder in file.ancestors().skip(1).take_while(|f| f.starts_with(src)) {
                 let (Some(from), Some(to)) = (entry_of(folder, file), entry_of(folder, &target)) else {
                     continue;
                 };
@@ -428,18 +479,14 @@ fn the_entries_of_a_folder_import_each_other_without_circles() {
         let within: Vec<(PathBuf, PathBuf)> =
             edges.iter().filter(|(f, ..)| f == folder).map(|(_, a, b)| (a.clone(), b.clone())).collect();
         if reaches(&within, to, from, &mut Vec::new()) {
-            let mut pair = [shown(&src, from), shown(&src, to)];
+            let mut pair = [shown(src, from), shown(src, to)];
             pair.sort();
             circles.push(format!("{} <-> {}", pair[0], pair[1]));
         }
     }
     circles.sort();
     circles.dedup();
-    assert!(
-        circles.is_empty(),
-        "entries of one folder import each other in a circle:\n{}",
-        circles.join("\n")
-    );
+    circles
 }
 
 /// The entry of `folder` (a file, or a subfolder) that holds `file`.
