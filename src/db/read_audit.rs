@@ -21,6 +21,29 @@
 //! that were written. A record's `at` is the moment of the read by this instance's clock,
 //! not the moment of the write. Writes are unaffected: their records are in their own
 //! transaction.
+//!
+//! What is recorded, and when it shows. A list, search, type-ahead or GET of patients, and
+//! every FHIR answer that shows a patient's data (recorded as a read of `patients`: a search
+//! with the ids of the patients its page showed, a read by id or `$everything` as a `view` of
+//! the patient, each with its FHIR route), a printed document, a patient's access log and each
+//! chunk of a patient export (with the ids it holds, before it is sent) hands its record to
+//! `db::read_audit`'s bounded queue (`READ_AUDIT_QUEUE`, 8,192) and answers; a full queue makes
+//! reads wait, up to `POOL_WAIT_TIMEOUT_MS`, then answer 503 `audit_busy`: no read is answered
+//! unrecorded and none is dropped. One task per instance writes the queue in batches on a
+//! connection of its own to each database server (one prepared `INSERT ... unnest` per branch,
+//! up to 256 branches of one server in one transaction (`READ_AUDIT_BRANCHES_PER_TRANSACTION`)
+//! with one synchronous commit, so that a flush of thousands of branches never fills
+//! PostgreSQL's shared lock table; a branch whose insert fails is written on its own through
+//! the pool). A branch's records are held until 32 have gathered or the first has waited
+//! `READ_AUDIT_HOLD_MS` (1 s), so that reads spread over many branches are written several to
+//! an insert. It retries what it cannot write (the database away, the branch frozen by a move)
+//! while it goes on writing the other branches, and is flushed before the process exits. An
+//! audit trail read (`shows_reads`) first waits for what this instance has queued, so it shows
+//! every read this instance answered before it; another instance's reads appear within
+//! `READ_AUDIT_HOLD_MS`. A crash of the server process loses the records still queued or held
+//! (at most the last `READ_AUDIT_HOLD_MS` of reads); a crash of PostgreSQL loses none written.
+//! `at` is the read's moment by the instance's clock. Tests flush the queue
+//! (`state.read_audit.flush()`) before they look at the trail.
 
 use std::collections::BTreeMap;
 use std::collections::hash_map::Entry;

@@ -8,8 +8,38 @@
 //! - `log`: the merge log's moves and the rows each merge moved.
 //!
 //! The merge log itself is declared with the other records (`PATIENT_MERGES`,
-//! `/patients/{patient_id}/merges`). ARCHITECTURE.md says why the order of the two databases'
-//! transactions loses and duplicates nothing.
+//! `/patients/{patient_id}/merges`).
+//!
+//! Why a merge loses no record and moves none twice. A merge (`POST /patients/{id}/merge`)
+//! writes two databases, which share no transaction, so it is three transactions in a fixed
+//! order, each idempotent: (1) the branch: both patients locked in id order, every branch row
+//! of the duplicate (live and deleted, every table a declaration says names a patient) handed
+//! to the survivor and recorded in the merge log with its new version, the duplicate marked
+//! `merged_into_id` and soft-deleted, the merge `registry_pending`; (2) the registry: the
+//! duplicate's rows there (surgery schedules, dispensing; found the same way) handed over under
+//! the patient's advisory lock and recorded there; (3) the branch: the merge `completed`, the
+//! answer kept with the request's key. Rows are moved by `UPDATE`, never copied, so none can
+//! exist twice. Nothing new can be written for the duplicate once (1) commits: in the branch a
+//! trigger on every table naming a patient takes `FOR KEY SHARE` on the patient and refuses a
+//! merged one (a writer that got there first holds the lock the merge waits for, so its row is
+//! moved), in the registry a trigger takes the patient's advisory lock shared and refuses a
+//! merged one (a writer that checked the branch before (1) and writes after (2) started waits
+//! for (2) and is refused, one that wrote before is moved). A failure between (1) and (3)
+//! leaves the merge `registry_pending`: the duplicate is merged, its registry rows still name
+//! it and nothing else can; the same request again, with its key or without, finds the merge
+//! and runs (2) and (3), which move only what is left (the key stays claimed without an answer
+//! until (3)). A merge into one of the two is refused (409 `merge_incomplete`) until then. An
+//! undo runs the other way: the registry's moved rows are locked and checked in a registry
+//! transaction kept open while the branch checks its own, gives them back and marks the merge
+//! `undoing`; then the registry gives its rows back and the branch marks the merge `undone`. A
+//! refusal (409 `merge_changed_since`: a moved row has another version, or a row written since
+//! names one) writes nothing; a later merge or undo that moves the row again is no write since:
+//! it carries the version each standing merge recorded along, unless someone wrote the row in
+//! between, so a chain (X into Y, Y into Z) is undone in reverse order (the first before the
+//! second is 409 `merged_since`); a failure after the branch committed is completed by the same
+//! request again. `tests/api/patients/merge.rs` cuts a merge between the two databases and
+//! retries it, and merges under concurrent writes to both patients; `merge_chain.rs` undoes
+//! chains.
 
 mod duplicates;
 mod log;
