@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use crate::support::{
-    Clinic, Reply, TestApp, assert_error, assert_invalid, assert_status, id_of, ids, reply,
+    Clinic, Reply, TestApp, assert_error, assert_invalid, assert_status, id_of, ids, reply, today,
 };
 use futures_util::future::join_all;
 use reqwest::Method;
@@ -108,7 +108,7 @@ fn sample(exam: &str) -> (Value, Option<Value>) {
             ),
         ),
         "radiologies" => (
-            json!({ "studies": [{ "modality": "ct", "region": "Orbits", "laterality": "both", "performed_on": today() }] }),
+            json!({ "studies": [{ "modality": "ct", "region": "Orbits", "laterality": "both", "performed_on": today().to_string() }] }),
             None,
         ),
         "gross-examinations" => {
@@ -157,10 +157,6 @@ async fn with_right_eye(clinic: &Clinic, exam: &str, eye: Value, extra: Value) -
     b["right_eye"] = eye;
     b.as_object_mut().unwrap().remove("left_eye");
     post(clinic, exam, b).await
-}
-
-fn today() -> String {
-    OffsetDateTime::now_utc().date().to_string()
 }
 
 /// An RFC 3339 instant `minutes` from now (negative: in the past).

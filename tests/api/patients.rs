@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::support::{Reply, TestApp, assert_invalid, assert_status, column, id_of, ids, reply, send};
+use crate::support::{Reply, TestApp, assert_invalid, assert_status, column, id_of, ids, reply, send, today};
 use reqwest::{Method, RequestBuilder};
 use serde_json::{Value, json};
 
@@ -161,10 +161,6 @@ fn json_lines(text: &str) -> Vec<Value> {
             value
         })
         .collect()
-}
-
-fn today() -> time::Date {
-    time::OffsetDateTime::now_utc().date()
 }
 
 /// `date` moved `years` back; a 29 February lands on the 28th in a common year.

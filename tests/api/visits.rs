@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::{Clinic, Reply, TestApp, assert_invalid, assert_status, id_of, ids, reply};
+use crate::support::{Clinic, Reply, TestApp, assert_invalid, assert_status, id_of, ids, reply, today};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -83,10 +83,6 @@ async fn other_branch(app: &TestApp) -> (i64, i64, i64) {
     }
     assert_eq!(last, (3, 3), "ids of a fresh branch start at 1");
     (north, last.0, last.1)
-}
-
-fn today() -> time::Date {
-    time::OffsetDateTime::now_utc().date()
 }
 
 async fn audit_rows(app: &TestApp, branch: i64, query: &str) -> Reply {

@@ -8,13 +8,12 @@
 use std::str::FromStr;
 
 use crate::support::{
-    Clinic, Reply, TestApp, assert_error, assert_invalid, assert_status, column, id_of, ids, reply,
+    Clinic, Reply, TestApp, assert_error, assert_invalid, assert_status, column, id_of, ids, reply, today,
 };
 use futures_util::future::join_all;
 use reqwest::Method;
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
-use time::OffsetDateTime;
 
 mod charges;
 mod limits;
@@ -31,10 +30,6 @@ const AUDITED_AS: &str = "patients/{patient_id}/billing-transactions";
 
 fn transactions(patient: i64) -> String {
     format!("/api/v1/patients/{patient}/billing-transactions")
-}
-
-fn today() -> time::Date {
-    OffsetDateTime::now_utc().date()
 }
 
 fn day(offset: i64) -> String {

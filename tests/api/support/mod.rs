@@ -22,6 +22,11 @@ use tokio::sync::OnceCell;
 
 pub use db::{TestDb, database_url, server_url};
 
+/// Today's date in UTC (the main branch's zone in the tests).
+pub fn today() -> time::Date {
+    time::OffsetDateTime::now_utc().date()
+}
+
 pub const ADMIN_PASSWORD: &str = "admin-password-1";
 
 pub fn test_settings(url: &str) -> Settings {
