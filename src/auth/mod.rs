@@ -17,12 +17,6 @@ use crate::http::error::ApiError;
 use crate::state::session::{Presented, authenticate};
 use crate::state::{AppState, AuthUser};
 
-fn bearer(req: &Request) -> Option<&str> {
-    let value = req.headers().get("authorization")?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-}
-
 /// The user of a presented token. Made-up tokens are counted per client address: past the
 /// limit the address gets 429 before any lookup, so guessing costs the registry nothing.
 async fn check_token(state: &AppState, req: &Request, token: &str) -> Result<AuthUser, ApiError> {
@@ -70,7 +64,7 @@ async fn authenticate_request(
     ctrl: &mut FlowCtrl,
 ) {
     let state = AppState::of(depot);
-    let outcome = match bearer(req) {
+    let outcome = match crate::http::bearer(req) {
         None => Err(ApiError::Unauthenticated),
         Some(token) => check_token(&state, req, token).await,
     };

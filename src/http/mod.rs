@@ -101,6 +101,13 @@ async fn read_body<'a>(req: &'a mut Request, settings: &Settings, max_bytes: usi
     Ok(bytes)
 }
 
+/// The token of an `Authorization: Bearer ...` header, if the request has one.
+pub fn bearer(req: &Request) -> Option<&str> {
+    let value = req.headers().get("authorization")?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
 /// The client's address: the peer, unless the peer is a trusted proxy, in which case the
 /// right-most address of X-Forwarded-For that is not itself a trusted proxy.
 pub fn client_ip(req: &Request, trusted: &[Cidr]) -> Option<IpAddr> {

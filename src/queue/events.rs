@@ -236,13 +236,7 @@ pub async fn follow(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     let ctx = Context::of(depot)?;
     ctx.require(QUEUE_READ)?;
     let service: Service = path_service(&ctx, req).await?;
-    let token = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .map(|(_, token)| token.trim().to_owned())
-        .unwrap_or_default();
+    let token = crate::http::bearer(req).unwrap_or_default().to_owned();
     let holder = Holder::User {
         token,
         token_id: ctx.user.token_id,

@@ -81,12 +81,8 @@ impl Idempotency {
 
 /// The secret part of the request's bearer token, if it has one of our shape.
 fn bearer_secret(req: &Request) -> Option<String> {
-    let value = req.headers().get("authorization")?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return None;
-    }
-    crate::security::tokens::parse(token.trim()).map(|(_, secret)| secret.to_owned())
+    let token = crate::http::bearer(req)?;
+    crate::security::tokens::parse(token).map(|(_, secret)| secret.to_owned())
 }
 
 /// An answer encrypted under `seal`: `{"sealed": base64(nonce || ciphertext || tag)}`.
