@@ -236,6 +236,73 @@ fn routes_are_registered_with_their_description() {
     assert!(found.is_empty(), "register routes with http::endpoints::Endpoints:\n{}", found.join("\n"));
 }
 
+/// A hand-written route's JSON body is declared once (`resource::input::Input`) and registered
+/// with its route (`Endpoints::add_taking`): its check, typed value and schema cannot disagree.
+/// Only the HTTP layer and the mechanism read or describe a body by hand.
+#[test]
+fn bodies_are_read_through_their_declarations() {
+    let (src, files) = source_files();
+    let rules: [(&str, &[&str]); 4] = [
+        (
+            "json_object(",
+            &["http/mod.rs", "resource/context.rs", "resource/input.rs", "resource/idempotency.rs"],
+        ),
+        ("check_fields(", &["resource/"]),
+        ("with_body(", &["http/", "resource/docs"]),
+        ("with_optional_body(", &["http/", "resource/docs"]),
+    ];
+    let mut found = Vec::new();
+    for file in &files {
+        let name = shown(&src, file);
+        if name == "tidy.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("source is readable");
+        for (needle, allowed) in rules {
+            if text.contains(needle) && !allowed.iter().any(|a| name.starts_with(a)) {
+                found.push(format!("{name}: {needle}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "declare the body as a resource::input::Input and register it with Endpoints::add_taking:\n{}",
+        found.join("\n")
+    );
+}
+
+/// A field of a JSON value is read by name in one place, `resource::row::Fields` (typed:
+/// `text`, `integer`, `is_true`...), or the whole value is read into a struct (`typed`).
+/// `.get("…")` is left to database rows (named `row`) and headers.
+#[test]
+fn json_fields_are_read_in_one_place() {
+    let (src, files) = source_files();
+    let mut found = Vec::new();
+    for file in &files {
+        let name = shown(&src, file);
+        if name == "tidy.rs" || name == "resource/row.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).expect("source is readable");
+        let mut previous = "";
+        for (number, line) in text.lines().enumerate() {
+            for (at, _) in line.match_indices(".get(\"") {
+                // A chain broken over lines continues the previous one.
+                let before = if line[..at].trim().is_empty() { previous.trim_end() } else { &line[..at] };
+                if !(before.ends_with("row") || before.ends_with("headers()")) {
+                    found.push(format!("{name}:{}: {}", number + 1, line.trim()));
+                }
+            }
+            previous = line;
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "read JSON fields with resource::row::Fields or typed(); name database rows `row`:\n{}",
+        found.join("\n")
+    );
+}
+
 /// A comment that sends the reader to a document must send them to one the repository has.
 #[test]
 fn comments_name_only_documents_in_the_repository() {

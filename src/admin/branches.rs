@@ -10,8 +10,8 @@ use crate::permissions::ADMIN_ACCESS;
 use crate::resource::field::{Field, Kind, plain_code, text};
 use crate::resource::hooks::{Deleted, Hooks};
 use crate::resource::idempotency::Answer;
+use crate::resource::input::create_body;
 use crate::resource::routes::respond_created;
-use crate::resource::validate::validate;
 use crate::resource::{Context, Resource, Scope, Shape, Unit, Writer, created_message};
 use crate::tenancy::branches::NewBranch;
 
@@ -61,7 +61,7 @@ fn text_of(input: &serde_json::Map<String, Value>, field: &str) -> Option<String
 #[handler]
 pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let ctx = Context::of(depot)?;
-    let input = validate(&BRANCHES, &ctx.body(req).await?, true).map_err(ApiError::Validation)?;
+    let input = create_body(req, depot, &BRANCHES).await?;
     let new = NewBranch {
         code: text_of(&input, "code").unwrap_or_default(),
         name: text_of(&input, "name").unwrap_or_default(),

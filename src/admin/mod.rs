@@ -54,14 +54,10 @@ pub fn endpoints() -> Vec<Endpoints> {
         .operation("branches", "Assign a user to serve at a branch service")
         .add_parameter(docs::path_param("branch_id"))
         .add_parameter(docs::path_id());
-    let op = Doc::with_body(
-        op,
-        salvo::oapi::Object::new().property("user_id", docs::integer()).required("user_id"),
-    );
     let service =
         salvo::oapi::Ref::from_schema_name(crate::resource::docs::schema_name(&services::BRANCH_SERVICES));
     let op = Doc::not_found(Doc::answers(op, "200", "The service and its staff", docs::envelope(service)));
-    admin.add(PathItemType::Post, staff, services::assign, op);
+    admin.add_taking(PathItemType::Post, staff, &services::STAFF, services::assign, op);
     let op = admin
         .operation("branches", "Remove a user from a branch service")
         .add_parameter(docs::path_param("branch_id"))

@@ -1,5 +1,6 @@
 //! Roles: a name and a set of permission names from the catalogue.
 
+use crate::resource::row::Fields;
 use salvo::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -39,7 +40,7 @@ pub static ROLES: Resource = Resource {
 
 /// The permission names of a request, all from the catalogue (422 otherwise).
 fn requested_permissions(input: &Map<String, Value>) -> ApiResult<Option<Vec<String>>> {
-    let Some(list) = input.get("permissions").and_then(Value::as_array) else { return Ok(None) };
+    let Some(list) = input.list("permissions") else { return Ok(None) };
     let names: Vec<String> = list.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect();
     let unknown: Vec<&str> = names.iter().map(String::as_str).filter(|n| !is_known(n)).collect();
     if !unknown.is_empty() {

@@ -2,15 +2,16 @@
 //! staff who serve at each.
 
 use salvo::prelude::*;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
 use crate::permissions::ADMIN_ACCESS;
 use crate::resource::Context;
-use crate::resource::check;
 use crate::resource::field::{boolean, plain_code, registry_ref, text};
 use crate::resource::idempotency::Answer;
+use crate::resource::input::Input;
 use crate::resource::routes::render;
 use crate::resource::{Parent, Resource, Scope, Shape, Unique, Unit, Within};
 
@@ -57,17 +58,18 @@ async fn service(unit: &Unit<'_>, req: &Request) -> ApiResult<(i64, i64, Value)>
     Ok((branch, id, record))
 }
 
+/// `POST /branches/{branch_id}/services/{id}/staff`'s body: the user who serves there.
+pub static STAFF: Input = Input::new("StaffAssignment", &[registry_ref("user_id", "users").required()]);
+
+#[derive(Deserialize)]
+struct Staff {
+    user_id: i64,
+}
+
 #[handler]
 pub async fn assign(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let ctx = Context::of(depot)?;
-    let body = web::json_object(req, &ctx.state.settings).await?;
-    let user_id = match body.get("user_id").filter(|v| !v.is_null()) {
-        None => return Err(ApiError::field("user_id", "The user id field is required.")),
-        Some(v) => check::check(&registry_ref("user_id", "users"), v)
-            .map_err(|message| ApiError::field("user_id", message))?
-            .as_i64()
-            .unwrap_or_default(),
-    };
+    let Staff { user_id } = STAFF.read(req, depot).await?;
     let mut client = ctx.state.registry.get().await?;
     let unit = Unit::begin(&mut client, ctx.writer()).await?;
     let (branch, id, _) = service(&unit, req).await?;

@@ -2,6 +2,7 @@
 //! deleted while records name them: DELETE deactivates (and ends their sessions).
 
 use crate::db::Transaction;
+use crate::resource::row::Fields;
 use salvo::async_trait;
 use serde_json::{Map, Value, json};
 
@@ -15,6 +16,10 @@ use crate::resource::{Resource, Scope, Shape, Unique, Unit, Writer};
 use crate::security::password::check_strength;
 use crate::state::session::revoke_tokens;
 
+/// A person's name and e-mail address, as users and their own profile take them.
+pub const NAME: Field = text("name", 120).required();
+pub const EMAIL: Field = Field::new("email", Kind::Email).required();
+
 pub static USERS: Resource = Resource {
     path: "users",
     table: "users",
@@ -22,8 +27,8 @@ pub static USERS: Resource = Resource {
     plural: "users",
     scope: Scope::Registry,
     fields: &[
-        text("name", 120).required(),
-        Field::new("email", Kind::Email).required(),
+        NAME,
+        EMAIL,
         Field::new("username", Kind::Username).required(),
         boolean("active").defaulted(),
         registry_ref("default_branch_id", "branches"),
@@ -138,10 +143,10 @@ impl Hooks for UserHooks {
         id: Option<i64>,
         input: &mut Map<String, Value>,
     ) -> ApiResult<()> {
-        if id == Some(writer.user_id) && input.get("active") == Some(&Value::Bool(false)) {
+        if id == Some(writer.user_id) && input.is_false("active") {
             return Err(ApiError::field("active", "You cannot deactivate your own account."));
         }
-        if let Some(password) = input.get("password").and_then(Value::as_str) {
+        if let Some(password) = input.text("password") {
             let hash = writer.state.hasher.hash(password).await?;
             input.insert(HASH.into(), Value::String(hash));
         }
@@ -165,20 +170,20 @@ impl Hooks for UserHooks {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
         };
-        if let Some(password) = input.get("password").and_then(Value::as_str) {
+        if let Some(password) = input.text("password") {
             check_strength(password, &[now("username"), now("email")])
                 .map_err(|message| ApiError::field("password", message))?;
             let hash = input.get(HASH).and_then(Value::as_str).unwrap_or_default();
             tx.execute("UPDATE users SET password_hash = $2 WHERE id = $1", &[&id, &hash]).await?;
         }
-        if let Some(old) = before.and_then(|b| b.get("email")).and_then(Value::as_str)
+        if let Some(old) = before.and_then(|b| b.text("email"))
             && old != now("email")
         {
             let details = json!({ "from": old, "to": now("email") });
             unit.audit_event("email_change", &USERS, Some(id), details).await?;
         }
         set_access(tx, id, input).await?;
-        let deactivated = input.get("active") == Some(&Value::Bool(false));
+        let deactivated = input.is_false("active");
         if before.is_some() && (deactivated || input.contains_key("role_ids")) {
             super::access::an_administrator_remains(tx).await?;
         }
@@ -191,13 +196,12 @@ impl Hooks for UserHooks {
     /// An address change is told to the old address (the owner may not have made it) and to
     /// the new one, once the change is committed.
     async fn committed(&self, writer: &Writer, before: Option<&Value>, after: Option<&Value>) {
-        let email =
-            |row: Option<&Value>| row.and_then(|r| r.get("email")).and_then(Value::as_str).map(str::to_owned);
+        let email = |row: Option<&Value>| row.and_then(|r| r.text("email")).map(str::to_owned);
         let (Some(old), Some(new)) = (email(before), email(after)) else { return };
         if old == new {
             return;
         }
-        let name = after.and_then(|a| a.get("name")).and_then(Value::as_str).unwrap_or_default();
+        let name = after.and_then(|a| a.text("name")).unwrap_or_default();
         let text = format!(
             "Hello {name},\n\nThe e-mail address of your clinic-server account was changed from {old} to {new}.\n\
              If you did not make this change, tell your administrator at once: whoever holds the new\n\

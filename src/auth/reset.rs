@@ -11,16 +11,14 @@
 
 use rand::Rng;
 use salvo::prelude::*;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use time::{Duration, OffsetDateTime};
 
-use super::body::new_password;
+use super::body::{RESET_CODE, RESET_PASSWORD, ResetCode, ResetPassword, VERIFY_CODE, VerifyCode};
 use crate::admin::users::USERS;
-use crate::http::error::{ApiError, ApiResult, FieldErrors};
+use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
 use crate::resource::audit_event;
-use crate::resource::check::check;
-use crate::resource::field::{Field, Kind};
 use crate::security::password::check_strength;
 use crate::security::tokens::{constant_time_eq, hash_secret};
 use crate::state::AppState;
@@ -116,36 +114,9 @@ async fn check_code(tx: &crate::db::Transaction<'_>, email: &str, code: &str) ->
     Err(invalid())
 }
 
-pub fn checked_email(body: &Map<String, Value>) -> ApiResult<String> {
-    let field = Field::new("email", Kind::Email).required();
-    match body.get("email") {
-        None | Some(Value::Null) => Err(ApiError::field("email", "The email field is required.")),
-        Some(v) => check(&field, v)
-            .map(|v| v.as_str().unwrap_or_default().to_owned())
-            .map_err(|m| ApiError::field("email", m)),
-    }
-}
-
-fn checked_code(body: &Map<String, Value>, errors: &mut FieldErrors) -> String {
-    match body.get("code") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
-        // Codes are digits; a number is taken as typed, leading zeros lost, so it will fail.
-        Some(Value::Number(n)) => n.to_string(),
-        _ => {
-            errors.entry("code".into()).or_default().push("The code field is required.".into());
-            String::new()
-        }
-    }
-}
-
-/// The shared rate limit of the three reset routes, then the body.
-async fn limited_body(
-    state: &AppState,
-    req: &mut Request,
-    res: &mut Response,
-) -> ApiResult<Map<String, Value>> {
-    state.limits.reset.hit(&format!("reset:{}", state.client_ip(req)), res)?;
-    web::json_object(req, &state.settings).await
+/// The shared rate limit of the three reset routes.
+fn limited(state: &AppState, req: &Request, res: &mut Response) -> ApiResult<()> {
+    state.limits.reset.hit(&format!("reset:{}", state.client_ip(req)), res)
 }
 
 /// `POST /auth/reset-code`: the same answer whether or not the address is known, and the mail
@@ -153,8 +124,8 @@ async fn limited_body(
 #[handler]
 pub async fn reset_code(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let state = AppState::of(depot);
-    let body = limited_body(&state, req, res).await?;
-    let email = checked_email(&body)?;
+    limited(&state, req, res)?;
+    let ResetCode { email } = RESET_CODE.read(req, depot).await?;
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;
     if let Some(account) = account(&tx, &email).await?
@@ -192,13 +163,8 @@ pub async fn reset_code(req: &mut Request, depot: &mut Depot, res: &mut Response
 #[handler]
 pub async fn verify_code(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let state = AppState::of(depot);
-    let body = limited_body(&state, req, res).await?;
-    let email = checked_email(&body)?;
-    let mut errors = FieldErrors::new();
-    let code = checked_code(&body, &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    limited(&state, req, res)?;
+    let VerifyCode { email, code } = VERIFY_CODE.read(req, depot).await?;
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;
     let outcome = check_code(&tx, &email, &code).await;
@@ -214,14 +180,8 @@ pub async fn verify_code(req: &mut Request, depot: &mut Depot, res: &mut Respons
 #[handler]
 pub async fn reset_password(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let state = AppState::of(depot);
-    let body = limited_body(&state, req, res).await?;
-    let email = checked_email(&body)?;
-    let mut errors = FieldErrors::new();
-    let code = checked_code(&body, &mut errors);
-    let password = new_password(&body, &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    limited(&state, req, res)?;
+    let ResetPassword { email, code, password } = RESET_PASSWORD.read(req, depot).await?;
     let hash = state.hasher.hash(&password).await?;
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;

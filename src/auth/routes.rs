@@ -4,18 +4,20 @@ use salvo::oapi::{Object, PathItemType};
 use salvo::prelude::*;
 use serde_json::{Map, Value, json};
 
-use super::body::{new_password, required_string};
+use super::body::{
+    CHANGE_PASSWORD, ChangePassword, LOGIN, Login, PROFILE, Profile, RESET_CODE, RESET_PASSWORD,
+    SWITCH_BRANCH, SwitchBranch, VERIFY_CODE,
+};
 use super::{mfa, reset};
 use crate::admin::users::USERS;
 use crate::db::Queries;
 use crate::http::docs::{self, Access, Doc};
 use crate::http::endpoints::Endpoints;
-use crate::http::error::{ApiError, ApiResult, FieldErrors};
+use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
 use crate::notify;
 use crate::resource::idempotency::{Answer, Unkeyed};
 use crate::resource::routes::render;
-use crate::resource::validate::validate;
 use crate::resource::{Context, Unit, Within, audit_event};
 use crate::security::password::check_strength;
 use crate::state::AppState;
@@ -66,13 +68,7 @@ async fn user_view(client: &impl Queries, user_id: i64) -> ApiResult<Value> {
 async fn login(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let state = AppState::of(depot);
     state.limits.login.hit(&format!("login:{}", state.client_ip(req)), res)?;
-    let body = web::json_object(req, &state.settings).await?;
-    let mut errors = FieldErrors::new();
-    let username = required_string(&body, "username", &mut errors);
-    let password = required_string(&body, "password", &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    let Login { username, password, otp } = LOGIN.read(req, depot).await?;
     let mut client = state.registry.get().await?;
     let row = client
         .query_opt(
@@ -93,7 +89,7 @@ async fn login(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiR
     }
     let row = row.ok_or(ApiError::InvalidCredentials)?;
     let user_id: i64 = row.get("id");
-    let second = mfa::login::second_factor(&mut client, user_id, &body, &ip).await?;
+    let second = mfa::login::second_factor(&mut client, user_id, otp.as_deref(), &ip).await?;
     if let Some(stored) = &stored {
         super::rehash::upgrade(&state, user_id, &password, stored).await?;
     }
@@ -150,23 +146,11 @@ async fn profile(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
 async fn update_profile(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let ctx = Context::of(depot)?;
     let (state, user) = (&ctx.state, &ctx.user);
-    let body = web::json_object(req, &state.settings).await?;
-    // The user's own name and e-mail, checked, written and audited as the users resource
-    // declares them (e-mail unique).
-    let own: Map<String, Value> =
-        ["name", "email"].iter().filter_map(|k| body.get(*k).map(|v| (k.to_string(), v.clone()))).collect();
-    let (input, mut errors) = match validate(&USERS, &own, false) {
-        Ok(input) => (input, FieldErrors::new()),
-        Err(errors) => (Map::new(), errors),
-    };
-    for name in ["name", "email"] {
-        if !own.contains_key(name) {
-            errors.entry(name.into()).or_default().push(format!("The {name} field is required."));
-        }
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    // The user's own name and e-mail, checked as the users resource declares them, and written
+    // and audited through it (e-mail unique).
+    let Profile { name, email } = PROFILE.read(req, depot).await?;
+    let input =
+        Map::from_iter([("name".to_owned(), Value::from(name)), ("email".to_owned(), Value::from(email))]);
     let mut client = state.registry.get().await?;
     let unit = Unit::begin(&mut client, ctx.writer()).await?;
     let before = unit.record(&USERS, user.id).await?;
@@ -192,14 +176,7 @@ async fn my_branches(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
 async fn switch_branch(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let ctx = Context::of(depot)?;
     let (state, user) = (&ctx.state, &ctx.user);
-    let body = web::json_object(req, &state.settings).await?;
-    let branch_id = match body.get("branch_id") {
-        Some(Value::Number(n)) if n.as_i64().is_some_and(|id| id > 0) => n.as_i64().unwrap_or_default(),
-        None | Some(Value::Null) => {
-            return Err(ApiError::field("branch_id", "The branch id field is required."));
-        }
-        Some(_) => return Err(ApiError::field("branch_id", "The branch id must be an integer.")),
-    };
+    let SwitchBranch { branch_id } = SWITCH_BRANCH.read(req, depot).await?;
     if !user.branch_ids.contains(&branch_id) {
         return Err(ApiError::Forbidden {
             code: "branch_forbidden",
@@ -229,13 +206,7 @@ async fn change_password_handler(req: &mut Request, depot: &mut Depot, res: &mut
     let ctx = Context::of(depot)?;
     let (state, user) = (&ctx.state, &ctx.user);
     state.limits.change_password.hit(&format!("change-password:{}", user.id), res)?;
-    let body = web::json_object(req, &state.settings).await?;
-    let mut errors = FieldErrors::new();
-    let current = required_string(&body, "current_password", &mut errors);
-    let password = new_password(&body, &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    let ChangePassword { current_password: current, password } = CHANGE_PASSWORD.read(req, depot).await?;
     check_strength(&password, &[&user.username, &user.email]).map_err(|m| ApiError::field("password", m))?;
     // The key is claimed before the current password is checked: a replay answers the first
     // answer, though the password it names is no longer the current one.
@@ -286,22 +257,6 @@ fn branch_summary() -> Object {
         .property("code", docs::string())
 }
 
-/// An object of required fields, each described as the handlers check it.
-fn strings(names: &[&str]) -> Object {
-    let schema = |name: &str| match name {
-        "email" => docs::string()
-            .format(salvo::oapi::SchemaFormat::KnownFormat(salvo::oapi::KnownFormat::Email))
-            .max_length(254),
-        "code" => docs::string().pattern("^[0-9]{6}$").description("The 6 digits mailed"),
-        "password" | "password_confirmation" | "current_password" => {
-            docs::string().min_length(8).max_length(128)
-        }
-        "name" => docs::string().max_length(120).pattern(docs::text_pattern(true, false)),
-        _ => docs::string().min_length(1).max_length(128),
-    };
-    names.iter().fold(Object::new(), |o, n| o.property(*n, schema(n)).required(*n))
-}
-
 /// The caller's account as login and the profile answer it.
 fn profile_view() -> Object {
     Object::new()
@@ -322,13 +277,6 @@ fn profile_view() -> Object {
 fn login_endpoints(public: &mut Endpoints, signed_in: &mut Endpoints) {
     let user = profile_view();
     let op = public.operation("auth", "Log in with username and password; returns a bearer token");
-    let credentials = Object::new()
-        .property("username", docs::string().min_length(1).max_length(128))
-        .property("password", docs::string().min_length(1).max_length(1024))
-        .property("otp", mfa::otp_schema())
-        .required("username")
-        .required("password");
-    let op = Doc::with_body(op, credentials);
     let answer = Object::new()
         .property("user", user)
         .property("token", docs::string())
@@ -341,7 +289,7 @@ fn login_endpoints(public: &mut Endpoints, signed_in: &mut Endpoints) {
         message(),
     );
     let op = Doc::answers(op, "429", "Too many attempts from this address", message());
-    public.add(PathItemType::Post, "auth/login", login, op);
+    public.add_taking(PathItemType::Post, "auth/login", &LOGIN, login, op);
     let op = signed_in.operation("auth", "Revoke the token of this request");
     // Not kept for replay: once the token is revoked, a repeat answers 401, which says the same.
     let op = Doc::answers(op, "200", "Logged out", message());
@@ -349,38 +297,29 @@ fn login_endpoints(public: &mut Endpoints, signed_in: &mut Endpoints) {
 }
 
 fn reset_endpoints(public: &mut Endpoints) {
-    let step = |public: &Endpoints, summary: &str, fields: &[&str]| {
-        let op = Doc::with_body(public.operation("auth", summary), strings(fields));
-        let op = Doc::answers(op, "200", "Done", message());
+    let step = |public: &Endpoints, summary: &str| {
+        let op = Doc::answers(public.operation("auth", summary), "200", "Done", message());
         Doc::answers(op, "429", "Too many attempts from this address", message())
     };
-    let op = step(public, "Send a 6-digit reset code to an e-mail address", &["email"]);
-    public.add(PathItemType::Post, "auth/reset-code", reset::reset_code, op);
-    let op = step(public, "Check a reset code", &["email", "code"]);
-    public.add(PathItemType::Post, "auth/verify-code", reset::verify_code, op);
-    let op = step(
-        public,
-        "Set a new password with a reset code (ends every session)",
-        &["email", "code", "password", "password_confirmation"],
-    );
-    public.add(PathItemType::Post, "auth/reset-password", reset::reset_password, op);
+    let op = step(public, "Send a 6-digit reset code to an e-mail address");
+    public.add_taking(PathItemType::Post, "auth/reset-code", &RESET_CODE, reset::reset_code, op);
+    let op = step(public, "Check a reset code");
+    public.add_taking(PathItemType::Post, "auth/verify-code", &VERIFY_CODE, reset::verify_code, op);
+    let op = step(public, "Set a new password with a reset code (ends every session)");
+    public.add_taking(PathItemType::Post, "auth/reset-password", &RESET_PASSWORD, reset::reset_password, op);
 }
 
 fn session_endpoints(signed_in: &mut Endpoints, password: &mut Endpoints, enrolling: &mut Endpoints) {
     let op = enrolling.operation("auth", "The current user");
     let op = Doc::answers(op, "200", "Profile", docs::envelope(profile_view()));
     enrolling.add(PathItemType::Get, "auth/profile", profile, op);
-    let op =
-        Doc::with_body(signed_in.operation("auth", "Change name and e-mail"), strings(&["name", "email"]));
+    let op = signed_in.operation("auth", "Change name and e-mail");
     let op = Doc::answers(op, "200", "Updated", docs::envelope(profile_view()));
-    signed_in.add(PathItemType::Put, "auth/profile", update_profile, op);
-    let op = Doc::with_body(
-        signed_in.operation("auth", "Make a branch the active one"),
-        Object::new().property("branch_id", docs::integer().minimum(1)).required("branch_id"),
-    );
+    signed_in.add_taking(PathItemType::Put, "auth/profile", &PROFILE, update_profile, op);
+    let op = signed_in.operation("auth", "Make a branch the active one");
     let switched = Object::new().property("branch", branch_summary()).property("user", profile_view());
     let op = Doc::answers(op, "200", "Switched", docs::envelope(switched));
-    signed_in.add(PathItemType::Post, "auth/switch-branch", switch_branch, op);
+    signed_in.add_taking(PathItemType::Post, "auth/switch-branch", &SWITCH_BRANCH, switch_branch, op);
     let op = signed_in.operation("auth", "Branches the user may work in");
     let op = Doc::answers(
         op,
@@ -389,10 +328,13 @@ fn session_endpoints(signed_in: &mut Endpoints, password: &mut Endpoints, enroll
         docs::envelope(salvo::oapi::Array::new().items(branch_summary())),
     );
     signed_in.add(PathItemType::Get, "auth/branches", my_branches, op);
-    let op = Doc::with_body(
-        password.operation("auth", "Change the password (ends the user's other sessions)"),
-        strings(&["current_password", "password", "password_confirmation"]),
-    );
+    let op = password.operation("auth", "Change the password (ends the user's other sessions)");
     let op = Doc::answers(op, "200", "Changed", message());
-    password.add(PathItemType::Post, "profile/change-password", change_password_handler, op);
+    password.add_taking(
+        PathItemType::Post,
+        "profile/change-password",
+        &CHANGE_PASSWORD,
+        change_password_handler,
+        op,
+    );
 }

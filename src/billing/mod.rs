@@ -11,6 +11,7 @@
 mod receipt;
 
 use crate::db::Transaction;
+use crate::resource::row::Fields;
 use rust_decimal::{Decimal, RoundingStrategy};
 use salvo::async_trait;
 use salvo::prelude::*;
@@ -366,7 +367,7 @@ impl Hooks for BillingHooks {
                 input.remove("status");
             }
             None => {
-                if let Some(status) = input.get("status").and_then(Value::as_str)
+                if let Some(status) = input.text("status")
                     && status == "voided"
                 {
                     return Err(ApiError::field("status", "A transaction is created open or posted."));
@@ -427,7 +428,7 @@ impl Hooks for BillingHooks {
         before: Option<&Value>,
     ) -> ApiResult<Vec<Topic>> {
         let tx = &**unit;
-        if before.is_none() && input.get("status").and_then(Value::as_str) == Some("posted") {
+        if before.is_none() && input.text("status") == Some("posted") {
             tx.execute("UPDATE billing_transactions SET posted_at = now() WHERE id = $1", &[&id]).await?;
             check_posting(tx, id).await?;
         }

@@ -5,6 +5,7 @@
 
 use crate::db::Queries;
 use crate::db::read_audit::{ReadAudit, ReadRecord};
+use crate::resource::row::Fields;
 use futures_util::{StreamExt, pin_mut};
 use salvo::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE, HeaderValue};
 use salvo::prelude::*;
@@ -193,7 +194,7 @@ async fn send_rows(
                 return;
             }
         };
-        shown.extend(record.get("id").and_then(Value::as_i64));
+        shown.extend(record.integer("id"));
         if json_lines {
             buffer.push_str(&record.to_string());
             buffer.push('\n');

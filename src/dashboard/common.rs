@@ -36,7 +36,7 @@ impl Params {
         Self { pairs, errors }
     }
 
-    pub fn get(&self, name: &str) -> Option<String> {
+    pub fn last(&self, name: &str) -> Option<String> {
         self.pairs
             .iter()
             .rev()
@@ -74,7 +74,7 @@ impl Params {
     }
 
     pub fn days(&mut self) -> i32 {
-        let Some(raw) = self.get("days") else { return 7 };
+        let Some(raw) = self.last("days") else { return 7 };
         match raw.parse::<i32>() {
             Ok(days) if (1..=90).contains(&days) => days,
             _ => {

@@ -21,7 +21,7 @@ pub async fn patient_demographics(req: &mut Request, depot: &mut Depot, res: &mu
     let (ctx, clock) = open(depot).await?;
     let mut params = Params::of(req, &["start_date", "end_date"]);
     // Registered in the range only when a range is asked for (decision).
-    let ranged = params.get("start_date").is_some() || params.get("end_date").is_some();
+    let ranged = params.last("start_date").is_some() || params.last("end_date").is_some();
     let (start, end) = params.range(clock.today);
     params.done()?;
     let mut conn = ctx.conn(Scope::Branch).await?;

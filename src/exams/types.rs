@@ -1,6 +1,7 @@
 //! The fourteen examinations, each one declaration: its own record fields, the structure of
 //! one eye's findings, and the rules between them.
 
+use crate::resource::row::Fields;
 use rust_decimal::Decimal;
 use serde_json::{Map, Value};
 
@@ -83,14 +84,14 @@ fn low_vision(value: &str) -> Option<&'static str> {
 /// Checks each eye's value against the record's notation and fills in its logMAR, rounded
 /// to 0.01 (for N-point it is given, not computed).
 fn acuity_in_notation(record: &mut Map<String, Value>) -> Vec<(String, String)> {
-    let notation = record.get("notation").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let notation = record.text("notation").unwrap_or_default().to_owned();
     let mut problems = Vec::new();
     for eye in ["right_eye", "left_eye"] {
         let Some(Value::Object(findings)) = record.get_mut(eye) else { continue };
-        if findings.get("unable_to_assess") == Some(&Value::Bool(true)) {
+        if findings.is_true("unable_to_assess") {
             continue;
         }
-        let Some(value) = findings.get("value").and_then(Value::as_str).map(str::to_uppercase) else {
+        let Some(value) = findings.text("value").map(str::to_uppercase) else {
             continue;
         };
         findings.insert("value".into(), Value::String(value.clone()));
@@ -243,7 +244,7 @@ pub static TONOMETRIES: Resource = exam(Exam {
 
 /// Abnormal findings are described.
 fn findings_when_abnormal(part: &mut Map<String, Value>) -> Vec<(String, String)> {
-    let abnormal = part.get("status").and_then(Value::as_str) == Some("abnormal");
+    let abnormal = part.text("status") == Some("abnormal");
     if abnormal && !part.contains_key("findings") {
         return problem("findings", "The findings are required when the structure is abnormal.");
     }
@@ -429,8 +430,8 @@ pub static AMSLER_GRIDS: Resource = exam(Exam {
 
 /// Orthophoria has no deviation to measure.
 fn no_measure_of_orthophoria(record: &mut Map<String, Value>) -> Vec<(String, String)> {
-    let ortho = record.get("deviation").and_then(Value::as_str) == Some("orthophoria");
-    if ortho && record.get("deviation_pd").is_some_and(|v| !v.is_null()) {
+    let ortho = record.text("deviation") == Some("orthophoria");
+    if ortho && record.is_set("deviation_pd") {
         return problem("deviation_pd", "Orthophoria has no deviation in prism dioptres.");
     }
     Vec::new()

@@ -404,6 +404,20 @@ impl Doc {
     }
 
     /// Changes every operation of the document, given its method and path.
+    /// The schema of the document's component `name`, as JSON (what a body's `$ref` names).
+    pub fn component(&self, name: &str) -> Option<serde_json::Value> {
+        self.api.components.schemas.get(name).and_then(|schema| serde_json::to_value(schema).ok())
+    }
+
+    /// Looks at every operation.
+    pub fn each_operation_read(&self, mut look: impl FnMut(&Operation)) {
+        for item in self.api.paths.values() {
+            for op in item.operations.0.values() {
+                look(op);
+            }
+        }
+    }
+
     pub fn each_operation(&mut self, mut change: impl FnMut(PathItemType, &str, Operation) -> Operation) {
         for (path, item) in self.api.paths.iter_mut() {
             let methods: Vec<PathItemType> = item.operations.0.keys().copied().collect();

@@ -2,13 +2,40 @@
 //! route cannot be served undescribed and the description cannot name a route nobody serves.
 //! (Declared resources describe themselves from their declarations.)
 
-use salvo::Handler;
-use salvo::Router;
-use salvo::oapi::{Operation, PathItemType};
+use salvo::oapi::{Operation, PathItemType, RefOr, Schema};
+use salvo::{Depot, FlowCtrl, Handler, Request, Response, Router};
 
 use super::docs::{Access, Doc};
 
 type Amendment = Box<dyn FnOnce(Operation) -> Operation + Send>;
+
+/// A route's JSON body as declared once (`resource::input::Input`): the route's check and
+/// typed value come from the same declaration as the schema described here.
+pub trait DeclaredBody: Sync {
+    /// The schema's name among the document's components; unique per body.
+    fn name(&self) -> &'static str;
+    fn schema(&self) -> RefOr<Schema>;
+    /// Whether the body must be sent (some field is required).
+    fn is_required(&self) -> bool;
+}
+
+/// Where a route registered with [`Endpoints::add_taking`] leaves the name of its body.
+const DECLARED_BODY: &str = "declared_body";
+
+/// The name of the body the route being served was registered with, if any.
+pub fn declared_body_of(depot: &Depot) -> Option<&'static str> {
+    depot.get::<&'static str>(DECLARED_BODY).ok().copied()
+}
+
+/// Hoop: marks the route's declared body, so that the handler can only read that one.
+struct Declares(&'static str);
+
+#[salvo::async_trait]
+impl Handler for Declares {
+    async fn handle(&self, _: &mut Request, depot: &mut Depot, _: &mut Response, _: &mut FlowCtrl) {
+        depot.insert(DECLARED_BODY, self.0);
+    }
+}
 
 /// A group of hand-written routes that one kind of caller reaches: public, any signed-in user,
 /// or a user working in a branch (`X-Branch-Id`). The group's access picks the hoops the app
@@ -23,6 +50,7 @@ pub struct Endpoints {
     router: Router,
     operations: Vec<(PathItemType, String, Operation)>,
     amendments: Vec<(PathItemType, String, Amendment)>,
+    bodies: Vec<&'static dyn DeclaredBody>,
 }
 
 impl Endpoints {
@@ -35,6 +63,7 @@ impl Endpoints {
             router: Router::new(),
             operations: Vec::new(),
             amendments: Vec::new(),
+            bodies: Vec::new(),
         }
     }
 
@@ -97,6 +126,29 @@ impl Endpoints {
         self.add_behind(method, path, None::<Passing>, handler, operation);
     }
 
+    /// Serves `handler`, which reads the JSON body `body`, at `method` and `path`, and describes
+    /// it with `operation` and the body's schema (a component of the document, named by the
+    /// body's declaration).
+    pub fn add_taking(
+        &mut self,
+        method: PathItemType,
+        path: &str,
+        body: &'static dyn DeclaredBody,
+        handler: impl Handler,
+        operation: Operation,
+    ) {
+        let reference = RefOr::Ref(salvo::oapi::Ref::from_schema_name(body.name()));
+        let operation = if body.is_required() {
+            Doc::with_body(operation, reference)
+        } else {
+            Doc::with_optional_body(operation, reference)
+        };
+        self.add_behind(method, path, Some(Declares(body.name())), handler, operation);
+        if !self.bodies.iter().any(|known| known.name() == body.name()) {
+            self.bodies.push(body);
+        }
+    }
+
     /// [`add`](Self::add), with `hoop` run before this one route.
     pub fn add_behind(
         &mut self,
@@ -148,6 +200,9 @@ impl Endpoints {
     /// Adds the group's operations to `doc`; call after the declared resources are described,
     /// which the amendments change.
     pub fn describe(self, doc: &mut Doc) {
+        for body in self.bodies {
+            doc.add_schema(body.name(), body.schema());
+        }
         for (method, path, operation) in self.operations {
             doc.add(method, &path, operation);
         }
@@ -162,14 +217,7 @@ struct Passing;
 
 #[salvo::async_trait]
 impl Handler for Passing {
-    async fn handle(
-        &self,
-        _: &mut salvo::Request,
-        _: &mut salvo::Depot,
-        _: &mut salvo::Response,
-        _: &mut salvo::FlowCtrl,
-    ) {
-    }
+    async fn handle(&self, _: &mut Request, _: &mut Depot, _: &mut Response, _: &mut FlowCtrl) {}
 }
 
 /// Where the API's routes start.

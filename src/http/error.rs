@@ -10,7 +10,19 @@ use std::collections::BTreeMap;
 use salvo::http::StatusCode;
 use salvo::http::header::{HeaderValue, RETRY_AFTER};
 use salvo::prelude::*;
+use serde::Deserialize;
 use serde_json::json;
+
+/// What a replayed answer's ETag comes from: the version of the record it holds.
+#[derive(Deserialize)]
+struct Versioned {
+    data: Version,
+}
+
+#[derive(Deserialize)]
+struct Version {
+    version: i64,
+}
 
 /// Field name -> messages, ordered so answers are stable.
 pub type FieldErrors = BTreeMap<String, Vec<String>>;
@@ -259,11 +271,8 @@ impl Scribe for ApiError {
                 }
             }
             Self::Replayed { body, .. } => {
-                if let Some(tag) = body
-                    .get("data")
-                    .and_then(|d| d.get("version"))
-                    .and_then(serde_json::Value::as_i64)
-                    .and_then(|v| HeaderValue::from_str(&format!("\"{v}\"")).ok())
+                if let Ok(Versioned { data: Version { version } }) = Versioned::deserialize(body)
+                    && let Ok(tag) = HeaderValue::from_str(&format!("\"{version}\""))
                 {
                     res.headers_mut().insert(salvo::http::header::ETAG, tag);
                 }

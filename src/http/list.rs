@@ -135,7 +135,7 @@ struct Params<'a> {
 
 impl Params<'_> {
     /// The last value of `name` (later parameters win, as in most frameworks).
-    fn get(&self, name: &str) -> Option<&str> {
+    fn last(&self, name: &str) -> Option<&str> {
         self.pairs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
@@ -144,7 +144,7 @@ impl Params<'_> {
     }
 
     fn integer(&mut self, name: &str, default: i64, min: i64, max: i64) -> i64 {
-        let Some(raw) = self.get(name) else { return default };
+        let Some(raw) = self.last(name) else { return default };
         match raw.trim().parse::<i64>() {
             Ok(v) if (min..=max).contains(&v) => v,
             _ => {
@@ -160,7 +160,7 @@ impl Params<'_> {
     }
 
     fn search(&mut self) -> Option<String> {
-        let search = self.get("search").map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)?;
+        let search = self.last("search").map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)?;
         if has_control_characters(&search) {
             self.error("search", "The search contains control characters.".into());
         }
@@ -172,7 +172,7 @@ impl Params<'_> {
 
     /// Sort parameters are one of their values exactly, as the API description lists them.
     fn sort_field(&mut self, rules: &ListRules) -> String {
-        match self.get("sortField") {
+        match self.last("sortField") {
             None => rules.default_sort.to_owned(),
             Some(field) if rules.sort_fields.contains(&field) => field.to_owned(),
             Some(_) => {
@@ -186,7 +186,7 @@ impl Params<'_> {
     }
 
     fn sort_direction(&mut self, rules: &ListRules) -> SortDirection {
-        match self.get("sortDirection") {
+        match self.last("sortDirection") {
             None => rules.default_direction,
             Some("asc") => SortDirection::Asc,
             Some("desc") => SortDirection::Desc,
@@ -222,7 +222,7 @@ impl Params<'_> {
             filters.push((field.to_owned(), value.to_owned()));
         }
         for alias in rules.aliases {
-            let Some(value) = self.get(alias).filter(|v| !v.trim().is_empty()).map(str::to_owned) else {
+            let Some(value) = self.last(alias).filter(|v| !v.trim().is_empty()).map(str::to_owned) else {
                 continue;
             };
             match filters.iter().find(|(f, _)| f == alias) {
@@ -261,7 +261,7 @@ impl Params<'_> {
 
     /// A date parameter: absent is none; anything sent, even empty, must be a date.
     fn date(&mut self, name: &str) -> Option<time::Date> {
-        let raw = self.get(name).map(str::trim)?;
+        let raw = self.last(name).map(str::trim)?;
         let parsed = parse_date(raw);
         if parsed.is_none() {
             self.error(name, format!("The {name} must be a date (YYYY-MM-DD)."));

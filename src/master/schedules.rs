@@ -2,6 +2,7 @@
 //! doctor who may operate at any branch. Two active schedules never overlap for one doctor,
 //! or for one theatre of a branch (an exclusion constraint holds it under concurrent writes).
 
+use crate::resource::row::Fields;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -16,8 +17,8 @@ use crate::resource::{Resource, Scope};
 
 /// Cancelling says why.
 fn reason_to_cancel(record: &mut Map<String, Value>) -> Vec<(String, String)> {
-    let cancelled = record.get("status").and_then(Value::as_str) == Some("cancelled");
-    let reason = record.get("cancel_reason").and_then(Value::as_str).is_some_and(|r| !r.trim().is_empty());
+    let cancelled = record.text("status") == Some("cancelled");
+    let reason = record.text("cancel_reason").is_some_and(|r| !r.trim().is_empty());
     if cancelled && !reason {
         return vec![("cancel_reason".into(), "The cancel reason is required to cancel a surgery.".into())];
     }
@@ -26,11 +27,8 @@ fn reason_to_cancel(record: &mut Map<String, Value>) -> Vec<(String, String)> {
 
 /// A surgery that has not started cannot have been completed.
 fn not_completed_ahead(record: &mut Map<String, Value>) -> Vec<(String, String)> {
-    let completed = record.get("status").and_then(Value::as_str) == Some("completed");
-    let at = record
-        .get("scheduled_at")
-        .and_then(Value::as_str)
-        .and_then(|s| OffsetDateTime::parse(s, &Rfc3339).ok());
+    let completed = record.text("status") == Some("completed");
+    let at = record.text("scheduled_at").and_then(|s| OffsetDateTime::parse(s, &Rfc3339).ok());
     if completed && at.is_some_and(|at| at > OffsetDateTime::now_utc()) {
         return vec![("status".into(), "A surgery scheduled in the future cannot be completed.".into())];
     }

@@ -3,6 +3,7 @@
 //! received) as a declared action. Receiving more than was ordered is 422; a posted delivery
 //! never changes.
 
+use crate::resource::row::Fields;
 use std::collections::BTreeMap;
 
 use crate::db::Transaction;
@@ -21,7 +22,6 @@ use crate::http::list::SortDirection;
 use crate::notify::Topic;
 use crate::resource::Unit;
 use crate::resource::actions::{Action, Move, Stamp, StateLock, Verb};
-use crate::resource::decimal;
 use crate::resource::field::{
     Field, Kind, Structure, calculated_money, date, list, long_text, money, past_timestamp, qty,
     registry_ref, text,
@@ -46,7 +46,7 @@ static DELIVERY_LINE: Structure = Structure {
 };
 
 fn positive_quantity(line: &mut Map<String, Value>) -> Vec<(String, String)> {
-    match line.get("quantity").and_then(decimal::of) {
+    match line.decimal("quantity") {
         Some(q) if q <= Decimal::ZERO => {
             vec![("quantity".into(), "The quantity must be greater than 0.".into())]
         }
@@ -205,7 +205,7 @@ impl Hooks for DeliveryHooks {
                 }
                 _ => {}
             }
-            match line.get("expiry_date").and_then(Value::as_str).and_then(crate::http::list::parse_date) {
+            match line.text("expiry_date").and_then(crate::http::list::parse_date) {
                 Some(expiry) if expiry < today => {
                     problem(&mut errors, &format!("lines.{i}.expiry_date"), "The lot has already expired.")
                 }

@@ -2,6 +2,7 @@
 //! them, the lines of its documents and their totals, and a branch's local date.
 
 use crate::db::Transaction;
+use crate::resource::row::Fields;
 use rust_decimal::{Decimal, RoundingStrategy};
 use serde_json::{Map, Value};
 
@@ -60,7 +61,7 @@ pub(super) async fn branch_today(tx: &Transaction<'_>, branch: i64) -> ApiResult
 
 /// The lines a request sent, as objects.
 pub(super) fn lines_of(input: &Map<String, Value>) -> Option<&Vec<Value>> {
-    input.get("lines").and_then(Value::as_array)
+    input.list("lines")
 }
 
 /// Replaces a document's lines: `insert` takes `$1` the document and `$2` the lines as

@@ -1,6 +1,7 @@
 //! Purchase orders: lines with their totals, numbers per branch and year, and the moves of
 //! their status (ordered, received in parts by deliveries, closed or cancelled).
 
+use crate::resource::row::Fields;
 use std::collections::BTreeMap;
 
 use crate::db::Transaction;
@@ -18,7 +19,6 @@ use crate::http::list::SortDirection;
 use crate::notify::Topic;
 use crate::resource::Unit;
 use crate::resource::actions::{Action, Move, Stamp, StateLock, Verb};
-use crate::resource::decimal;
 use crate::resource::field::{
     Field, Kind, Rule, Structure, calculated_money, date, list, long_text, money, qty, registry_ref, text,
 };
@@ -38,7 +38,7 @@ static ORDER_LINE: Structure = Structure {
 };
 
 fn positive_quantity_ordered(line: &mut Map<String, Value>) -> Vec<(String, String)> {
-    match line.get("quantity_ordered").and_then(decimal::of) {
+    match line.decimal("quantity_ordered") {
         Some(q) if q <= Decimal::ZERO => {
             vec![("quantity_ordered".into(), "The quantity ordered must be greater than 0.".into())]
         }
@@ -48,11 +48,11 @@ fn positive_quantity_ordered(line: &mut Map<String, Value>) -> Vec<(String, Stri
 
 /// Each item once per order or delivery (so delivery lines match order lines by item).
 fn each_item_once(record: &mut Map<String, Value>) -> Vec<(String, String)> {
-    let Some(lines) = record.get("lines").and_then(Value::as_array) else { return Vec::new() };
+    let Some(lines) = record.list("lines") else { return Vec::new() };
     let mut seen = Vec::new();
     let mut problems = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        let item = line.get("pharmacy_item_id").and_then(Value::as_i64);
+        let item = line.integer("pharmacy_item_id");
         if seen.contains(&item) {
             problems.push((format!("lines.{i}.pharmacy_item_id"), "An item appears once per order.".into()));
         }

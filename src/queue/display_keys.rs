@@ -17,8 +17,8 @@ use crate::permissions::ADMIN_ACCESS;
 use crate::resource::field::text;
 use crate::resource::hooks::{Deleted, Hooks};
 use crate::resource::idempotency::Answer;
+use crate::resource::input::create_body;
 use crate::resource::routes::respond_created;
-use crate::resource::validate::validate_fields;
 use crate::resource::{Condition, Context, Kind, Parent, Resource, Scope, Shape, Unit, Within, Writer};
 use crate::security::tokens;
 use crate::state::AppState;
@@ -101,11 +101,7 @@ pub async fn create(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     let ctx = Context::of(depot)?;
     ctx.require(ADMIN_ACCESS)?;
     let service = web::path_id(req, "branch_service_id")?;
-    let body = ctx.body(req).await?;
-    let (mut input, errors) = validate_fields(&DISPLAY_KEYS, &body, true);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    let mut input = create_body(req, depot, &DISPLAY_KEYS).await?;
     let secret = format!("{PREFIX}{}", tokens::random_secret());
     // bytea from its text form, as `jsonb_populate_record` reads it.
     let hash = format!("\\x{}", hex::encode(tokens::hash_secret(&secret)));

@@ -13,11 +13,11 @@ use crate::permissions::{PATIENTS_WRITE, QUEUE_READ, QUEUE_WRITE};
 use crate::resource::etag::IfMatch;
 use crate::resource::field::{branch_ref, integer, one_of, registry_ref, text};
 use crate::resource::idempotency::Answer;
+use crate::resource::input::Input;
 use crate::resource::routes::{render, set_etag};
-use crate::resource::validate::check_fields;
 use crate::resource::{Context, Scope, Unit, Within, state_conflict, typed};
 
-use super::issuing::{Holder, holder_of, issue, problem};
+use super::issuing::{Holder, TICKET_HOLDER, holder_of, issue, problem};
 use super::tickets::{QUEUE_TICKETS, TRANSFER, Ticket, path_service, queue_view, service_of, ticket_changed};
 
 /// `POST /queue/branch-services/{id}/queue {patient_id, patient_visit_id, priority}`.
@@ -25,7 +25,7 @@ use super::tickets::{QUEUE_TICKETS, TRANSFER, Ticket, path_service, queue_view, 
 pub async fn create_ticket(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let ctx = Context::of(depot)?;
     ctx.require(QUEUE_WRITE)?;
-    let body = ctx.body(req).await?;
+    let (asked, errors) = TICKET_HOLDER.read_partly(req, depot).await?;
     let service = path_service(&ctx, req).await?;
     if !service.active {
         return Err(ApiError::field("branch_service_id", "The service is not taking tickets."));
@@ -33,7 +33,7 @@ pub async fn create_ticket(req: &mut Request, depot: &mut Depot, res: &mut Respo
     let route = ctx.branch()?.clone();
     let mut conn = ctx.conn(Scope::Branch).await?;
     let unit = Unit::begin(conn.client(), ctx.writer()).await?;
-    let holder = holder_of(&unit, &body).await?;
+    let holder = holder_of(&unit, asked, errors).await?;
     let today = route.today(&*unit).await?;
     let ticket = issue(&unit, &service, &holder, today).await?;
     let answer = Answer::created("Queue ticket created.", ticket.clone());
@@ -51,23 +51,13 @@ pub async fn create_visit(req: &mut Request, depot: &mut Depot, res: &mut Respon
     let ctx = Context::of(depot)?;
     ctx.require(QUEUE_WRITE)?;
     ctx.require(PATIENTS_WRITE)?;
-    let body = ctx.body(req).await?;
-    let fields = [
-        branch_ref("patient_id", "patients").required(),
-        integer("branch_service_id", 1, i64::MAX).required(),
-        one_of("visit_type", &VISIT_TYPE),
-        one_of("priority", &QUEUE_PRIORITY),
-        text("reason", 500),
-        registry_ref("doctor_id", "doctors"),
-    ];
-    let (input, mut errors) = check_fields(fields.iter(), &body, true, |_| false);
+    let (asked, mut errors): (CheckIn, _) = CHECK_IN.read_partly(req, depot).await?;
     let route = ctx.branch()?.clone();
-    let asked: CheckIn = typed(&input)?;
     let service = match asked.branch_service_id {
         Some(id) => service_of(&ctx.state, route.id, id).await?,
         None => None,
     };
-    if input.contains_key("branch_service_id") && !service.as_ref().is_some_and(|s| s.active) {
+    if asked.branch_service_id.is_some() && !service.as_ref().is_some_and(|s| s.active) {
         problem(
             &mut errors,
             "branch_service_id",
@@ -81,12 +71,15 @@ pub async fn create_visit(req: &mut Request, depot: &mut Depot, res: &mut Respon
     let mut conn = ctx.conn(Scope::Branch).await?;
     let unit = Unit::begin(conn.client(), ctx.writer()).await?;
     let today = route.today(&*unit).await?;
-    let mut visit: Map<String, Value> = ["patient_id", "visit_type", "reason", "doctor_id"]
-        .iter()
-        .filter_map(|k| input.get(*k).map(|v| (k.to_string(), v.clone())))
-        .collect();
+    let mut visit = Map::new();
+    visit.insert("patient_id".into(), Value::from(asked.patient_id));
+    visit.insert("visit_type".into(), Value::from(asked.visit_type));
+    visit.insert("reason".into(), Value::from(asked.reason));
+    visit.insert("doctor_id".into(), Value::from(asked.doctor_id));
     visit.insert("visit_date".into(), Value::String(today.to_string()));
     visit.insert("status".into(), Value::String("checked_in".into()));
+    // Left out, they take the visit's defaults.
+    visit.retain(|_, v| !v.is_null());
     let visit = unit.insert(&PATIENT_VISITS, Within::default(), visit).await?;
     let created: Created = typed(&visit)?;
     let holder = Holder {
@@ -103,12 +96,28 @@ pub async fn create_visit(req: &mut Request, depot: &mut Depot, res: &mut Respon
     Ok(())
 }
 
+/// `POST /queue/visits`'s body.
+pub static CHECK_IN: Input = Input::new(
+    "CheckInRequest",
+    &[
+        branch_ref("patient_id", "patients").required(),
+        integer("branch_service_id", 1, i64::MAX).required(),
+        one_of("visit_type", &VISIT_TYPE),
+        one_of("priority", &QUEUE_PRIORITY),
+        text("reason", 500),
+        registry_ref("doctor_id", "doctors"),
+    ],
+);
+
 /// What a check-in asks for (the fields that passed their checks).
 #[derive(Deserialize)]
 struct CheckIn {
     patient_id: Option<i64>,
     branch_service_id: Option<i64>,
+    visit_type: Option<String>,
     priority: Option<String>,
+    reason: Option<String>,
+    doctor_id: Option<i64>,
 }
 
 /// A row just written.
@@ -116,6 +125,12 @@ struct CheckIn {
 struct Created {
     id: i64,
 }
+
+/// `POST /queue/queue-tickets/{id}/transfer`'s body.
+pub static TRANSFER_TO: Input = Input::new(
+    "TicketTransferRequest",
+    &[integer("branch_service_id", 1, i64::MAX).required(), one_of("priority", &QUEUE_PRIORITY)],
+);
 
 /// What a transfer asks for.
 #[derive(Deserialize)]
@@ -132,13 +147,7 @@ pub async fn transfer(req: &mut Request, depot: &mut Depot, res: &mut Response) 
     ctx.require(QUEUE_WRITE)?;
     let id = web::path_id(req, "id")?;
     let if_match = IfMatch::of(req);
-    let body = ctx.body(req).await?;
-    let fields = [integer("branch_service_id", 1, i64::MAX).required(), one_of("priority", &QUEUE_PRIORITY)];
-    let (input, errors) = check_fields(fields.iter(), &body, true, |_| false);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
-    let request: TransferRequest = typed(&input)?;
+    let request: TransferRequest = TRANSFER_TO.read(req, depot).await?;
     let route = ctx.branch()?.clone();
     let service = service_of(&ctx.state, route.id, request.branch_service_id).await?.filter(|s| s.active);
     let mut conn = ctx.conn(Scope::Branch).await?;

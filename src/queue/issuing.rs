@@ -2,15 +2,15 @@
 
 use crate::db::Transaction;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use time::Date;
 
 use crate::clinical::PATIENTS;
 use crate::enums::QUEUE_PRIORITY;
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::resource::field::{branch_ref, one_of};
-use crate::resource::validate::check_fields;
-use crate::resource::{Unit, Within, merged_record, typed};
+use crate::resource::input::Input;
+use crate::resource::{Unit, Within, merged_record};
 
 use super::tickets::{QUEUE_TICKETS, Service};
 
@@ -53,9 +53,19 @@ pub(super) async fn issue(
     unit.insert(&QUEUE_TICKETS, Within::default(), ticket).await
 }
 
+/// Who a ticket is for: `POST /queue/branch-services/{id}/queue`'s body.
+pub static TICKET_HOLDER: Input = Input::new(
+    "QueueTicketRequest",
+    &[
+        branch_ref("patient_id", "patients"),
+        branch_ref("patient_visit_id", "patient_visits"),
+        one_of("priority", &QUEUE_PRIORITY),
+    ],
+);
+
 /// Who a ticket is asked for (the fields that passed their checks).
 #[derive(Deserialize)]
-struct HolderRequest {
+pub struct HolderRequest {
     patient_id: Option<i64>,
     patient_visit_id: Option<i64>,
     priority: Option<String>,
@@ -63,14 +73,12 @@ struct HolderRequest {
 
 /// Checks who a ticket is for: a live patient, a live visit of that patient (the patient
 /// taken from the visit when not given), a known priority.
-pub(super) async fn holder_of(tx: &Transaction<'_>, body: &Map<String, Value>) -> ApiResult<Holder> {
-    let fields = [
-        branch_ref("patient_id", "patients"),
-        branch_ref("patient_visit_id", "patient_visits"),
-        one_of("priority", &QUEUE_PRIORITY),
-    ];
-    let (input, mut errors) = check_fields(fields.iter(), body, false, |_| false);
-    let asked: HolderRequest = typed(&input)?;
+/// `errors`: those the body's own check found, reported with these.
+pub(super) async fn holder_of(
+    tx: &Transaction<'_>,
+    asked: HolderRequest,
+    mut errors: FieldErrors,
+) -> ApiResult<Holder> {
     let mut holder = Holder {
         patient: asked.patient_id,
         visit: asked.patient_visit_id,

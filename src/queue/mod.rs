@@ -23,7 +23,7 @@ mod tickets;
 
 use salvo::oapi::{Array, BasicType, Object, PathItemType, Ref, SchemaType};
 
-use crate::enums::{QUEUE_PRIORITY, QUEUE_STATUS, VISIT_TYPE};
+use crate::enums::QUEUE_STATUS;
 use crate::http::docs::{self, Access, Doc};
 use crate::http::endpoints::Endpoints;
 use crate::http::guard::Produces;
@@ -33,7 +33,8 @@ use crate::resource::context::Require;
 use crate::resource::idempotency::Unkeyed;
 pub use day_closer::{close_past_days, spawn_day_closer};
 pub use display_keys::DISPLAY_KEYS;
-use handlers::{create_ticket, create_visit, show_queue, transfer};
+use handlers::{CHECK_IN, TRANSFER_TO, create_ticket, create_visit, show_queue, transfer};
+use issuing::TICKET_HOLDER;
 pub use tickets::QUEUE_TICKETS;
 
 pub static RESOURCES: &[&Resource] = &[&QUEUE_TICKETS, &DISPLAY_KEYS];
@@ -76,47 +77,29 @@ pub fn endpoints() -> Vec<Endpoints> {
         "A bad date or status",
     ));
     branch.add(PathItemType::Get, path, show_queue, op);
-    let holder = Object::new()
-        .property("patient_id", docs::integer().minimum(1))
-        .property("patient_visit_id", docs::integer().minimum(1))
-        .property("priority", docs::string().enum_values(QUEUE_PRIORITY.values.iter().copied()));
-    let op =
-        Doc::with_body(branch.operation("queue", "Issue a ticket").add_parameter(docs::path_id()), holder);
+    let op = branch.operation("queue", "Issue a ticket").add_parameter(docs::path_id());
     let op = Doc::not_found(Doc::answers(op, "201", "The ticket", docs::envelope(ticket())));
-    branch.add(PathItemType::Post, path, create_ticket, op);
-    let visit = Object::new()
-        .property("patient_id", docs::integer().minimum(1))
-        .property("branch_service_id", docs::integer().minimum(1))
-        .property("visit_type", docs::string().enum_values(VISIT_TYPE.values.iter().copied()))
-        .property("priority", docs::string().enum_values(QUEUE_PRIORITY.values.iter().copied()))
-        .property("reason", docs::string().max_length(500).pattern(docs::text_pattern(true, true)))
-        .property("doctor_id", docs::integer().minimum(1))
-        .required("patient_id")
-        .required("branch_service_id");
+    branch.add_taking(PathItemType::Post, path, &TICKET_HOLDER, create_ticket, op);
     let answer =
         Object::new().property("visit", Ref::from_schema_name("PatientVisit")).property("ticket", ticket());
-    let op = Doc::with_body(
-        branch.operation("queue", "Check a patient in: a visit dated today and its ticket"),
-        visit,
-    );
+    let op = branch.operation("queue", "Check a patient in: a visit dated today and its ticket");
     let op = Doc::answers(op, "201", "Visit and ticket", docs::envelope(answer));
-    branch.add(PathItemType::Post, "queue/visits", create_visit, op);
-    let body = Object::new()
-        .property("branch_service_id", docs::integer().minimum(1))
-        .property("priority", docs::string().enum_values(QUEUE_PRIORITY.values.iter().copied()))
-        .required("branch_service_id");
-    let op = Doc::with_body(
-        branch
-            .operation("queue", "Move a ticket to another service of the branch")
-            .add_parameter(docs::path_id()),
-        body,
-    );
+    branch.add_taking(PathItemType::Post, "queue/visits", &CHECK_IN, create_visit, op);
+    let op = branch
+        .operation("queue", "Move a ticket to another service of the branch")
+        .add_parameter(docs::path_id());
     let answer = Object::new().property("ticket", ticket()).property("new_ticket", ticket());
     let op = Doc::conflict(
         Doc::stale(Doc::not_found(Doc::answers(op, "200", "Both tickets", docs::envelope(answer)))),
         "invalid_transition",
     );
-    branch.add(PathItemType::Post, "queue/queue-tickets/{id:num}/transfer", transfer, op);
+    branch.add_taking(
+        PathItemType::Post,
+        "queue/queue-tickets/{id:num}/transfer",
+        &TRANSFER_TO,
+        transfer,
+        op,
+    );
     let op = branch
         .operation("queue", "Server-Sent Events: a snapshot, then every change of the service's tickets")
         .add_parameter(docs::path_id())

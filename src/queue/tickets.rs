@@ -1,6 +1,7 @@
 //! Queue tickets: their declaration and moves, the services they wait at, the waiting
 //! room's view of a service and day, and the notice every instance's displays hear.
 
+use crate::resource::row::Fields;
 use std::collections::BTreeMap;
 
 use salvo::async_trait;
@@ -272,6 +273,6 @@ pub(super) fn topic(branch: i64, service: i64) -> String {
 
 /// Tells every instance's displays of the ticket's service that it changed.
 pub async fn ticket_changed(state: &AppState, branch: i64, ticket: &Value) {
-    let Some(service) = ticket.get("branch_service_id").and_then(Value::as_i64) else { return };
+    let Some(service) = ticket.integer("branch_service_id") else { return };
     state.publish(&topic(branch, service), ticket.clone()).await;
 }

@@ -3,6 +3,7 @@
 //! or the message to show. Objects and lists are checked field by field and item by item,
 //! their errors keyed by dotted paths (`right_eye.axis`, `left_eye.readings.1.method`).
 
+use crate::resource::row::Fields;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -58,6 +59,7 @@ pub fn check_at(path: &str, field: &Field, value: &Value, errors: &mut FieldErro
         Kind::TimeZone => time_zone(&name, value),
         Kind::Username => username(&name, value),
         Kind::Password => password(value, &name),
+        Kind::Secret { max } => secret(value, &name, max),
         Kind::IdList => id_list(&name, value),
         Kind::NameList => name_list(&name, value),
     };
@@ -89,7 +91,7 @@ fn object(path: &str, structure: &Structure, value: &Value, errors: &mut FieldEr
     if structure.per_eye && !unassessed(path, structure, sent, &mut clean, errors) {
         return None;
     }
-    let assessing = !clean.get("unable_to_assess").is_some_and(|v| v == &Value::Bool(true));
+    let assessing = !clean.is_true("unable_to_assess");
     if assessing {
         for f in structure.fields {
             let at = nested(path, f.name);
@@ -136,7 +138,7 @@ fn unassessed(
     clean: &mut Map<String, Value>,
     errors: &mut FieldErrors,
 ) -> bool {
-    let flag = match sent.get("unable_to_assess") {
+    let flag = match sent.field("unable_to_assess") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
         Some(_) => {
@@ -366,6 +368,15 @@ fn password(value: &Value, name: &str) -> Result<Value, String> {
     let s = string(name, value)?;
     crate::security::password::check_length(s)?;
     Ok(Value::String(s.to_owned()))
+}
+
+fn secret(value: &Value, name: &str, max: usize) -> Result<Value, String> {
+    let s = string(name, value)?;
+    match s.chars().count() {
+        0 => Err(format!("The {name} field is required.")),
+        n if n > max => Err(format!("The {name} may not be greater than {max} characters.")),
+        _ => Ok(Value::String(s.to_owned())),
+    }
 }
 
 fn id_list(name: &str, value: &Value) -> Result<Value, String> {

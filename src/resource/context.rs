@@ -153,8 +153,9 @@ impl Context {
         }
     }
 
-    /// The request body as a JSON object (size-limited).
-    pub async fn body(&self, req: &mut Request) -> ApiResult<Map<String, Value>> {
+    /// The request body as a JSON object (size-limited), for the mechanism's own routes, which
+    /// check it against their declarations.
+    pub(super) async fn body(&self, req: &mut Request) -> ApiResult<Map<String, Value>> {
         crate::http::json_object(req, &self.state.settings).await
     }
 }

@@ -1,5 +1,6 @@
 //! Versions as entity tags: answers carry `ETag: "<version>"`, writes honour `If-Match`.
 
+use crate::resource::row::Fields;
 use salvo::Request;
 use serde_json::Value;
 
@@ -44,7 +45,7 @@ impl IfMatch {
 
 /// The entity tag of a record's current version.
 pub fn etag(record: &Value) -> Option<String> {
-    record.get("version").and_then(Value::as_i64).map(tag_of)
+    record.integer("version").map(tag_of)
 }
 
 /// The entity tag of `version`.

@@ -113,6 +113,12 @@ pub enum Kind {
     Username,
     /// A password: kept exactly as typed, length rules of `security::password`.
     Password,
+    /// What its owner types to prove who they are (a current password, a one-time code): kept
+    /// exactly as typed, 1 to `max` characters, never checked
+    /// against a rule that would tell anything about the secret it is compared with.
+    Secret {
+        max: usize,
+    },
     /// A list of distinct positive ids (checked by the resource's own handler).
     IdList,
     /// A list of distinct non-empty names (checked by the resource's own handler).
@@ -145,6 +151,7 @@ impl Kind {
                 | Self::Code { .. }
                 | Self::TimeZone
                 | Self::Username
+                | Self::Secret { .. }
         )
     }
 
@@ -241,6 +248,10 @@ pub const fn branch_ref(name: &'static str, table: &'static str) -> Field {
 }
 pub const fn registry_ref(name: &'static str, table: &'static str) -> Field {
     Field::new(name, Kind::Ref(Target::Registry(table)))
+}
+/// What its owner types to prove who they are (`current_password`, a code).
+pub const fn secret(name: &'static str, max: usize) -> Field {
+    Field::new(name, Kind::Secret { max })
 }
 pub const fn boolean(name: &'static str) -> Field {
     Field::new(name, Kind::Bool)

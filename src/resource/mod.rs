@@ -14,6 +14,7 @@ pub mod etag;
 pub mod field;
 pub mod hooks;
 pub mod idempotency;
+pub mod input;
 pub mod merged;
 pub mod numbers;
 pub mod print;
@@ -34,7 +35,7 @@ pub use numbers::Numbering;
 // What a domain may call of the mechanism beyond its declarations (ARCHITECTURE.md, "What a
 // domain may call"): the unit of work for every write, and the pieces of reads for queries
 // of its own.
-pub use row::typed;
+pub use row::{Fields, typed};
 pub use store::{
     Moved, Within, audit_event, created_message, merged_record, select_columns, state_conflict, stream,
     survivor_of, updated_message,

@@ -1,6 +1,7 @@
 //! What a declaration's printed form is ([`Printable`]) and what it is made with
 //! ([`Printing`]: the caller, a connection to the branch, the lookups documents share).
 
+use crate::resource::row::Fields;
 use std::collections::BTreeMap;
 
 use salvo::async_trait;
@@ -24,7 +25,7 @@ pub trait Printable: Send + Sync {
 
     /// The patient the document discloses.
     fn patient_of(&self, record: &Value) -> Option<i64> {
-        record.get("patient_id").and_then(Value::as_i64)
+        record.integer("patient_id")
     }
 
     /// The document's file name, without `.pdf` (`certificate-MC-MAIN-000001`).
@@ -64,9 +65,7 @@ pub fn described(value: &Value) -> String {
         Value::Array(items) => {
             items.iter().map(described).filter(|d| !d.is_empty()).collect::<Vec<_>>().join("; ")
         }
-        Value::Object(fields) if fields.get("unable_to_assess") == Some(&Value::Bool(true)) => {
-            "not assessed".into()
-        }
+        Value::Object(fields) if fields.is_true("unable_to_assess") => "not assessed".into(),
         Value::Object(fields) => fields
             .iter()
             .filter(|(name, value)| !value.is_null() && *name != "unable_to_assess")
@@ -145,10 +144,7 @@ impl Printing<'_> {
 
     /// Who signed a record (its `signed_by` and `signed_at`), or a DRAFT when nobody did.
     pub async fn signing(&mut self, record: &Value) -> ApiResult<Signing> {
-        match (
-            record.get("signed_by").and_then(Value::as_i64),
-            record.get("signed_at").and_then(Value::as_str),
-        ) {
+        match (record.integer("signed_by"), record.text("signed_at")) {
             (Some(by), Some(at)) => {
                 let at = at.to_owned();
                 Ok(Signing::Signed { signer: self.user_name(by).await?, at: self.local_time(&at).await? })

@@ -1,5 +1,6 @@
 //! HTTP for declared resources: one handler type serves every resource and operation.
 
+use crate::resource::row::Fields;
 use salvo::http::header::{ETAG, HeaderValue, LOCATION};
 use salvo::prelude::*;
 use serde_json::{Map, Value};
@@ -58,7 +59,7 @@ pub fn render(res: &mut Response, answer: &Answer) {
 /// 201 with the record, its ETag and its Location.
 pub fn respond_created(req: &Request, res: &mut Response, resource: &Resource, record: Value) {
     set_etag(res, &record);
-    if let Some(id) = record.get("id").and_then(|v| v.as_i64())
+    if let Some(id) = record.integer("id")
         && let Ok(location) =
             HeaderValue::from_str(&format!("{}/{id}", req.uri().path().trim_end_matches('/')))
     {

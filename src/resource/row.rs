@@ -32,6 +32,58 @@ impl Record for Map<String, Value> {
     }
 }
 
+/// Typed reads of single fields of a checked record or body, where reading the whole of it into
+/// a struct ([`typed`]) would be more than a rule or hook needs. The one place that looks up
+/// JSON fields by name: absent, null and a value of another type all read as "none".
+pub trait Fields {
+    fn field(&self, name: &str) -> Option<&Value>;
+
+    fn text(&self, name: &str) -> Option<&str> {
+        self.field(name).and_then(Value::as_str)
+    }
+
+    fn integer(&self, name: &str) -> Option<i64> {
+        self.field(name).and_then(Value::as_i64)
+    }
+
+    /// Whether the field holds `true`.
+    fn is_true(&self, name: &str) -> bool {
+        self.field(name) == Some(&Value::Bool(true))
+    }
+
+    /// Whether the field holds `false` (not merely left out).
+    fn is_false(&self, name: &str) -> bool {
+        self.field(name) == Some(&Value::Bool(false))
+    }
+
+    /// Whether the field is there and not null.
+    fn is_set(&self, name: &str) -> bool {
+        self.field(name).is_some_and(|v| !v.is_null())
+    }
+
+    /// The items of a list field, when it is a list.
+    fn list(&self, name: &str) -> Option<&Vec<Value>> {
+        self.field(name).and_then(Value::as_array)
+    }
+
+    /// An exact decimal sent as a string or a number.
+    fn decimal(&self, name: &str) -> Option<rust_decimal::Decimal> {
+        self.field(name).and_then(super::decimal::of)
+    }
+}
+
+impl Fields for Map<String, Value> {
+    fn field(&self, name: &str) -> Option<&Value> {
+        self.get(name)
+    }
+}
+
+impl Fields for Value {
+    fn field(&self, name: &str) -> Option<&Value> {
+        self.get(name)
+    }
+}
+
 /// An exact decimal, sent as a string or a number (`#[serde(deserialize_with = "exact")]`).
 pub fn exact<'de, D: Deserializer<'de>>(d: D) -> Result<rust_decimal::Decimal, D::Error> {
     let value = Value::deserialize(d)?;

@@ -48,9 +48,11 @@ pub struct AppState {
 
 /// A change a live display follows: `topic` says which (`queue:<branch>:<service>`), `data`
 /// is the changed record.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Deserialize)]
 pub struct Event {
+    #[serde(default)]
     pub topic: String,
+    #[serde(default)]
     pub data: serde_json::Value,
 }
 
@@ -165,11 +167,9 @@ impl AppState {
 
 impl Invalidate for AppState {
     fn relay(&self, payload: &str) {
-        let Ok(event) = serde_json::from_str::<serde_json::Value>(payload) else { return };
-        let topic = event.get("topic").and_then(serde_json::Value::as_str).unwrap_or_default().to_owned();
-        let data = event.get("data").cloned().unwrap_or_default();
+        let Ok(event) = serde_json::from_str::<Event>(payload) else { return };
         // Nobody listening is fine.
-        let _ = self.events.send(Event { topic, data });
+        let _ = self.events.send(event);
     }
 
     async fn invalidate(&self, topic: Topic) {

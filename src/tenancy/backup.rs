@@ -13,6 +13,7 @@
 //! are not the branch's own (pharmacy stock, surgery schedules) are the registry's, and go
 //! with the registry's own backups.
 
+use crate::resource::row::Fields;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -314,8 +315,7 @@ async fn register(
     .await?;
     let mut services = BTreeMap::new();
     for service in &manifest.services {
-        let old =
-            service.get("id").and_then(Value::as_i64).context("a service without an id in the backup")?;
+        let old = service.integer("id").context("a service without an id in the backup")?;
         let kept = tx
             .query_opt("SELECT id FROM branch_services WHERE id = $1 AND branch_id = $2", &[&old, &id])
             .await?;

@@ -27,8 +27,8 @@ fn types_of(kind: Kind) -> &'static [&'static str] {
         Kind::Timestamp { .. } => &["timestamp with time zone"],
         Kind::Bool => &["boolean"],
         Kind::Object(_) | Kind::List { .. } => &["jsonb"],
-        // Never columns: accepted on input only (write_only).
-        Kind::Password | Kind::IdList | Kind::NameList => &[],
+        // Never columns: accepted on input only (write_only, a route's body).
+        Kind::Password | Kind::Secret { .. } | Kind::IdList | Kind::NameList => &[],
     }
 }
 

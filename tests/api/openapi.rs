@@ -143,7 +143,13 @@ async fn every_route_of_a_mergeable_record_documents_its_merged_answers() {
         resources.iter().flat_map(|r| r.all_fields()).filter(|f| names_merged(f)).map(|f| f.name).collect();
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {
-            let properties = &op["requestBody"]["content"]["application/json"]["schema"]["properties"];
+            let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+            // A declared body is a component the operation refers to.
+            let schema = match schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/schemas/")) {
+                Some(name) => &doc["components"]["schemas"][name],
+                None => schema,
+            };
+            let properties = &schema["properties"];
             if names.iter().any(|name| !properties[*name].is_null()) {
                 naming.push((method.clone(), path.clone()));
             }

@@ -1,6 +1,6 @@
 //! The second step of a login, taken right after the password was found right.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::codes::{self, Code};
 use super::store::{self, Method};
@@ -9,22 +9,17 @@ use crate::db::Client;
 use crate::http::error::{ApiError, ApiResult};
 use crate::resource::audit_event;
 
-/// `otp` of a body, for a user whose factor is on: missing is 401 `otp_required`; not a string
-/// or of neither shape is a 422 on `otp`.
-fn otp(body: &Map<String, Value>) -> ApiResult<Code> {
-    match body.get("otp") {
-        None | Some(Value::Null) => Err(ApiError::Unauthorized {
+/// The login's `otp`, for a user whose factor is on: missing is 401 `otp_required`; of neither
+/// shape a 422 on `otp`.
+fn otp(sent: Option<&str>) -> ApiResult<Code> {
+    match sent.map(str::trim).filter(|s| !s.is_empty()) {
+        None => Err(ApiError::Unauthorized {
             code: "otp_required",
             message: "This account has a second factor: send the code of your authenticator app (or a recovery code) as otp.".into(),
         }),
-        Some(Value::String(s)) if s.trim().is_empty() => Err(ApiError::Unauthorized {
-            code: "otp_required",
-            message: "This account has a second factor: send the code of your authenticator app (or a recovery code) as otp.".into(),
-        }),
-        Some(Value::String(s)) => codes::parse(s).ok_or_else(|| {
+        Some(s) => codes::parse(s).ok_or_else(|| {
             ApiError::field("otp", "The otp must be the 6 digits of your authenticator app or a recovery code (xxxx-xxxx-xxxx-xxxx).")
         }),
-        Some(_) => Err(ApiError::field("otp", "The otp must be a string.")),
     }
 }
 
@@ -34,13 +29,13 @@ fn otp(body: &Map<String, Value>) -> ApiResult<Code> {
 pub async fn second_factor(
     client: &mut Client,
     user_id: i64,
-    body: &Map<String, Value>,
+    otp_sent: Option<&str>,
     ip: &str,
 ) -> ApiResult<Option<Method>> {
     if !store::enabled(&*client, user_id).await? {
         return Ok(None);
     }
-    let code = otp(body)?;
+    let code = otp(otp_sent)?;
     let tx = client.transaction().await?;
     let Some(factor) = store::factor(&tx, user_id, true).await?.filter(|f| f.enabled) else {
         // Turned off since the first look.

@@ -16,7 +16,7 @@ pub mod login;
 mod routes;
 mod store;
 
-pub use routes::{endpoints, otp_schema};
+pub use routes::endpoints;
 
 use crate::config::Settings;
 use crate::http::error::ApiError;

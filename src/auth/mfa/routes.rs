@@ -3,11 +3,12 @@
 
 use salvo::oapi::{Array, Object, PathItemType};
 use salvo::prelude::*;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 use super::codes::{self, Code};
 use super::store::{self, now_unix};
 use crate::admin::users::USERS;
+use crate::auth::body::{MFA_CODE, MFA_OFF, MfaCode, MfaOff};
 use crate::http::docs::{self, Access, Doc};
 use crate::http::endpoints::Endpoints;
 use crate::http::error::{ApiError, ApiResult};
@@ -34,24 +35,17 @@ fn not_enabled() -> ApiError {
     ApiError::Conflict { code: "mfa_not_enabled", message: "This account has no second factor on.".into() }
 }
 
-/// The `code` of a body: the app's 6 digits, or (`recovery`) a recovery code too.
-fn code_field(body: &Map<String, Value>, recovery: bool) -> ApiResult<Code> {
+/// A `code` as typed: the app's 6 digits, or (`recovery`) a recovery code too.
+fn code_field(typed: &str, recovery: bool) -> ApiResult<Code> {
     let shape = if recovery {
         "The code must be the 6 digits of your authenticator app or a recovery code (xxxx-xxxx-xxxx-xxxx)."
     } else {
         "The code must be the 6 digits of your authenticator app."
     };
-    match body.get("code") {
-        None | Some(Value::Null) => Err(ApiError::field("code", "The code field is required.")),
-        Some(Value::String(s)) if s.trim().is_empty() => {
-            Err(ApiError::field("code", "The code field is required."))
-        }
-        Some(Value::String(s)) => match codes::parse(s) {
-            Some(Code::Recovery(_)) if !recovery => Err(ApiError::field("code", shape)),
-            Some(code) => Ok(code),
-            None => Err(ApiError::field("code", shape)),
-        },
-        Some(_) => Err(ApiError::field("code", "The code must be a string.")),
+    match codes::parse(typed) {
+        Some(Code::Recovery(_)) if !recovery => Err(ApiError::field("code", shape)),
+        Some(code) => Ok(code),
+        None => Err(ApiError::field("code", shape)),
     }
 }
 
@@ -93,8 +87,8 @@ async fn start(depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
 async fn confirm(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let ctx = Context::of(depot)?;
     let (state, user) = (&ctx.state, &ctx.user);
-    let body = web::json_object(req, &state.settings).await?;
-    let Code::Totp(digits) = code_field(&body, false)? else {
+    let MfaCode { code } = MFA_CODE.read(req, depot).await?;
+    let Code::Totp(digits) = code_field(&code, false)? else {
         return Err(ApiError::field("code", "The code must be the 6 digits of your authenticator app."));
     };
     let mut client = state.registry.get().await?;
@@ -145,17 +139,8 @@ async fn disable(req: &mut Request, depot: &mut Depot, res: &mut Response) -> Ap
     let Context { state, user, .. } = Context::of(depot)?;
     // The password is checked here: the password change's per-user limit, a bucket of its own.
     state.limits.change_password.hit(&format!("mfa-disable:{}", user.id), res)?;
-    let body = web::json_object(req, &state.settings).await?;
-    let mut errors = crate::http::error::FieldErrors::new();
-    let current = crate::auth::body::required_string(&body, "current_password", &mut errors);
-    let code = code_field(&body, true);
-    if let Err(ApiError::Validation(code_errors)) = &code {
-        errors.extend(code_errors.clone());
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
-    let code = code?;
+    let MfaOff { current_password: current, code } = MFA_OFF.read(req, depot).await?;
+    let code = code_field(&code, true)?;
     let mut client = state.registry.get().await?;
     let tx = client.transaction().await?;
     let Some(factor) = store::factor(&tx, user.id, true).await?.filter(|f| f.enabled) else {
@@ -227,23 +212,6 @@ async fn reset(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiR
     Ok(())
 }
 
-/// The optional `otp` of a login.
-pub fn otp_schema() -> Object {
-    docs::string().max_length(64).description(
-        "For an account with a second factor: the 6 digits of its authenticator app, or an unused recovery code (xxxx-xxxx-xxxx-xxxx). Ignored for other accounts.",
-    )
-}
-
-fn code_schema(recovery: bool) -> Object {
-    let body = docs::string().max_length(64);
-    let body = if recovery {
-        body.description("The 6 digits of the authenticator app, or an unused recovery code")
-    } else {
-        body.pattern(r"^\s*[0-9]{3}\s*[0-9]{3}\s*$").description("The 6 digits of the authenticator app")
-    };
-    Object::new().property("code", body).required("code")
-}
-
 /// The routes, in the groups given: `enrolling` (open before enrolment: starting and
 /// confirming), the signed-in user's own, and the administrator's.
 pub fn endpoints(mut enrolling: Endpoints) -> Vec<Endpoints> {
@@ -258,24 +226,19 @@ pub fn endpoints(mut enrolling: Endpoints) -> Vec<Endpoints> {
     enrolling.add(PathItemType::Post, "auth/mfa/totp", start, op);
     let op =
         enrolling.operation("auth", "Turn the pending second factor on with a code; answers recovery codes");
-    let op = Doc::with_body(op, code_schema(false));
     let enabled = Object::new().property(
         "recovery_codes",
         Array::new().items(docs::string().pattern("^[A-Z2-7]{4}(-[A-Z2-7]{4}){3}$")),
     );
     let op = Doc::answers(op, "200", "On; ten one-time recovery codes, shown once", docs::envelope(enabled));
     let op = Doc::conflict(op, "mfa_already_enabled: a second factor is already on");
-    enrolling.add(PathItemType::Post, "auth/mfa/totp/confirm", confirm, op);
+    enrolling.add_taking(PathItemType::Post, "auth/mfa/totp/confirm", &MFA_CODE, confirm, op);
 
     let mut signed_in = Endpoints::new(Access::User);
     let op = signed_in.operation("auth", "Turn the second factor off (password and a code)");
-    let body = code_schema(true)
-        .property("current_password", docs::string().min_length(1).max_length(1024))
-        .required("current_password");
-    let op = Doc::with_body(op, body);
     let op = Doc::answers(op, "200", "Off", message());
     let op = Doc::conflict(op, "mfa_not_enabled: no second factor is on");
-    signed_in.add(PathItemType::Delete, "auth/mfa/totp", disable, op);
+    signed_in.add_taking(PathItemType::Delete, "auth/mfa/totp", &MFA_OFF, disable, op);
 
     let mut admin = Endpoints::new(Access::User).hoop(Require(ADMIN_ACCESS));
     let op = admin
@@ -294,11 +257,9 @@ mod tests {
 
     #[test]
     fn codes_are_read_by_shape() {
-        let body = |v: Value| json!({ "code": v }).as_object().cloned().unwrap();
-        assert_eq!(code_field(&body(json!("123456")), false).ok(), Some(Code::Totp("123456".into())));
-        assert!(code_field(&body(json!(123456)), false).is_err());
-        assert!(code_field(&body(json!("ABCD-EFGH-IJKL-MNOP")), false).is_err());
-        assert!(code_field(&body(json!("ABCD-EFGH-IJKL-MNOP")), true).is_ok());
-        assert!(code_field(&Map::new(), true).is_err());
+        assert_eq!(code_field("123456", false).ok(), Some(Code::Totp("123456".into())));
+        assert!(code_field("12345", false).is_err());
+        assert!(code_field("ABCD-EFGH-IJKL-MNOP", false).is_err());
+        assert!(code_field("ABCD-EFGH-IJKL-MNOP", true).is_ok());
     }
 }

@@ -27,9 +27,9 @@ use crate::http::{self as web};
 use crate::permissions::PATIENTS_MERGE;
 use crate::resource::field::{integer, text};
 use crate::resource::idempotency::Answer;
+use crate::resource::input::Input;
 use crate::resource::routes::{render, set_etag};
-use crate::resource::validate::check_fields;
-use crate::resource::{Context, Scope, Unit, Within, merged_record, typed};
+use crate::resource::{Context, Scope, Unit, Within, merged_record};
 
 #[derive(Deserialize)]
 struct Asked {
@@ -37,26 +37,22 @@ struct Asked {
     reason: String,
 }
 
-/// The body: a duplicate other than the patient, and why.
-fn asked(body: &Map<String, Value>, survivor: i64) -> ApiResult<Asked> {
-    let fields = [integer("duplicate_id", 1, i64::MAX).required(), text("reason", 500).required()];
-    let (input, errors) = check_fields(fields.iter(), body, true, |_| false);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
-    let asked: Asked = typed(&input)?;
-    if asked.duplicate_id == survivor {
-        return Err(ApiError::field("duplicate_id", "A patient cannot be merged into themselves."));
-    }
-    Ok(asked)
-}
+/// The body: a duplicate, and why.
+pub static ASKED: Input = Input::new(
+    "MergeRequest",
+    &[integer("duplicate_id", 1, i64::MAX).required(), text("reason", 500).required()],
+)
+.with_notes(&[("duplicate_id", "The patient whose records move to this one")]);
 
 #[handler]
 pub async fn merge_duplicate(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let ctx = Context::of(depot)?;
     ctx.require(PATIENTS_MERGE)?;
     let survivor = web::path_id(req, "id")?;
-    let asked = asked(&ctx.body(req).await?, survivor)?;
+    let asked: Asked = ASKED.read(req, depot).await?;
+    if asked.duplicate_id == survivor {
+        return Err(ApiError::field("duplicate_id", "A patient cannot be merged into themselves."));
+    }
     let branch = ctx.branch()?.id;
     let mut conn = ctx.conn(Scope::Branch).await?;
     let id = in_branch(&ctx, conn.client(), survivor, &asked).await?;

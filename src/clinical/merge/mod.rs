@@ -95,14 +95,6 @@ pub fn add_endpoints(branch: &mut Endpoints) {
     );
 
     let merge = || Ref::from_schema_name("PatientMerge");
-    let body = Object::new()
-        .property(
-            "duplicate_id",
-            docs::integer().minimum(1).description("The patient whose records move to this one"),
-        )
-        .property("reason", docs::string().max_length(500).pattern(docs::text_pattern(true, false)))
-        .required("duplicate_id")
-        .required("reason");
     let op = branch
         .operation("patients", "Merge a duplicate into this patient: every record of it moves here")
         .add_parameter(docs::path_id())
@@ -111,19 +103,19 @@ pub fn add_endpoints(branch: &mut Endpoints) {
              its own fields (those that differ are in `differences`). The duplicate then answers 301 to reads \
              and 410 to writes. Needs patients.merge.",
         );
-    let op = Doc::answers(
-        Doc::with_body(op, body),
-        "201",
-        "The merge, as the merge log keeps it",
-        docs::envelope(merge()),
-    );
+    let op = Doc::answers(op, "201", "The merge, as the merge log keeps it", docs::envelope(merge()));
     let op = Doc::conflict(
         Doc::not_found(Doc::merged(op, true)),
         "merge_incomplete: a merge of these patients is not finished",
     );
-    branch.add(PathItemType::Post, "patients/{id:num}/merge", merging::merge_duplicate, op);
+    branch.add_taking(
+        PathItemType::Post,
+        "patients/{id:num}/merge",
+        &merging::ASKED,
+        merging::merge_duplicate,
+        op,
+    );
 
-    let body = Object::new().property("merge_id", docs::integer().minimum(1)).required("merge_id");
     let op = branch
         .operation("patients", "Undo a merge into this patient")
         .add_parameter(docs::path_id())
@@ -132,11 +124,17 @@ pub fn add_endpoints(branch: &mut Endpoints) {
              patient into another, undone, does not count: a chain of merges is undone in reverse order). Needs \
              patients.merge.",
         );
-    let op = Doc::answers(Doc::with_body(op, body), "200", "The merge, undone", docs::envelope(merge()));
+    let op = Doc::answers(op, "200", "The merge, undone", docs::envelope(merge()));
     let op = Doc::conflict(
         Doc::not_found(Doc::merged(op, true)),
         "merge_changed_since (with `changed`), merged_since (this patient was merged into `merged_into_id` since: \
          undo that merge, `merge_id`, first), undo_window_closed, merge_incomplete, invalid_transition",
     );
-    branch.add(PathItemType::Post, "patients/{id:num}/unmerge", undoing::unmerge, op);
+    branch.add_taking(
+        PathItemType::Post,
+        "patients/{id:num}/unmerge",
+        &undoing::UNMERGE,
+        undoing::unmerge,
+        op,
+    );
 }

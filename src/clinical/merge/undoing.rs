@@ -18,6 +18,7 @@
 
 use crate::db::Client;
 use salvo::prelude::*;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::log::{UNDO, UNDONE, follow_moves, incomplete, moved_rows};
@@ -29,21 +30,23 @@ use crate::http::{self as web};
 use crate::permissions::PATIENTS_MERGE;
 use crate::resource::field::integer;
 use crate::resource::idempotency::Answer;
+use crate::resource::input::Input;
 use crate::resource::routes::{render, set_etag};
-use crate::resource::validate::check_fields;
 use crate::resource::{Context, Scope, Unit, Within, state_conflict};
+
+pub static UNMERGE: Input = Input::new("UnmergeRequest", &[integer("merge_id", 1, i64::MAX).required()]);
+
+#[derive(Deserialize)]
+struct Undo {
+    merge_id: i64,
+}
 
 #[handler]
 pub async fn unmerge(req: &mut Request, depot: &mut Depot, res: &mut Response) -> ApiResult<()> {
     let ctx = Context::of(depot)?;
     ctx.require(PATIENTS_MERGE)?;
     let survivor = web::path_id(req, "id")?;
-    let body = ctx.body(req).await?;
-    let fields = [integer("merge_id", 1, i64::MAX).required()];
-    let (input, errors) = check_fields(fields.iter(), &body, true, |_| false);
-    let Some(id) = input.get("merge_id").and_then(Value::as_i64).filter(|_| errors.is_empty()) else {
-        return Err(ApiError::Validation(errors));
-    };
+    let Undo { merge_id: id } = UNMERGE.read(req, depot).await?;
     let branch = ctx.branch()?.id;
     let window = ctx.state.settings.merge_undo_window.as_secs_f64();
     let mut conn = ctx.conn(Scope::Branch).await?;

@@ -37,6 +37,20 @@ pub fn merged_answers(doc: &mut Doc, resources: &[&'static Resource]) {
             naming.push((None, format!("{member}/{}", action.segment)));
         }
     }
+    // The components that hand-written routes' bodies name by reference.
+    let component_names = |doc: &Doc| -> Vec<String> {
+        let mut found = Vec::new();
+        doc.each_operation_read(|op| {
+            if let Some(name) = body_reference(op) {
+                found.push(name);
+            }
+        });
+        found
+    };
+    let naming_components: Vec<String> = component_names(doc)
+        .into_iter()
+        .filter(|name| doc.component(name).is_some_and(|schema| properties_name(&schema, &names)))
+        .collect();
     doc.each_operation(|method, path, op| {
         let in_branch =
             op.parameters.0.iter().any(|p| matches!(p, RefOr::Type(p) if p.name == "X-Branch-Id"));
@@ -46,7 +60,8 @@ pub fn merged_answers(doc: &mut Doc, resources: &[&'static Resource]) {
             _ => op,
         };
         let declared = naming.iter().any(|(m, p)| m.is_none_or(|m| m == method) && p == path);
-        if (declared || body_names(&op, &names)) && !op.responses.contains_key("410") {
+        let referenced = body_reference(&op).is_some_and(|name| naming_components.contains(&name));
+        if (declared || referenced || body_names(&op, &names)) && !op.responses.contains_key("410") {
             Doc::merged_write(op, "merged: a record the body names was merged into another; name that one")
         } else {
             op
@@ -58,6 +73,17 @@ pub fn merged_answers(doc: &mut Doc, resources: &[&'static Resource]) {
 fn body_names(op: &Operation, names: &[&str]) -> bool {
     let Some(body) = &op.request_body else { return false };
     let body = serde_json::to_value(body).unwrap_or_default();
-    let properties = &body["content"]["application/json"]["schema"]["properties"];
-    names.iter().any(|name| !properties[*name].is_null())
+    properties_name(&body["content"]["application/json"]["schema"], names)
+}
+
+/// The component an operation's JSON body refers to (a declared body, `resource::input`).
+fn body_reference(op: &Operation) -> Option<String> {
+    let body = serde_json::to_value(op.request_body.as_ref()?).ok()?;
+    let reference = body["content"]["application/json"]["schema"]["$ref"].as_str()?;
+    reference.strip_prefix("#/components/schemas/").map(str::to_owned)
+}
+
+/// Whether an object schema has a property of one of these `names`.
+fn properties_name(schema: &serde_json::Value, names: &[&str]) -> bool {
+    names.iter().any(|name| !schema["properties"][*name].is_null())
 }

@@ -117,6 +117,10 @@ fn value_schema(kind: Kind, nullable: bool, side: Side) -> RefOr<Schema> {
             .max_length(128)
             .pattern(r"^[^\x00-\x1f\x7f-\x9f]*$")
             .format(formatted(KnownFormat::Password)),
+        Kind::Secret { max } => typed(BasicType::String, false)
+            .min_length(1)
+            .max_length(max)
+            .format(formatted(KnownFormat::Password)),
         Kind::IdList => return list_of(docs::integer().minimum(1), nullable),
         Kind::NameList => {
             let name = docs::string().min_length(1).max_length(100).pattern(docs::text_pattern(true, false));

@@ -2,6 +2,7 @@
 //!
 //! A unit keeps its records and appends them all at its commit (`resource::trail`).
 
+use crate::resource::row::Fields;
 use serde_json::Value;
 
 use crate::db::Queries;
@@ -102,7 +103,7 @@ impl Unit<'_> {
                 user_id: Some(self.writer().user_id),
                 action: action.to_owned(),
                 resource: resource.path,
-                record_id: b.get("id").and_then(Value::as_i64),
+                record_id: b.integer("id"),
                 before: Some(b),
                 after: Some(a),
                 route: None,

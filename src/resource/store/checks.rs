@@ -2,6 +2,7 @@
 //! within their bounds, fixed fields, the record's state and moves, overlaps, branch access.
 
 use crate::db::Transaction;
+use crate::resource::row::Fields;
 use serde_json::{Map, Value};
 
 use super::Within;
@@ -114,7 +115,7 @@ pub(super) fn check_branch_access(
     input: &Map<String, Value>,
 ) -> ApiResult<()> {
     let (true, Some(allowed)) = (resource.branch_bound, within.branches) else { return Ok(()) };
-    match input.get("branch_id").and_then(Value::as_i64) {
+    match input.integer("branch_id") {
         Some(branch) if !allowed.contains(&branch) => Err(ApiError::Forbidden {
             code: "branch_forbidden",
             message: "You do not have access to this branch.".into(),
@@ -290,7 +291,7 @@ pub async fn lock_for_change(
     if_match: Option<IfMatch>,
 ) -> ApiResult<Value> {
     let before = select_one(tx, resource, within, id, true).await?.ok_or(ApiError::NotFound)?;
-    let version = before.get("version").and_then(Value::as_i64).unwrap_or_default();
+    let version = before.integer("version").unwrap_or_default();
     if if_match.is_some_and(|m| !m.allows(version)) {
         return Err(ApiError::PreconditionFailed);
     }

@@ -1,5 +1,6 @@
 //! Creating a record: checked, resolved by its hooks, inserted and audited in one unit.
 
+use crate::resource::row::Fields;
 use serde_json::{Map, Value};
 use tracing::Instrument;
 
@@ -96,7 +97,7 @@ async fn assign_number(
             (route.code.clone(), route.today(&**unit).await?, None)
         }
         Scope::Registry => {
-            let branch = input.get("branch_id").and_then(Value::as_i64).ok_or_else(|| {
+            let branch = input.integer("branch_id").ok_or_else(|| {
                 ApiError::Internal(anyhow::anyhow!(
                     "{} is numbered per branch but has no branch",
                     resource.path

@@ -3,6 +3,7 @@
 //! dependent rows exist.
 
 use crate::db::Queries;
+use crate::resource::row::Fields;
 use serde_json::{Map, Value};
 
 use super::moving::merged_record;
@@ -180,7 +181,7 @@ async fn reference_ok(
         Target::Registry(table) => registry_row_in(&writer.state.registry.get().await?, table, id).await?,
         Target::Staff => staff_of_branch(writer, id).await?,
         Target::InBranch(table) => {
-            let branch = input.get("branch_id").or_else(|| current.and_then(|c| c.get("branch_id")));
+            let branch = input.field("branch_id").or_else(|| current.and_then(|c| c.field("branch_id")));
             match branch.and_then(Value::as_i64) {
                 Some(branch) => row_in_branch(writer, branch, table, id).await?,
                 None => false,
@@ -202,7 +203,7 @@ async fn merged_reference(
     match target {
         Target::Branch(table) => merged_record(client, table, id).await,
         Target::InBranch(table) => {
-            let branch = input.get("branch_id").or_else(|| current.and_then(|c| c.get("branch_id")));
+            let branch = input.field("branch_id").or_else(|| current.and_then(|c| c.field("branch_id")));
             let Some(branch) = branch.and_then(Value::as_i64) else { return Ok(None) };
             let directory = &writer.state.directory;
             let Ok(route) = directory.route(branch).await? else { return Ok(None) };

@@ -242,7 +242,7 @@ pub struct Page {
 /// A filter's value as its kind: `Ok(None)` for kinds that cannot be filtered on.
 fn filter_value(kind: Kind, name: &str, raw: &str) -> Result<Option<Param>, String> {
     Ok(Some(match kind {
-        Kind::IdList | Kind::NameList | Kind::Password => return Ok(None),
+        Kind::IdList | Kind::NameList | Kind::Password | Kind::Secret { .. } => return Ok(None),
         Kind::Integer { min, max } => match raw.parse::<i64>() {
             Ok(v) if (min..=max).contains(&v) => Box::new(v),
             _ => return Err(format!("The filter must be an integer from {min} to {max}.")),
