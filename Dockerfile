@@ -19,6 +19,7 @@ COPY src ./src
 COPY assets/fonts ./assets/fonts
 COPY migrations ./migrations
 COPY tenants ./tenants
+COPY sql ./sql
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --bin clinic-server \

@@ -1,6 +1,7 @@
 //! Migrations: the registry (`migrations/`) and every branch schema (`tenants/`), both
 //! through refinery, each run under a PostgreSQL advisory lock so that instances starting
-//! together do not collide (refinery itself takes no lock).
+//! together do not collide (refinery itself takes no lock). Their SQL is what `build.rs` puts
+//! together: each file, with the SQL both databases share included from `sql/shared/`.
 //!
 //! A new, empty branch schema is built in one transaction instead ([`provision_branch_schema`]):
 //! every tenant migration's SQL in one batch, with the history rows refinery would have
@@ -12,16 +13,25 @@
 //! renames one ([`adopt_spare_schema`]); `tenancy::spares` keeps them.
 
 use anyhow::Context;
-use refinery::Runner;
+use refinery::{Migration, Runner};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio_postgres::Client;
 
-mod registry_set {
-    refinery::embed_migrations!("migrations");
+/// `REGISTRY` and `TENANT`: every migration's name and SQL, as `build.rs` put them together
+/// (its includes of `sql/shared/` in place).
+mod sets {
+    include!(concat!(env!("OUT_DIR"), "/migration_sets.rs"));
 }
-mod tenant_set {
-    refinery::embed_migrations!("tenants");
+
+fn runner_of(set: &[(&str, &str)]) -> Runner {
+    let migrations: Vec<Migration> = set
+        .iter()
+        .map(|(name, sql)| {
+            Migration::unapplied(name, sql).expect("build.rs names migrations as refinery reads them")
+        })
+        .collect();
+    Runner::new(&migrations)
 }
 
 /// Advisory-lock key of the registry's migration run.
@@ -36,7 +46,7 @@ const EXTENSIONS: &str = "CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA pub
                           CREATE EXTENSION IF NOT EXISTS fuzzystrmatch WITH SCHEMA public;";
 
 pub fn tenant_runner() -> Runner {
-    tenant_set::migrations::runner()
+    runner_of(sets::TENANT)
 }
 
 /// The version a branch schema has once every tenant migration ran.
@@ -78,10 +88,8 @@ async fn without_statement_timeout<T>(
 pub async fn migrate_registry(client: &mut Client) -> anyhow::Result<usize> {
     without_statement_timeout(client, async |client| {
         with_advisory_lock(client, REGISTRY_LOCK, async |client| {
-            let report = registry_set::migrations::runner()
-                .run_async(client)
-                .await
-                .context("migrating the registry")?;
+            let report =
+                runner_of(sets::REGISTRY).run_async(client).await.context("migrating the registry")?;
             Ok(report.applied_migrations().len())
         })
         .await
@@ -428,5 +436,82 @@ mod tests {
     #[test]
     fn tenant_migrations_are_embedded() {
         assert!(latest_tenant_version() >= 1);
+    }
+
+    /// Every released migration's checksum, as the databases that ran it recorded it. Refinery
+    /// refuses to start on a database whose history a migration no longer matches, so a
+    /// migration, or a piece of `sql/shared/` it includes, never changes once released: a
+    /// change is a new migration. A migration goes in here once the next one follows it.
+    const RELEASED_REGISTRY: &[(i32, &str, u64)] = &[
+        (1, "registry", 18261287331401148460),
+        (2, "security", 11318194266167096169),
+        (3, "master_data", 8801482409330793518),
+        (4, "pharmacy", 678429966976815601),
+        (5, "lots_in_the_ledger", 9213886509575803605),
+        (6, "branch_moves", 13338361580456879744),
+        (7, "audit_by_month", 10895511229309253),
+        (9, "display_keys", 1788472955341388078),
+        (10, "letterheads_and_disclosures", 3806787745781792600),
+        (11, "patient_merges", 17805621306512548943),
+        (12, "merge_rows_by_row", 5009447236502317560),
+        (13, "audit_chain", 16591160681200492245),
+        (14, "second_factor", 10717133452558879178),
+        (15, "sessions", 10311005976225758993),
+    ];
+    const RELEASED_TENANT: &[(i32, &str, u64)] = &[
+        (1, "clinical_base", 762070060115256798),
+        (2, "fixed_search_path", 3553937123872851265),
+        (3, "examinations", 9544387687156596490),
+        (4, "billing", 10571187571879826308),
+        (5, "queue", 14444255503894849622),
+        (6, "dashboard", 6105935135564740893),
+        (7, "exact_totals", 10590686046049267198),
+        (8, "numbered_certificates", 55245784546794147),
+        (9, "audit_by_month", 11271083534485398127),
+        (10, "dashboard_rollups", 233371375619385588),
+        (11, "type_ahead_words", 8453968658378768964),
+        (14, "printed_and_disclosed", 3128002602453066850),
+        (15, "patient_merges", 4637345017520064826),
+        (16, "patient_search_rows", 5705991791829902531),
+        (17, "audit_months_left_when_covered", 10714964259341156005),
+        (18, "type_ahead_on_search_rows", 7547329680845300918),
+        (19, "merge_rows_by_row", 6633453871811342977),
+        (20, "duplicates_bounded", 10573123097728128844),
+        (21, "audit_chain", 11584049497666584505),
+    ];
+
+    /// What differs between the migrations `set` holds and `released`: a released one changed
+    /// or gone, or one with a later migration after it that is not listed as released.
+    fn unlike_released(dir: &str, set: &[(&str, &str)], released: &[(i32, &str, u64)]) -> Vec<String> {
+        let mut now: Vec<(i32, String, u64)> = runner_of(set)
+            .get_migrations()
+            .iter()
+            .map(|m| (m.version(), m.name().to_owned(), m.checksum()))
+            .collect();
+        now.sort();
+        let mut unlike = Vec::new();
+        for &(version, name, checksum) in released {
+            match now.iter().find(|(v, ..)| *v == version) {
+                Some((_, n, c)) if n == name && *c == checksum => {}
+                Some(_) => unlike.push(format!("{dir}/V{version}__{name}.sql changed")),
+                None => unlike.push(format!("{dir}/V{version}__{name}.sql is gone")),
+            }
+        }
+        let newest = now.last().map(|(v, ..)| *v);
+        for (version, name, checksum) in &now {
+            if Some(*version) != newest && !released.iter().any(|(v, ..)| v == version) {
+                unlike.push(format!(
+                    "{dir}/V{version}__{name}.sql is not listed: ({version}, {name:?}, {checksum}),"
+                ));
+            }
+        }
+        unlike
+    }
+
+    #[test]
+    fn released_migrations_run_the_sql_they_ran() {
+        let mut unlike = unlike_released("migrations", sets::REGISTRY, RELEASED_REGISTRY);
+        unlike.extend(unlike_released("tenants", sets::TENANT, RELEASED_TENANT));
+        assert!(unlike.is_empty(), "released migrations must stay as they ran:\n{}", unlike.join("\n"));
     }
 }
