@@ -55,9 +55,21 @@ pub async fn eventually(bound: Duration, what: &str, mut condition: impl AsyncFn
     }
 }
 
-/// The HTTP client of every test: redirects are answers to look at, not to follow.
+/// The HTTP client of every test: redirects are answers to look at, not to follow. Its TLS
+/// goes unused (the tests' listeners are plain) but is built with every client: on ring, the
+/// server's provider, given here as the server gives it rather than installed for the whole
+/// process, where it could hide a server path that leaned on a process-wide default.
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("HTTP client")
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("ring has the default protocol versions")
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .tls_backend_preconfigured(tls)
+        .build()
+        .expect("HTTP client")
 }
 
 pub const ADMIN_PASSWORD: &str = "admin-password-1";
