@@ -38,7 +38,7 @@ pub fn signal_url(endpoint: &str, signal: &str) -> String {
 
 /// The blocking HTTP client both OTLP exporters send with: https through rustls on ring,
 /// trusting `OTEL_EXPORTER_OTLP_CERTIFICATE`'s CAs when set, else the public roots.
-pub fn otlp_client(settings: &Settings) -> anyhow::Result<otlp_reqwest::blocking::Client> {
+pub fn otlp_client(settings: &Settings) -> anyhow::Result<reqwest::blocking::Client> {
     let roots = match &settings.otlp_certificate {
         Some(path) => crate::security::roots::from_pem_file(path, "OTEL_EXPORTER_OTLP_CERTIFICATE")
             .map_err(anyhow::Error::msg)?,
@@ -53,7 +53,7 @@ pub fn otlp_client(settings: &Settings) -> anyhow::Result<otlp_reqwest::blocking
     // A blocking client owns a runtime of its own, which may be neither made nor dropped
     // on one of tokio's threads: it is built on a thread of its own, as the exporter does.
     std::thread::spawn(move || {
-        otlp_reqwest::blocking::Client::builder()
+        reqwest::blocking::Client::builder()
             .tls_backend_preconfigured(tls)
             .timeout(std::time::Duration::from_secs(5))
             .build()

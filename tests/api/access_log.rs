@@ -179,9 +179,9 @@ async fn the_access_log_pages_by_cursor_and_is_narrowed_like_every_list() {
     assert_eq!(narrowed.body["meta"]["next_cursor"], Value::Null);
     assert_eq!(narrowed.body["links"]["next"], Value::Null);
     let r = app.get(&format!("/api/v1/patients/{ana}/access-log?sortField=user_id"), Some(branch)).await;
-    assert_eq!(r.status, 422, "{}", r.text);
+    assert_status(&r, 422);
     let r = app.get(&format!("/api/v1/patients/{ana}/access-log?filters[user_id]=x"), Some(branch)).await;
-    assert_eq!(r.status, 422, "{}", r.text);
+    assert_status(&r, 422);
 }
 
 /// The ids of `patient`'s own audit records, newest first, read straight from the table.
@@ -282,14 +282,11 @@ async fn the_access_log_exports_as_csv_and_pdf_with_every_field() {
     let asked =
         |path: String, accept: &str| printed::get_accepting(&app, &app.admin_token, &path, branch, accept);
     let by_accept = asked(format!("/api/v1/patients/{ana}/access-log/export"), "application/pdf");
-    let res = by_accept.send().await.unwrap();
-    assert_eq!(res.headers()["content-type"], "application/pdf");
-    let res = asked(export.replace("csv", "pdf"), "*/*").send().await.unwrap();
-    assert_eq!(
-        (res.status().as_u16(), res.headers()["content-type"].to_str().unwrap()),
-        (200, "application/pdf")
-    );
-    let bytes = res.bytes().await.unwrap().to_vec();
+    assert_eq!(reply(by_accept).await.header("content-type"), Some("application/pdf"));
+    let res = reply(asked(export.replace("csv", "pdf"), "*/*")).await;
+    assert_status(&res, 200);
+    assert_eq!(res.header("content-type"), Some("application/pdf"));
+    let bytes = res.bytes;
     let text = printed::text(&bytes);
     let flat = squashed(&text);
     for needle in ["Access log", "Ana Cruz", "Main Branch", "When", "Who", "Action", "Record", "Route"] {
@@ -335,10 +332,10 @@ async fn concurrent_prints_and_views_are_each_in_the_access_log_once() {
             (format!("/api/v1/patients/{ana}"), "application/json")
         };
         let req = printed::get_accepting(&app, &app.admin_token, &path, branch, accept);
-        reads.push(tokio::spawn(async move { req.send().await.unwrap().status().as_u16() }));
+        reads.push(tokio::spawn(reply(req)));
     }
     for read in reads {
-        assert_eq!(read.await.unwrap(), 200);
+        assert_status(&read.await.unwrap(), 200);
     }
     for (action, expected) in [("print", 20), ("view", 20)] {
         let path = format!("/api/v1/patients/{ana}/access-log?filters[action]={action}");

@@ -5,6 +5,7 @@ use clinic_server::tenancy::audit_months;
 use serde_json::json;
 
 use crate::support::TestApp;
+use crate::support::assert_status;
 
 /// The months of an audit log's partitions, by name.
 async fn partitions(client: &tokio_postgres::Client, schema: &str) -> Vec<String> {
@@ -100,7 +101,7 @@ async fn every_audit_log_has_its_months_ahead_and_old_months_are_archived_to_fil
             json!({ "first_name": "B", "last_name": "C", "birth_date": "1990-01-01", "sex": "male" }),
         )
         .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     let _ = std::fs::remove_dir_all(&out);
 }
 

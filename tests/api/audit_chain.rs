@@ -9,6 +9,7 @@ use clinic_server::tenancy::audit_months;
 use serde_json::json;
 
 use crate::support::TestApp;
+use crate::support::assert_status;
 
 /// The binary's `audit verify`, against the app's database: (success, stdout).
 fn verify_command(app: &TestApp, code: Option<&str>) -> (bool, String) {
@@ -73,10 +74,10 @@ async fn a_trail_of_writes_logins_reads_and_closed_days_verifies() {
     let patient = app.create_patient(main, "Ana", "Cruz").await;
     let id = patient["id"].as_i64().unwrap();
     let r = app.put(&format!("/api/v1/patients/{id}"), Some(main), json!({ "first_name": "Anna" })).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     app.login("admin", crate::support::ADMIN_PASSWORD).await;
-    assert_eq!(app.get("/api/v1/patients?search=cruz", Some(main)).await.status, 200);
-    assert_eq!(app.get(&format!("/api/v1/patients/{id}"), Some(main)).await.status, 200);
+    assert_status(&app.get("/api/v1/patients?search=cruz", Some(main)).await, 200);
+    assert_status(&app.get(&format!("/api/v1/patients/{id}"), Some(main)).await, 200);
     app.state.read_audit.flush().await;
     clinic_server::queue::close_past_days(&app.state).await.unwrap();
 

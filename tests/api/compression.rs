@@ -8,21 +8,13 @@ use serde_json::json;
 use crate::support::*;
 
 /// `path` as the admin in `branch`, sent with `Accept-Encoding: encoding` (or none): the
-/// status, the `Content-Encoding` and the bytes as they came over the wire.
-async fn raw(
-    app: &TestApp,
-    path: &str,
-    branch: i64,
-    encoding: Option<&str>,
-) -> (u16, Option<String>, Vec<u8>) {
+/// answer with its bytes as they came over the wire.
+async fn encoded(app: &TestApp, path: &str, branch: i64, encoding: Option<&str>) -> Reply {
     let mut req = app.request(Method::GET, path, Some(branch));
     if let Some(encoding) = encoding {
         req = req.header("accept-encoding", encoding);
     }
-    let res = req.send().await.unwrap();
-    let status = res.status().as_u16();
-    let content_encoding = res.headers().get("content-encoding").map(|v| v.to_str().unwrap().to_owned());
-    (status, content_encoding, res.bytes().await.unwrap().to_vec())
+    reply(req).await
 }
 
 fn decoded(encoding: &str, bytes: &[u8]) -> Vec<u8> {
@@ -44,21 +36,25 @@ async fn a_page_comes_in_the_encoding_the_client_asks_for_and_decodes_to_the_sam
         app.create_patient(branch, &format!("Nguyễn{i}"), "Peña").await;
     }
     let page = "/api/v1/patients?perPage=30";
-    let (status, encoding, plain) = raw(&app, page, branch, None).await;
-    assert_eq!((status, encoding), (200, None), "no Accept-Encoding: no compression");
+    let r = encoded(&app, page, branch, None).await;
+    assert_status(&r, 200);
+    assert_eq!(r.header("content-encoding"), None, "no Accept-Encoding: no compression");
+    let plain = r.bytes;
     assert!(plain.len() > 1024, "the page is worth compressing: {} bytes", plain.len());
 
     for wanted in ["zstd", "br", "gzip"] {
-        let (status, encoding, wire) = raw(&app, page, branch, Some(wanted)).await;
-        assert_eq!((status, encoding.as_deref()), (200, Some(wanted)));
+        let r = encoded(&app, page, branch, Some(wanted)).await;
+        assert_status(&r, 200);
+        assert_eq!(r.header("content-encoding"), Some(wanted));
+        let wire = r.bytes;
         assert!(wire.len() * 3 < plain.len(), "{wanted}: {} bytes of {}", wire.len(), plain.len());
         assert_eq!(decoded(wanted, &wire), plain, "{wanted} decodes to the same answer");
     }
     // The client's order of preference wins; an encoding refused with q=0 is never used.
-    let (_, encoding, _) = raw(&app, page, branch, Some("gzip;q=1, zstd;q=0.5")).await;
-    assert_eq!(encoding.as_deref(), Some("gzip"));
-    let (_, encoding, _) = raw(&app, page, branch, Some("zstd;q=0, br;q=0, gzip;q=0")).await;
-    assert_eq!(encoding, None);
+    let r = encoded(&app, page, branch, Some("gzip;q=1, zstd;q=0.5")).await;
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    let r = encoded(&app, page, branch, Some("zstd;q=0, br;q=0, gzip;q=0")).await;
+    assert_eq!(r.header("content-encoding"), None);
 }
 
 #[tokio::test]
@@ -66,9 +62,10 @@ async fn an_answer_under_one_kilobyte_is_sent_as_it_is() {
     let app = TestApp::spawn().await;
     let branch = app.main_branch().await;
     let id = id_of(&app.create_patient(branch, "Ana", "Cruz").await);
-    let (status, encoding, plain) = raw(&app, &format!("/api/v1/patients/{id}"), branch, Some("gzip")).await;
-    assert_eq!((status, encoding), (200, None));
-    assert!(plain.len() < 1024);
+    let r = encoded(&app, &format!("/api/v1/patients/{id}"), branch, Some("gzip")).await;
+    assert_status(&r, 200);
+    assert_eq!(r.header("content-encoding"), None);
+    assert!(r.bytes.len() < 1024);
 }
 
 #[tokio::test]

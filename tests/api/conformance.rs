@@ -10,7 +10,7 @@ use clinic_server::resource::{Resource, Scope};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, id_of, reply};
+use crate::support::{TestApp, assert_status, id_of, reply};
 
 /// Rows the samples refer to.
 pub struct World {
@@ -269,9 +269,9 @@ async fn audit_actions(app: &TestApp, r: &Resource, branch: i64, id: i64) -> Vec
         Scope::Branch => ("/api/v1/audit-logs", Some(branch)),
         Scope::Registry => ("/api/v1/system-audit-logs", None),
     };
-    let query = format!("{path}?perPage=100&filters[resource]={}&filters[record_id]={id}", r.path);
-    let list = app.get(&query, branch).await;
-    assert_eq!(list.status, 200, "{}", list.text);
+    let query = format!("filters[resource]={}&filters[record_id]={id}", r.path);
+    let list = app.audit_list(path, branch, &query).await;
+    assert_status(&list, 200);
     list.body["data"]
         .as_array()
         .unwrap()
@@ -291,7 +291,7 @@ async fn check_writable(app: &TestApp, r: &Resource, w: &World, s: Sample) {
         let mut missing = s.body.clone();
         missing.as_object_mut().unwrap().remove(field);
         let refused = app.post(&path, branch, missing).await;
-        assert_eq!(refused.status, 422, "{}: create without {field}: {}", r.path, refused.text);
+        assert_status(&refused, 422);
         assert!(
             refused.body["errors"].get(field).is_some(),
             "{}: 422 does not name {field}: {}",
@@ -300,11 +300,11 @@ async fn check_writable(app: &TestApp, r: &Resource, w: &World, s: Sample) {
         );
     }
     let created = app.post(&path, branch, s.body.clone()).await;
-    assert_eq!(created.status, 201, "{}: create: {}", r.path, created.text);
+    assert_status(&created, 201);
     let id = id_of(&created);
     let member = format!("{path}/{id}");
     let got = app.get(&member, branch).await;
-    assert_eq!(got.status, 200, "{}: get: {}", r.path, got.text);
+    assert_status(&got, 200);
     assert_eq!(
         got.header("etag"),
         Some(format!("\"{}\"", got.body["data"]["version"]).as_str()),
@@ -312,7 +312,7 @@ async fn check_writable(app: &TestApp, r: &Resource, w: &World, s: Sample) {
         r.path
     );
     let listed = app.get(&format!("{path}?perPage=100"), branch).await;
-    assert_eq!(listed.status, 200, "{}: list: {}", r.path, listed.text);
+    assert_status(&listed, 200);
     assert!(crate::support::ids(&listed.body).contains(&id), "{}: list misses {id}", r.path);
     if let AfterDelete::Immutable(code) = s.after_delete {
         crate::support::assert_error(&app.put(&member, branch, s.change).await, 409, code);
@@ -332,13 +332,13 @@ async fn check_writable(app: &TestApp, r: &Resource, w: &World, s: Sample) {
             .json(&s.change),
     )
     .await;
-    assert_eq!(updated.status, 200, "{}: update: {}", r.path, updated.text);
+    assert_status(&updated, 200);
     assert_eq!(updated.body["data"]["version"], json!(version + 1), "{}", r.path);
     let deleted = app.delete(&member, branch).await;
-    assert_eq!(deleted.status, 200, "{}: delete: {}", r.path, deleted.text);
+    assert_status(&deleted, 200);
     let after = app.get(&member, branch).await;
     let expected = if s.after_delete == AfterDelete::Gone { 404 } else { 200 };
-    assert_eq!(after.status, expected, "{}: get after delete: {}", r.path, after.text);
+    assert_status(&after, expected);
     let actions = audit_actions(app, r, w.branch, id).await;
     assert!(
         actions.iter().any(|a| a == "create") && actions.iter().any(|a| a == "update"),
@@ -351,13 +351,13 @@ async fn check_writable(app: &TestApp, r: &Resource, w: &World, s: Sample) {
 async fn check_read_only(app: &TestApp, r: &Resource, w: &World) {
     let (path, branch) = (collection(r, w), branch_of(r, w));
     let listed = app.get(&format!("{path}?perPage=5"), branch).await;
-    assert_eq!(listed.status, 200, "{}: list: {}", r.path, listed.text);
+    assert_status(&listed, 200);
     if let Some(first) = listed.body["data"].as_array().and_then(|rows| rows.first()) {
         let got = app.get(&format!("{path}/{}", id_of(first)), branch).await;
-        assert_eq!(got.status, 200, "{}: get: {}", r.path, got.text);
+        assert_status(&got, 200);
     }
     let refused = app.post(&path, branch, json!({})).await;
-    assert_eq!(refused.status, 405, "{}: a read-only resource takes no POST: {}", r.path, refused.text);
+    assert_status(&refused, 405);
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ mod types;
 
 use serde_json::{Value, json};
 
-use crate::support::{Clinic, Reply, TestApp, id_of, reply};
+use crate::support::{Clinic, Reply, TestApp, assert_status, id_of, reply};
 
 const FHIR_JSON: &str = "application/fhir+json";
 
@@ -32,14 +32,14 @@ async fn get_as(app: &TestApp, token: Option<&str>, path: &str, branch: Option<i
 /// `GET path` as the administrator in `branch`: asserts `status` and a FHIR JSON answer.
 async fn fhir(app: &TestApp, branch: i64, path: &str, status: u16) -> Value {
     let r = get_as(app, Some(&app.admin_token), path, Some(branch)).await;
-    assert_eq!(r.status, status, "GET {path}: {}", r.text);
+    assert_status(&r, status);
     assert_fhir(&r, status);
     r.body
 }
 
 #[track_caller]
 fn assert_fhir(r: &Reply, status: u16) {
-    assert_eq!(r.status, status, "{}", r.text);
+    assert_status(r, status);
     let media = r.header("content-type").unwrap_or_default();
     assert!(media.starts_with(FHIR_JSON), "answered as {media}: {}", r.text);
 }
@@ -136,7 +136,7 @@ async fn exam(clinic: &Clinic, path: &str, body: Value) -> i64 {
 
 async fn sign(clinic: &Clinic, path: &str, id: i64) {
     let r = clinic.app.post(&format!("/api/v1/{path}/{id}/sign"), Some(clinic.branch), json!({})).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
 }
 
 /// Ana Cruz's record filled in, an examination of each kind with both eyes (and one eye that
@@ -148,7 +148,7 @@ async fn seed(clinic: &Clinic) -> Seeded {
         "address_line": "12 Rizal St", "city": "Cebu", "country": "Philippines", "civil_status": "married",
     });
     let r = app.put(&format!("/api/v1/patients/{patient}"), Some(branch), details).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let pin = r.body["data"]["pin"].as_str().unwrap().to_owned();
     let reading = |iop: f64, method: &str| json!({ "iop_mmhg": iop, "method": method });
     let tonometry = exam(
@@ -207,7 +207,7 @@ async fn seed(clinic: &Clinic) -> Seeded {
     let charge = json!({ "kind": "charge", "unit_price": "150.00", "description": "Consultation", "patient_visit_id": clinic.visit });
     let posted = id_of(&app.created(&billing, Some(branch), charge.clone()).await);
     let r = app.post(&format!("{billing}/{posted}/post"), Some(branch), json!({})).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let open_charge = id_of(&app.created(&billing, Some(branch), charge).await);
     Seeded { pin, tonometry, acuity, near, manifest, final_rx, charge: posted, open_charge }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, assert_error, id_of, reply};
+use crate::support::{TestApp, assert_error, assert_status, id_of, reply};
 
 /// One sample of the text format: `name{label="value",...} value`.
 #[derive(Debug)]
@@ -89,7 +89,7 @@ fn value(all: &[Sample], name: &str, with: &[(&str, &str)]) -> f64 {
 /// `GET /metrics` on the main address as the admin: its samples.
 async fn scrape(app: &TestApp) -> Vec<Sample> {
     let r = reply(app.http.get(app.url("/metrics")).bearer_auth(&app.admin_token)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     samples(&r.text)
 }
 
@@ -121,9 +121,9 @@ async fn metrics_are_for_administrators_on_the_main_address() {
     let r = reply(app.http.get(app.url("/metrics")).bearer_auth(&nurse)).await;
     assert_error(&r, 403, "forbidden");
 
-    assert_eq!(app.get("/api/v1/patients", Some(branch)).await.status, 200);
+    assert_status(&app.get("/api/v1/patients", Some(branch)).await, 200);
     let r = reply(app.http.get(app.url("/metrics")).bearer_auth(&app.admin_token)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.header("content-type"), Some("text/plain; version=0.0.4"));
     let names: BTreeSet<String> = samples(&r.text).into_iter().map(|s| s.name).collect();
     for name in EXPORTED {
@@ -133,7 +133,7 @@ async fn metrics_are_for_administrators_on_the_main_address() {
     let scraper = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
     let r = reply(app.http.get(app.url("/metrics")).bearer_auth(&app.admin_token).header("accept", scraper))
         .await;
-    assert_eq!(r.status, 200);
+    assert_status(&r, 200);
     let r = reply(
         app.http.get(app.url("/metrics")).bearer_auth(&app.admin_token).header("accept", "application/json"),
     )
@@ -148,7 +148,7 @@ async fn the_metrics_address_answers_without_a_token() {
         clinic_server::app::spawn_metrics(&app.state, "127.0.0.1:0".parse().unwrap()).await.unwrap();
     let base = format!("http://{}", running.addr);
     let r = reply(app.http.get(format!("{base}/metrics"))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.header("content-type"), Some("text/plain; version=0.0.4"));
     // The admin's login of the harness was measured.
     let all = samples(&r.text);
@@ -160,7 +160,7 @@ async fn the_metrics_address_answers_without_a_token() {
     assert!(logins >= 1.0);
     // Nothing else is served there.
     let r = reply(app.http.get(format!("{base}/api/v1/patients"))).await;
-    assert_eq!(r.status, 404);
+    assert_status(&r, 404);
     running.stop().await;
 }
 
@@ -172,13 +172,13 @@ async fn requests_are_measured_by_route_template_and_accepted_branch() {
     let id = id_of(&patient);
     let pin = patient["pin"].as_str().unwrap().to_owned();
     for _ in 0..2 {
-        assert_eq!(app.get(&format!("/api/v1/patients/{id}"), Some(branch)).await.status, 200);
+        assert_status(&app.get(&format!("/api/v1/patients/{id}"), Some(branch)).await, 200);
     }
-    assert_eq!(app.get("/api/v1/patients?search=Quispe", Some(branch)).await.status, 200);
+    assert_status(&app.get("/api/v1/patients?search=Quispe", Some(branch)).await, 200);
     // A branch the caller may not use is not counted as a branch's request.
     assert_error(&app.get("/api/v1/patients", Some(999_999)).await, 403, "branch_forbidden");
     // Nor is a path no route serves given a route.
-    assert_eq!(app.get(&format!("/api/v1/nothing/{id}"), None).await.status, 404);
+    assert_status(&app.get(&format!("/api/v1/nothing/{id}"), None).await, 404);
 
     let all = scrape(&app).await;
     let branch_id = branch.to_string();
@@ -264,7 +264,7 @@ async fn pools_are_named_by_their_server_and_their_waits_and_timeouts_counted() 
     })
     .await;
     let branch = app.main_branch().await;
-    assert_eq!(app.get("/api/v1/patients", Some(branch)).await.status, 200);
+    assert_status(&app.get("/api/v1/patients", Some(branch)).await, 200);
     let all = scrape(&app).await;
     let pool = "db_client_connection_pool_name";
     assert_eq!(value(&all, "db_client_connection_max", &[(pool, "registry")]), 2.0);
@@ -286,7 +286,7 @@ async fn pools_are_named_by_their_server_and_their_waits_and_timeouts_counted() 
     // Every registry connection held: a registry read waits its limit out, then answers 503.
     let held = [app.state.registry.get().await.unwrap(), app.state.registry.get().await.unwrap()];
     let r = app.get("/api/v1/roles", None).await;
-    assert_eq!(r.status, 503, "{}", r.text);
+    assert_status(&r, 503);
     drop(held);
     let all = scrape(&app).await;
     assert!(value(&all, "db_client_connection_timeouts_total", &[(pool, "registry")]) >= 1.0);
@@ -334,7 +334,7 @@ async fn rate_limit_rejections_are_counted_by_limit() {
     };
     // The harness's own login used this address's one login of the minute.
     assert_error(&reply(login("wrong-password")).await, 429, "rate_limited");
-    assert_eq!(reply(login("wrong-password")).await.status, 429);
+    assert_status(&reply(login("wrong-password")).await, 429);
     let all = scrape(&app).await;
     let rejected =
         |name: &str| value(&all, "clinic_rate_limit_rejections_total", &[("clinic_rate_limit_name", name)]);
@@ -492,9 +492,9 @@ async fn the_dashboard_and_the_alert_rules_read_only_exported_metrics() {
     // Traffic of every kind the expressions read: branch requests, a 503 of a branch, a 429.
     let app = TestApp::spawn_with(|s| s.rate_limit_login = 1).await;
     let branch = app.main_branch().await;
-    assert_eq!(app.get("/api/v1/patients", Some(branch)).await.status, 200);
+    assert_status(&app.get("/api/v1/patients", Some(branch)).await, 200);
     let wrong = json!({ "username": "admin", "password": "wrong-password" });
-    assert_eq!(reply(app.http.post(app.url("/api/v1/auth/login")).json(&wrong)).await.status, 429);
+    assert_status(&reply(app.http.post(app.url("/api/v1/auth/login")).json(&wrong)).await, 429);
     let exported: BTreeSet<String> = scrape(&app).await.into_iter().map(|s| s.name).collect();
 
     let mut unknown = BTreeSet::new();

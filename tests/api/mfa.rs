@@ -6,7 +6,7 @@ use hmac::{Hmac, Mac};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::smtp::SmtpReceiver;
+use crate::support::mail::spawn_with_smtp;
 use crate::support::{Reply, TestApp, assert_error, assert_invalid, assert_status, reply};
 
 const LOGIN: &str = "/api/v1/auth/login";
@@ -151,7 +151,8 @@ async fn login_asks_for_the_code_and_takes_each_once() {
     // The password comes first, whatever the code.
     let next = code_of(&secret, step_now() + 1, 6);
     let r = login(&app, "omar", "wrong-password-9", Some(json!(next))).await;
-    assert_eq!((r.status, r.body.clone()), (401, json!({ "message": "Invalid credentials" })));
+    assert_status(&r, 401);
+    assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
     assert_error(&login(&app, "omar", PASSWORD, Some(json!(wrong_code(&secret)))).await, 401, "invalid_otp");
     assert_invalid(&login(&app, "omar", PASSWORD, Some(json!("12"))).await, &["otp"]);
     assert_invalid(&login(&app, "omar", PASSWORD, Some(json!(123456))).await, &["otp"]);
@@ -205,7 +206,7 @@ async fn wrong_codes_past_the_limit_are_refused_until_the_window_passes() {
     assert_error(&login(&app, "lena", PASSWORD, Some(json!(wrong))).await, 429, "rate_limited");
     // A wrong password is still only that.
     let r = login(&app, "lena", "wrong-password-9", Some(json!(recovery[1]))).await;
-    assert_eq!(r.status, 401);
+    assert_status(&r, 401);
 }
 
 #[tokio::test]
@@ -236,13 +237,7 @@ async fn turning_it_off_takes_the_password_and_a_code() {
 
 #[tokio::test]
 async fn an_administrator_reset_ends_the_sessions_and_mails_the_user() {
-    let smtp = SmtpReceiver::start().await;
-    let url = smtp.url.clone();
-    let app = TestApp::spawn_with(|s| {
-        relax(s);
-        s.smtp_url = Some(url);
-    })
-    .await;
+    let (app, smtp) = spawn_with_smtp(relax).await;
     let (id, token, _, recovery) = enrolled(&app, "tomas").await;
     let r = login(&app, "tomas", PASSWORD, Some(json!(recovery[0]))).await;
     assert_status(&r, 200);
@@ -320,7 +315,8 @@ async fn users_without_a_second_factor_log_in_as_before() {
     // What the body holds is checked as declared, for every account: a code is a string.
     assert_invalid(&login(&app, "ruth", PASSWORD, Some(json!(42))).await, &["otp"]);
     let r = login(&app, "ruth", "wrong-password-9", Some(json!("123456"))).await;
-    assert_eq!((r.status, r.body), (401, json!({ "message": "Invalid credentials" })));
+    assert_status(&r, 401);
+    assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
 }
 
 #[tokio::test]

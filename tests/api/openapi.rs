@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use clinic_server::resource::field::{Field, Kind, Target};
 
-use crate::support::{TestApp, reply};
+use crate::support::{TestApp, assert_status, reply};
 
 /// The OpenAPI 3.1 schema (2022-10-07), as published by the OpenAPI Initiative.
 const OAS_3_1_SCHEMA: &str = include_str!("data/openapi-3.1.schema.json");
@@ -16,7 +16,7 @@ const OAS_3_1_SCHEMA: &str = include_str!("data/openapi-3.1.schema.json");
 async fn served_document() -> (TestApp, Value) {
     let app = TestApp::spawn().await;
     let r = reply(app.http.get(app.url("/docs/api/openapi.json"))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     (app, r.body)
 }
 
@@ -181,7 +181,7 @@ async fn every_read_of_a_merged_patient_answers_the_documented_301() {
             serde_json::json!({ "duplicate_id": duplicate, "reason": "registered twice" }),
         )
         .await;
-    assert_eq!(merged.status, 201, "{}", merged.text);
+    assert_status(&merged, 201);
 
     let reads: Vec<String> = routes_of_mergeable_records()
         .into_iter()
@@ -196,7 +196,7 @@ async fn every_read_of_a_merged_patient_answers_the_documented_301() {
         let rest = &after[after.find('}').unwrap() + 1..];
         let query = required_query(&doc["paths"][&path]["get"]);
         let r = app.get(&format!("{before}{duplicate}{rest}{query}"), Some(branch)).await;
-        assert_eq!(r.status, 301, "GET {path} of a merged patient: {}", r.text);
+        assert_status(&r, 301);
         let survivors = format!("{before}{survivor}{rest}{query}");
         assert_eq!(r.header("location"), Some(survivors.as_str()), "GET {path}");
     }

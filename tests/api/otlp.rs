@@ -17,9 +17,9 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use prost::Message;
 use salvo::prelude::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::support::{ADMIN_PASSWORD, TestDb};
+use crate::support::{ADMIN_PASSWORD, TestDb, assert_status, client, reply};
 
 /// A body posted to the receiver: (path, body).
 type Post = (String, Vec<u8>);
@@ -159,18 +159,11 @@ async fn the_binary_exports_traces_and_metrics_over_otlp() {
     let db = TestDb::create().await;
     let (otlp, received) = receiver().await;
     let (mut server, api, metrics_addr) = serve(&db, &otlp);
-    let http = reqwest::Client::new();
+    let http = client();
     let base = format!("http://{api}/api/v1");
 
-    let login: Value = http
-        .post(format!("{base}/auth/login"))
-        .json(&json!({ "username": "admin", "password": ADMIN_PASSWORD }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let login = http.post(format!("{base}/auth/login"));
+    let login = reply(login.json(&json!({ "username": "admin", "password": ADMIN_PASSWORD }))).await.body;
     let token = login["data"]["token"].as_str().expect("a token").to_owned();
     let registry = clinic_server::db::connect(&db.url).await.unwrap();
     let row = registry
@@ -187,34 +180,29 @@ async fn the_binary_exports_traces_and_metrics_over_otlp() {
             .header("x-branch-id", branch.to_string())
     };
     let (first, last) = ("Zorabel", "Quintavalle");
-    let created = call(reqwest::Method::POST, "/patients")
-        .json(&json!({ "first_name": first, "last_name": last, "birth_date": "1980-01-02", "sex": "female" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
-    let patient: Value = created.json().await.unwrap();
+    let created = reply(call(reqwest::Method::POST, "/patients").json(
+        &json!({ "first_name": first, "last_name": last, "birth_date": "1980-01-02", "sex": "female" }),
+    ))
+    .await;
+    assert_status(&created, 201);
+    let patient = created.body;
     let (id, pin) =
         (patient["data"]["id"].as_i64().unwrap(), patient["data"]["pin"].as_str().unwrap().to_owned());
 
     let trace_id = "5cf92f3577b34da6a3ce929d0e0e4736";
     let caller_span = "10f067aa0ba902b7";
     let traceparent = format!("00-{trace_id}-{caller_span}-01");
-    let got = call(reqwest::Method::GET, &format!("/patients/{id}"))
-        .header("traceparent", &traceparent)
-        .send()
-        .await;
-    assert_eq!(got.unwrap().status(), 200);
-    let found = call(reqwest::Method::GET, &format!("/patients?search={last}"))
-        .header("traceparent", &traceparent)
-        .send()
-        .await;
-    assert_eq!(found.unwrap().status(), 200);
+    let got =
+        reply(call(reqwest::Method::GET, &format!("/patients/{id}")).header("traceparent", &traceparent));
+    assert_status(&got.await, 200);
+    let found =
+        call(reqwest::Method::GET, &format!("/patients?search={last}")).header("traceparent", &traceparent);
+    assert_status(&reply(found).await, 200);
 
     // The metrics listener needs no token.
-    let scraped = http.get(format!("http://{metrics_addr}/metrics")).send().await.unwrap();
-    assert_eq!(scraped.status(), 200);
-    let scraped = scraped.text().await.unwrap();
+    let scraped = reply(http.get(format!("http://{metrics_addr}/metrics"))).await;
+    assert_status(&scraped, 200);
+    let scraped = scraped.text;
     assert!(scraped.contains("http_server_request_duration_seconds_count{"), "{scraped}");
 
     let status = tokio::task::spawn_blocking(move || {

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::support::{Reply, TestApp, assert_invalid, assert_status, column, id_of, ids, reply, send, today};
+use crate::support::{Reply, TestApp, assert_invalid, assert_status, column, id_of, ids, reply, today};
 use reqwest::{Method, RequestBuilder};
 use serde_json::{Value, json};
 

@@ -3,7 +3,7 @@
 
 use reqwest::Method;
 
-use crate::support::{TestApp, patient_reads, send};
+use crate::support::{SOON, TestApp, assert_error, assert_status, eventually, patient_reads, reply};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_concurrent_list_search_lookup_and_view_is_recorded_once() {
@@ -21,11 +21,11 @@ async fn every_concurrent_list_search_lookup_and_view_is_recorded_once() {
     for round in 0..25 {
         for path in &paths {
             let req = app.request(Method::GET, path, Some(branch));
-            reads.push(tokio::spawn(async move { (round, send(req).await.0) }));
+            reads.push(tokio::spawn(async move { (round, reply(req).await) }));
         }
     }
     for read in reads {
-        assert_eq!(read.await.unwrap().1, 200);
+        assert_status(&read.await.unwrap().1, 200);
     }
     // Every answered read is queued; the writer has them all once the queue is flushed.
     app.state.read_audit.flush().await;
@@ -81,25 +81,16 @@ async fn reads_spread_over_branches_are_each_recorded_in_their_own_branch_once()
         for (i, &branch) in branches.iter().enumerate() {
             if round % (i + 1) == 0 {
                 let req = app.request(Method::GET, "/api/v1/patients", Some(branch));
-                reads.push(tokio::spawn(async move { send(req).await.0 }));
+                reads.push(tokio::spawn(reply(req)));
             }
         }
     }
     for read in reads {
-        assert_eq!(read.await.unwrap(), 200);
+        assert_status(&read.await.unwrap(), 200);
     }
     app.state.read_audit.flush().await;
     for (i, &branch) in branches.iter().enumerate() {
         assert_eq!(reads_in(&app, branch).await, (60 / (i + 1)) as i64, "branch {branch}");
-    }
-}
-
-/// Waits until `done` holds, failing with `failure` after ten seconds.
-async fn within_ten_seconds(failure: &str, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !done().await {
-        assert!(std::time::Instant::now() < deadline, "{failure}");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
 
@@ -121,18 +112,16 @@ async fn records_that_cannot_be_written_yet_are_held_within_the_bound_and_a_read
     let branch = app.main_branch().await;
     // Reads go on while a branch is frozen; its audit log takes nothing until it thaws.
     set_frozen(&app, branch, true).await;
-    let read = || send(app.request(Method::GET, "/api/v1/patients", Some(branch)));
+    let read = || reply(app.request(Method::GET, "/api/v1/patients", Some(branch)));
     for _ in 0..3 {
-        assert_eq!(read().await.0, 200);
+        assert_status(&read().await, 200);
     }
     // The writer holds those three to retry them; the queue is empty again.
-    within_ten_seconds("the writer did not take the records", async || app.state.read_audit.queued() == 0)
-        .await;
+    eventually(SOON, "the writer takes the records", async || app.state.read_audit.queued() == 0).await;
     for _ in 0..3 {
-        assert_eq!(read().await.0, 200, "the queue has room for three more");
+        assert_status(&read().await, 200); // the queue has room for three more
     }
-    let (status, body) = read().await;
-    assert_eq!((status, body["code"].as_str()), (503, Some("audit_busy")), "{body}");
+    assert_error(&read().await, 503, "audit_busy");
 
     set_frozen(&app, branch, false).await;
     app.state.read_audit.flush().await;
@@ -150,15 +139,15 @@ async fn a_quiet_branch_s_reads_are_held_to_be_written_together_and_a_busy_branc
     .await;
     let busy = app.main_branch().await;
     let quiet = app.create_branch("B2").await;
-    let read = |branch| send(app.request(Method::GET, "/api/v1/patients", Some(branch)));
+    let read = |branch| reply(app.request(Method::GET, "/api/v1/patients", Some(branch)));
     for _ in 0..3 {
-        assert_eq!(read(quiet).await.0, 200);
+        assert_status(&read(quiet).await, 200);
     }
     let batch = clinic_server::db::read_audit::BRANCH_BATCH;
     for _ in 0..batch {
-        assert_eq!(read(busy).await.0, 200);
+        assert_status(&read(busy).await, 200);
     }
-    within_ten_seconds("a full batch was not written without a flush", async || {
+    eventually(SOON, "a full batch is written without a flush", async || {
         reads_in(&app, busy).await == batch as i64
     })
     .await;
@@ -183,7 +172,7 @@ async fn a_flush_writes_the_branches_of_a_server_a_bounded_number_to_a_transacti
     }
     for (i, &branch) in branches.iter().enumerate() {
         for _ in 0..=i {
-            assert_eq!(send(app.request(Method::GET, "/api/v1/patients", Some(branch))).await.0, 200);
+            assert_status(&app.get("/api/v1/patients", Some(branch)).await, 200);
         }
     }
     app.state.read_audit.flush().await;

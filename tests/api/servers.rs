@@ -12,7 +12,7 @@ use clinic_server::tenancy::{audit_chain, backup, branches, copy, moving, retire
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, send};
+use crate::support::{Reply, TestApp, assert_error, assert_status};
 
 /// A second PostgreSQL cluster of its own, under `var/`, reached by its Unix socket.
 struct SecondServer {
@@ -90,7 +90,7 @@ async fn branch_on(app: &TestApp, code: &str, url: &str) -> i64 {
             json!({ "code": code, "name": format!("{code} Branch"), "database_url": url }),
         )
         .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     r.body["data"]["id"].as_i64().unwrap()
 }
 
@@ -108,7 +108,7 @@ async fn a_branch_on_a_second_server_is_routed_migrated_audited_and_isolated() {
     app.create_patient(main, "Ben", "Nearby").await;
 
     let r = app.get("/api/v1/patients", Some(far)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(last_names(&r.body), ["Faraway"]);
     let r = app.get("/api/v1/patients", Some(main)).await;
     assert_eq!(last_names(&r.body), ["Nearby"]);
@@ -160,14 +160,14 @@ async fn when_the_second_server_is_down_only_its_branches_answer_503() {
     let app = spawn_beside(&second).await;
     let main = app.main_branch().await;
     let far = branch_on(&app, "FAR", &second.url).await;
-    assert_eq!(app.get("/api/v1/patients", Some(far)).await.status, 200);
+    assert_status(&app.get("/api/v1/patients", Some(far)).await, 200);
 
     second.cluster.stop().await;
     let r = app.get("/api/v1/patients", Some(far)).await;
-    assert_eq!(r.status, 503, "{}", r.text);
+    assert_status(&r, 503);
     assert!(r.header("retry-after").is_some(), "{:?}", r.headers);
     let r = app.get("/api/v1/patients", Some(main)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let r = app
         .post(
             "/api/v1/patients",
@@ -175,7 +175,7 @@ async fn when_the_second_server_is_down_only_its_branches_answer_503() {
             json!({ "first_name": "A", "last_name": "B", "birth_date": "1990-01-01", "sex": "male" }),
         )
         .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
 
     // Back up: the branch serves again without a restart of ours.
     second.start_again().await;
@@ -207,15 +207,11 @@ async fn write_until(app: Arc<TestApp>, branch: i64, stop: Arc<AtomicBool>, writ
     while !stop.load(Ordering::Relaxed) {
         n += 1;
         let body = json!({ "first_name": format!("W{writer}"), "last_name": format!("Row{n}"), "birth_date": "1990-01-01", "sex": "female" });
-        let res =
-            app.request(Method::POST, "/api/v1/patients", Some(branch)).json(&body).send().await.unwrap();
-        let status = res.status().as_u16();
-        let retry_after = res.headers().contains_key("retry-after");
-        let text = res.text().await.unwrap();
+        let Reply { status, headers, text, body, .. } =
+            app.post("/api/v1/patients", Some(branch), body).await;
+        let retry_after = headers.contains_key("retry-after");
         match status {
-            201 => seen
-                .created
-                .push(serde_json::from_str::<Value>(&text).unwrap()["data"]["id"].as_i64().unwrap()),
+            201 => seen.created.push(body["data"]["id"].as_i64().unwrap()),
             503 => {
                 seen.refused += 1;
                 seen.refusals_without_retry_after += usize::from(!retry_after);
@@ -243,9 +239,8 @@ async fn a_branch_moves_there_and_back_while_clients_write_and_no_acknowledged_w
         tokio::spawn(async move {
             let (mut ok, mut other) = (0, Vec::new());
             while !stop.load(Ordering::Relaxed) {
-                let (status, body) =
-                    send(app.request(Method::GET, "/api/v1/patients?perPage=1", Some(north))).await;
-                if status == 200 { ok += 1 } else { other.push((status, body)) }
+                let r = app.get("/api/v1/patients?perPage=1", Some(north)).await;
+                if r.status == 200 { ok += 1 } else { other.push((r.status, r.body)) }
             }
             (ok, other)
         })
@@ -334,7 +329,7 @@ async fn a_branch_moves_there_and_back_while_clients_write_and_no_acknowledged_w
     // `branch drop` removes the retired schemas and keeps the live one.
     let dropped = retire::drop_branch(&app.state.directory, "NORTH").await.unwrap();
     assert_eq!(dropped.schemas, retired);
-    assert_eq!(app.get("/api/v1/patients?perPage=1", Some(north)).await.status, 200);
+    assert_status(&app.get("/api/v1/patients?perPage=1", Some(north)).await, 200);
     let app = Arc::try_unwrap(app).ok().expect("no writer holds the app");
     drop(app);
     second.remove().await;
@@ -384,11 +379,10 @@ async fn a_frozen_branch_answers_writes_503_and_reads_200() {
             json!({ "first_name": "B", "last_name": "C", "birth_date": "1990-01-01", "sex": "male" }),
         )
         .await;
-    assert_eq!(r.status, 503, "{}", r.text);
-    assert_eq!(r.body["code"], "branch_moving");
+    assert_error(&r, 503, "branch_moving");
     assert_eq!(r.header("retry-after"), Some("2"));
     let r = app.get("/api/v1/patients", Some(main)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
 }
 
 /// Every row of every table of `schema`, as JSON, in key order, without `skip` columns.
@@ -451,7 +445,7 @@ async fn busy_branch(app: &TestApp, code: &str) -> (i64, i64) {
             json!({ "patient_id": patient }),
         )
         .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     (branch, service)
 }
 
@@ -460,13 +454,13 @@ async fn a_backup_restored_as_a_new_branch_has_every_row_of_every_table() {
     let app = TestApp::spawn().await;
     let (north, service) = busy_branch(&app, "NORTH").await;
     let letterhead = json!({ "address": "1 North Road", "phone": "+63 2 8000 0001" });
-    assert_eq!(app.put(&format!("/api/v1/branches/{north}"), None, letterhead).await.status, 200);
+    assert_status(&app.put(&format!("/api/v1/branches/{north}"), None, letterhead).await, 200);
     let logo = crate::support::printed::png_logo(32);
     let set = app
         .request(Method::PUT, &format!("/api/v1/branches/{north}/logo"), None)
         .header("content-type", "image/png")
         .body(logo.clone());
-    assert_eq!(crate::support::reply(set).await.status, 200);
+    assert_status(&crate::support::reply(set).await, 200);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("var")
         .join(format!("backups-{}", std::process::id()));
@@ -515,7 +509,7 @@ async fn a_backup_restored_as_a_new_branch_has_every_row_of_every_table() {
 
     // The restored branch serves, and numbers on from where the backup was.
     let r = app.get("/api/v1/patients", Some(restored.id)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["meta"]["total"], 2);
     let third = app.create_patient(restored.id, "Cy", "Third").await;
     assert_eq!(third["pin"], "NORTHB-000003");
@@ -544,7 +538,7 @@ async fn an_archived_branch_is_dropped_for_good_and_its_audit_trail_stays() {
     };
     assert!(routed > 0, "the branch's writes name their routes");
     let r = app.delete(&format!("/api/v1/branches/{north}"), None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let dropped = retire::drop_branch(&app.state.directory, "NORTH").await.unwrap();
     assert_eq!(dropped.schemas, [format!("branch_{north}")]);
     assert_eq!(dropped.audit_rows as i64, audited);

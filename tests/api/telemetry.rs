@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use crate::support::{TestApp, id_of, send};
+use crate::support::{TestApp, assert_status, id_of, reply, sse};
 use opentelemetry::Value;
 use opentelemetry::trace::{SpanKind, TracerProvider as _};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
@@ -49,19 +49,19 @@ async fn requests_and_queries_become_spans_under_the_callers_trace() {
     let branch = app.main_branch().await;
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
     let caller_span = "00f067aa0ba902b7";
-    let (status, _) = send(
+    let r = reply(
         app.request(Method::GET, "/api/v1/patients?perPage=5", Some(branch))
             .header("traceparent", format!("00-{trace_id}-{caller_span}-01")),
     )
     .await;
-    assert_eq!(status, 200);
+    assert_status(&r, 200);
     // A failing request is traced too, with its status.
-    let (status, _) = send(
+    let r = reply(
         app.request(Method::GET, "/api/v1/patients", None)
             .header("traceparent", format!("00-{trace_id}-{caller_span}-01")),
     )
     .await;
-    assert_eq!(status, 400);
+    assert_status(&r, 400);
 
     let spans = spans_of(trace_id);
     let requests: Vec<&SpanData> = spans.iter().filter(|s| s.name == "GET /api/v1/patients").collect();
@@ -113,19 +113,18 @@ async fn a_display_key_reaches_no_span_and_no_metric() {
     let key = app.created(&keys, None, json!({ "name": "Lobby" })).await["key"].as_str().unwrap().to_owned();
     let trace_id = "5bf92f3577b34da6a3ce929d0e0e4737";
     let stream = |presented: String| {
-        app.http
-            .get(app.url(&format!("/display/{service}/events")))
-            .header("x-display-key", presented)
-            .header("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01"))
-            .send()
+        sse::open(
+            app.http
+                .get(app.url(&format!("/display/{service}/events")))
+                .header("x-display-key", presented)
+                .header("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01")),
+        )
     };
-    let opened = stream(key.clone()).await.unwrap();
-    assert_eq!(opened.status(), 200);
-    drop(opened);
+    drop(stream(key.clone()).await.stream());
     // A wrong key (the right one, one character changed) is refused, and not recorded either.
     let last = if key.ends_with('0') { '1' } else { '0' };
     let wrong = format!("{}{last}", &key[..key.len() - 1]);
-    assert_eq!(stream(wrong).await.unwrap().status(), 401);
+    assert_status(&stream(wrong).await.refused(), 401);
 
     let secret = &key[3..key.len() - 1];
     let spans = spans_of(trace_id);
@@ -143,9 +142,8 @@ async fn a_display_key_reaches_no_span_and_no_metric() {
             assert!(!kv.value.as_str().contains(secret), "{} = {}", kv.key, kv.value);
         }
     }
-    let metrics =
-        crate::support::reply(app.http.get(app.url("/metrics")).bearer_auth(&app.admin_token)).await;
-    assert_eq!(metrics.status, 200);
+    let metrics = reply(app.http.get(app.url("/metrics")).bearer_auth(&app.admin_token)).await;
+    assert_status(&metrics, 200);
     assert!(metrics.text.contains("/display/{id}/events"), "the stream is measured by its template");
     assert!(!metrics.text.contains(secret));
 }

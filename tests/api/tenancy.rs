@@ -2,7 +2,7 @@
 
 mod catalogue;
 
-use crate::support::{TestApp, send};
+use crate::support::{TestApp, assert_error, assert_status, reply};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -24,14 +24,14 @@ async fn interleaved_requests_over_two_connections_never_cross_branches() {
     for _ in 0..40 {
         for &b in &branches {
             let req = app.request(Method::GET, "/api/v1/patients?perPage=100", Some(b));
-            tasks.push(tokio::spawn(async move { (b, send(req).await) }));
+            tasks.push(tokio::spawn(async move { (b, reply(req).await) }));
         }
     }
     for task in tasks {
-        let (branch, (status, body)) = task.await.unwrap();
-        assert_eq!(status, 200, "{body}");
-        let rows = body["data"].as_array().unwrap();
-        assert_eq!(rows.len(), 3, "branch {branch} saw {body}");
+        let (branch, r) = task.await.unwrap();
+        assert_status(&r, 200);
+        let rows = r.body["data"].as_array().unwrap();
+        assert_eq!(rows.len(), 3, "branch {branch} saw {}", r.body);
         for row in rows {
             assert_eq!(
                 row["last_name"],
@@ -186,18 +186,18 @@ async fn a_record_of_one_branch_is_not_found_from_another() {
     let id = patient["id"].as_i64().unwrap();
     let created = app.create_patient(other, "Ben", "Other").await;
     assert_eq!(created["id"], id, "ids are per branch, so both start at 1");
-    let (status, body) = send(app.request(Method::GET, &format!("/api/v1/patients/{id}"), Some(other))).await;
-    assert_eq!(status, 200);
-    assert_eq!(body["data"]["last_name"], "Other");
+    let r = reply(app.request(Method::GET, &format!("/api/v1/patients/{id}"), Some(other))).await;
+    assert_status(&r, 200);
+    assert_eq!(r.body["data"]["last_name"], "Other");
     // A visit in OTHER cannot point at MAIN's patient 2.
     let second = app.create_patient(main, "Cy", "Main").await;
-    let (status, body) = send(
+    let r = reply(
         app.request(Method::POST, "/api/v1/patient-visits", Some(other))
             .json(&json!({ "patient_id": second["id"], "visit_date": "2026-01-05" })),
     )
     .await;
-    assert_eq!(status, 422, "{body}");
-    assert!(body["errors"]["patient_id"].is_array());
+    assert_status(&r, 422);
+    assert!(r.body["errors"]["patient_id"].is_array());
     // PINs carry their branch code.
     assert!(patient["pin"].as_str().unwrap().starts_with("MAIN-"));
     assert!(created["pin"].as_str().unwrap().starts_with("OTHER-"));
@@ -215,13 +215,13 @@ async fn provisioning_is_all_or_nothing_and_resumable() {
         .await
         .unwrap()
         .get(0);
-    let (status, _) = send(app.request(Method::GET, "/api/v1/patients", Some(id))).await;
-    assert_eq!(status, 403, "a provisioning branch does not serve");
+    let r = reply(app.request(Method::GET, "/api/v1/patients", Some(id))).await;
+    assert_status(&r, 403);
     // Retrying the create resumes the same row.
     let resumed = app.create_branch("HALF").await;
     assert_eq!(resumed, id);
-    let (status, body) = send(app.request(Method::GET, "/api/v1/patients", Some(id))).await;
-    assert_eq!(status, 200, "{body}");
+    let r = reply(app.request(Method::GET, "/api/v1/patients", Some(id))).await;
+    assert_status(&r, 200);
     // A duplicate code of an active branch is refused and changes nothing.
     let new = clinic_server::tenancy::branches::NewBranch {
         code: "HALF".into(),
@@ -268,11 +268,10 @@ async fn a_branch_whose_migration_failed_answers_503_and_others_serve() {
         outcomes.iter().any(|o| o.id == main && o.result.is_none()),
         "a current branch is not migrated again"
     );
-    let (status, body) = send(app.request(Method::GET, "/api/v1/patients", Some(broken))).await;
-    assert_eq!(status, 503, "{body}");
-    assert_eq!(body["code"], "branch_unavailable");
-    let (status, _) = send(app.request(Method::GET, "/api/v1/patients", Some(main))).await;
-    assert_eq!(status, 200);
+    let r = reply(app.request(Method::GET, "/api/v1/patients", Some(broken))).await;
+    assert_error(&r, 503, "branch_unavailable");
+    let r = reply(app.request(Method::GET, "/api/v1/patients", Some(main))).await;
+    assert_status(&r, 200);
     let registry = app.state.registry.get().await.unwrap();
     let row = registry
         .query_one(
@@ -283,7 +282,7 @@ async fn a_branch_whose_migration_failed_answers_503_and_others_serve() {
         .unwrap();
     assert_eq!(row.get::<_, String>(0), "failed");
     assert!(!row.get::<_, Option<String>>(1).unwrap_or_default().is_empty());
-    let (status, health) = send(app.http.get(app.url("/api/v1/public/health"))).await;
-    assert_eq!(status, 200);
-    assert_eq!(health["data"]["branches"]["migration_failed"], Value::from(1));
+    let r = reply(app.http.get(app.url("/api/v1/public/health"))).await;
+    assert_status(&r, 200);
+    assert_eq!(r.body["data"]["branches"]["migration_failed"], Value::from(1));
 }

@@ -22,7 +22,7 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 use crate::reliability::{Cluster, Server};
-use crate::support::{TestApp, assert_error, assert_invalid, test_settings};
+use crate::support::{TestApp, assert_error, assert_invalid, assert_status, test_settings};
 
 /// A certificate authority made for the test.
 struct Ca {
@@ -158,11 +158,11 @@ async fn a_tls_only_server_is_reached_verified_and_never_in_plain_text() {
     let r = app
         .post("/api/v1/branches", None, json!({ "code": "TLS", "name": "Over TLS", "database_url": full }))
         .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     let branch = r.body["data"]["id"].as_i64().unwrap();
     app.create_patient(branch, "Ana", "Encrypted").await;
     let r = app.get("/api/v1/patients", Some(branch)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"][0]["last_name"], "Encrypted");
     let over_tcp: Vec<bool> = client
         .query(

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::{Clinic, Reply, TestApp, assert_invalid, assert_status, id_of, ids, reply, today};
+use crate::support::{Clinic, TestApp, assert_invalid, assert_status, id_of, ids, reply, today};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -85,11 +85,6 @@ async fn other_branch(app: &TestApp) -> (i64, i64, i64) {
     (north, last.0, last.1)
 }
 
-async fn audit_rows(app: &TestApp, branch: i64, query: &str) -> Reply {
-    app.state.read_audit.flush().await;
-    reply(app.request(Method::GET, &format!("{AUDIT}?perPage=100&{query}"), Some(branch))).await
-}
-
 /// (action, resource, record_id) of each row, in the order given.
 fn audit_summary(body: &Value) -> Vec<(String, String, i64)> {
     body["data"]
@@ -104,9 +99,4 @@ fn audit_summary(body: &Value) -> Vec<(String, String, i64)> {
             )
         })
         .collect()
-}
-
-async fn audit_count(app: &TestApp, branch: i64) -> i64 {
-    let client = app.state.registry.get().await.unwrap();
-    client.query_one(&format!("SELECT count(*) FROM branch_{branch}.audit_log"), &[]).await.unwrap().get(0)
 }

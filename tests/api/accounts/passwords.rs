@@ -4,7 +4,7 @@
 use clinic_server::config::HashCost;
 use scrypt::password_hash::PasswordHasher as _;
 
-use crate::support::{ADMIN_PASSWORD, TestApp, TestDb};
+use crate::support::{ADMIN_PASSWORD, TestApp, TestDb, assert_status};
 
 async fn stored_hash(app: &TestApp) -> String {
     let client = clinic_server::db::connect(&app.db.url).await.unwrap();
@@ -34,7 +34,7 @@ async fn a_scrypt_hash_is_replaced_by_argon2id_at_the_next_login_once() {
         .to_string();
     store_hash(&app, &scrypt).await;
     let r = app.login_reply("admin", "not-the-password").await;
-    assert_eq!(r.status, 401, "{}", r.text);
+    assert_status(&r, 401);
     assert_eq!(stored_hash(&app).await, scrypt, "a failed login rehashes nothing");
     app.login("admin", ADMIN_PASSWORD).await;
     let now = stored_hash(&app).await;

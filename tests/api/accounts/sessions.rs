@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::support::sse::EventStream;
-use crate::support::{ADMIN_PASSWORD, TestApp, assert_error, reply};
+use crate::support::sse::{self, EventStream};
+use crate::support::{ADMIN_PASSWORD, TestApp, assert_error, assert_status, reply};
 
 const SESSIONS: &str = "/api/v1/auth/sessions";
 
@@ -20,7 +20,7 @@ async fn sign_in(app: &TestApp, user_agent: &str) -> (String, i64) {
             .json(&serde_json::json!({ "username": "admin", "password": ADMIN_PASSWORD })),
     )
     .await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let token = r.body["data"]["token"].as_str().unwrap().to_owned();
     let id = token.split_once('|').unwrap().0.parse().unwrap();
     (token, id)
@@ -28,7 +28,7 @@ async fn sign_in(app: &TestApp, user_agent: &str) -> (String, i64) {
 
 async fn sessions(app: &TestApp, token: &str) -> Vec<Value> {
     let r = reply(app.request_as(token, Method::GET, SESSIONS, None)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     r.body["data"].as_array().unwrap().clone()
 }
 
@@ -36,10 +36,6 @@ fn ids(sessions: &[Value]) -> Vec<i64> {
     let mut ids: Vec<i64> = sessions.iter().map(|s| s["id"].as_i64().unwrap()).collect();
     ids.sort_unstable();
     ids
-}
-
-async fn status_with(app: &TestApp, token: &str) -> u16 {
-    reply(app.request_as(token, Method::GET, "/api/v1/auth/profile", None)).await.status
 }
 
 #[tokio::test]
@@ -74,20 +70,15 @@ async fn a_session_ends_by_its_id_and_only_the_owner_can_end_it() {
     let path = format!("{SESSIONS}/{tablet_id}");
     let r = reply(app.request_as(&nurse, Method::DELETE, &path, None)).await;
     assert_error(&r, 404, "not_found");
-    assert_eq!(status_with(&app, &tablet).await, 200);
+    assert_status(&app.profile_as(&tablet).await, 200);
     let r = reply(app.request_as(&desk, Method::DELETE, &path, None)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    assert_eq!(status_with(&app, &tablet).await, 401);
-    assert_eq!(status_with(&app, &desk).await, 200);
+    assert_status(&r, 200);
+    assert_status(&app.profile_as(&tablet).await, 401);
+    assert_status(&app.profile_as(&desk).await, 200);
     let again = reply(app.request_as(&desk, Method::DELETE, &path, None)).await;
     assert_error(&again, 404, "not_found");
-    let audited: i64 = audit_count(&app, "session_end").await;
+    let audited: i64 = app.audit_count(None, Some("session_end")).await;
     assert_eq!(audited, 1);
-}
-
-async fn audit_count(app: &TestApp, action: &str) -> i64 {
-    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
-    client.query_one("SELECT count(*) FROM audit_log WHERE action = $1", &[&action]).await.unwrap().get(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,14 +110,14 @@ async fn logout_all_ends_every_other_session_on_every_instance_and_replays() {
     running.task.abort();
     state.shutdown();
     assert_eq!(warm, 200);
-    assert_eq!(first.status, 200, "{}", first.text);
+    assert_status(&first, 200);
     assert_eq!(first.body["data"]["ended"], 2, "the spawned session and the tablet's");
     assert_eq!(replayed.body, first.body, "the same answer under the same key");
     assert_eq!(there, 401, "the other instance dropped the tablet's token");
     assert_eq!(desk_there, 200, "the current session goes on everywhere");
-    assert_eq!(status_with(&app, &app.admin_token).await, 401);
+    assert_status(&app.profile_as(&app.admin_token).await, 401);
     assert_eq!(sessions(&app, &desk).await.len(), 1);
-    assert_eq!(audit_count(&app, "logout_all").await, 1, "a replay writes nothing");
+    assert_eq!(app.audit_count(None, Some("logout_all")).await, 1, "a replay writes nothing");
 }
 
 #[tokio::test]
@@ -154,7 +145,7 @@ async fn a_token_unused_past_the_idle_limit_ends_and_one_in_use_does_not() {
         .unwrap()
         .get(0);
     assert_eq!(left, 0, "an idle token is deleted, so no later setting revives it");
-    assert_eq!(audit_count(&app, "session_idle_end").await, 1);
+    assert_eq!(app.audit_count(None, Some("session_idle_end")).await, 1);
     // Used nine minutes ago by this account: still in use, and its use is recorded anew.
     client
         .execute(
@@ -164,7 +155,7 @@ async fn a_token_unused_past_the_idle_limit_ends_and_one_in_use_does_not() {
         .await
         .unwrap();
     app.state.auth.forget_token(desk_id).await;
-    assert_eq!(status_with(&app, &desk).await, 200);
+    assert_status(&app.profile_as(&desk).await, 200);
     let started = Instant::now();
     loop {
         let recent: bool = client
@@ -189,17 +180,13 @@ async fn open_display(app: &TestApp) -> (EventStream, String) {
     let branch = app.main_branch().await;
     let service = crate::queue::service(app, branch, "R").await;
     let (_, token) = app.create_user("frontdesk", &["receptionist"], &[branch]).await;
-    let res = app
+    let req = app
         .http
         .get(app.url(&format!("/api/v1/queue/branch-services/{service}/events")))
         .bearer_auth(&token)
         .header("x-branch-id", branch)
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let mut events = EventStream::new(res);
+        .header("accept", "text/event-stream");
+    let mut events = sse::open(req).await.stream();
     assert_eq!(events.next_any().await.unwrap().0, "snapshot");
     (events, token)
 }
@@ -211,7 +198,7 @@ async fn a_display_ends_with_its_session() {
     let (desk, _) = sign_in_as(&app, "frontdesk", "user-password-1").await;
     let id: i64 = token.split_once('|').unwrap().0.parse().unwrap();
     let r = reply(app.request_as(&desk, Method::DELETE, &format!("{SESSIONS}/{id}"), None)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let ended =
         tokio::time::timeout(Duration::from_secs(10), display.next_any()).await.expect("an end event");
     assert_eq!(ended, Some(("end".into(), serde_json::json!({ "reason": "access_ended" }))));
@@ -224,7 +211,7 @@ async fn an_open_display_keeps_its_token_from_going_idle() {
     // Past the idle limit with nothing but the open stream.
     let quiet = tokio::time::timeout(Duration::from_secs(3), display.next_any()).await;
     assert!(quiet.is_err(), "the stream ended: {:?}", quiet.ok());
-    assert_eq!(status_with(&app, &token).await, 200, "the stream kept its token in use");
+    assert_status(&app.profile_as(&token).await, 200); // the stream kept its token in use
 }
 
 async fn sign_in_as(app: &TestApp, username: &str, password: &str) -> (String, i64) {

@@ -1,6 +1,7 @@
 //! Branches, branch services and staff.
 
 use super::*;
+use crate::support::assert_status;
 
 // ---------------------------------------------------------------------------------------
 // Branches
@@ -10,7 +11,7 @@ use super::*;
 async fn branch_create_provisions_a_branch_usable_at_once() {
     let app = spawn().await;
     let r = app.post(BRANCHES, None, json!({ "code": "NORTH", "name": "North Branch" })).await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     assert_message(&r);
     let id = id_of(&r);
     let data = &r.body["data"];
@@ -24,16 +25,16 @@ async fn branch_create_provisions_a_branch_usable_at_once() {
         "first_name": "Nora", "last_name": "North", "birth_date": "1980-01-02", "sex": "female",
     })))
     .await;
-    assert_eq!(r.status, 201, "the new branch serves at once: {}", r.text);
+    assert_status(&r, 201); // the new branch serves at once
     assert_eq!(r.body["data"]["pin"], "NORTH-000001");
 
     let r = app.get(&format!("{BRANCHES}/{id}"), None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"]["code"], "NORTH");
     assert_eq!(r.body["data"]["status"], "active");
     assert!(r.body["data"].get("database_url").is_none(), "{}", r.text);
     let r = app.get(&format!("{BRANCHES}?perPage=100"), None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert!(ids(&r.body["data"]).contains(&id), "{}", r.text);
     assert!(r.body["data"].as_array().unwrap().iter().all(|b| b.get("database_url").is_none()), "{}", r.text);
     let client = app.state.registry.get().await.unwrap();
@@ -57,14 +58,14 @@ async fn branch_codes_are_2_to_10_uppercase_letters_or_digits_and_unique() {
     assert_invalid(&app.post(BRANCHES, None, json!({ "code": "MAIN", "name": "Again" })).await, &["code"]);
     // Lowercase input is taken as the uppercase code: stored codes are always uppercase.
     let r = app.post(BRANCHES, None, json!({ "code": "south2", "name": "South" })).await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     assert_eq!(r.body["data"]["code"], "SOUTH2");
     assert_invalid(&app.post(BRANCHES, None, json!({ "code": "SOUTH2", "name": "Dup" })).await, &["code"]);
     assert_invalid(&app.post(BRANCHES, None, json!({ "code": "main", "name": "Dup" })).await, &["code"]);
     let r = app.post(BRANCHES, None, json!({ "code": "AB", "name": "Two" })).await;
-    assert_eq!(r.status, 201, "two characters are enough: {}", r.text);
+    assert_status(&r, 201); // two characters are enough
     let r = app.post(BRANCHES, None, json!({ "code": "ABCDEFGHIJ", "name": "Ten" })).await;
-    assert_eq!(r.status, 201, "ten characters are allowed: {}", r.text);
+    assert_status(&r, 201); // ten characters are allowed
     let client = app.state.registry.get().await.unwrap();
     let codes: Vec<String> = client
         .query("SELECT code FROM branches ORDER BY code", &[])
@@ -83,7 +84,7 @@ async fn branch_update_changes_the_name_but_never_the_code() {
     let id = id_of(&r);
     let path = format!("{BRANCHES}/{id}");
     let r = app.put(&path, None, json!({ "name": "East Wing" })).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"]["name"], "East Wing");
     assert_eq!(r.body["data"]["code"], "EAST");
     assert!(r.body["data"].get("database_url").is_none(), "{}", r.text);
@@ -98,7 +99,7 @@ async fn branch_update_changes_the_name_but_never_the_code() {
     );
     // Echoing the unchanged code back is fine.
     let r = app.put(&path, None, json!({ "code": "EAST", "name": "East Side" })).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let r = app.get(&path, None).await;
     assert_eq!(r.body["data"]["code"], "EAST");
     assert_eq!(r.body["data"]["name"], "East Side");
@@ -117,29 +118,29 @@ async fn branch_delete_archives_and_keeps_the_schema() {
     let id = id_of(&r);
     let (_, token) = app.create_user("greta", &["nurse"], &[main, id]).await;
     app.create_patient(id, "Kept", "Record").await;
-    assert_eq!(reply(app.request_as(&token, Method::GET, PATIENTS, Some(id))).await.status, 200);
+    assert_status(&reply(app.request_as(&token, Method::GET, PATIENTS, Some(id))).await, 200);
 
     let r = app.delete(&format!("{BRANCHES}/{id}"), None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_message(&r);
 
     let r = app.get(&format!("{BRANCHES}/{id}"), None).await;
-    assert_eq!(r.status, 200, "an archived branch can still be looked at: {}", r.text);
+    assert_status(&r, 200); // an archived branch can still be looked at
     assert_eq!(r.body["data"]["status"], "archived");
     let r = reply(app.request(Method::GET, PATIENTS, Some(id))).await;
-    assert_eq!(r.status, 403, "admin in an archived branch: {}", r.text);
+    assert_status(&r, 403); // admin in an archived branch
     let r = reply(app.request_as(&token, Method::GET, PATIENTS, Some(id))).await;
-    assert_eq!(r.status, 403, "user in an archived branch: {}", r.text);
-    assert_eq!(reply(app.request_as(&token, Method::GET, PATIENTS, Some(main))).await.status, 200);
+    assert_status(&r, 403); // user in an archived branch
+    assert_status(&reply(app.request_as(&token, Method::GET, PATIENTS, Some(main))).await, 200);
 
     for t in [&token, &app.admin_token] {
         let r = reply(app.request_as(t, Method::GET, "/api/v1/auth/branches", None)).await;
-        assert_eq!(r.status, 200, "{}", r.text);
+        assert_status(&r, 200);
         assert!(!ids(&r.body["data"]).contains(&id), "archived branch listed: {}", r.text);
         assert!(ids(&r.body["data"]).contains(&main), "{}", r.text);
     }
     let r = app.login_reply("greta", USER_PASSWORD).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(ids(&r.body["data"]["branches"]), BTreeSet::from([main]), "{}", r.text);
 
     let client = app.state.registry.get().await.unwrap();
@@ -175,7 +176,7 @@ async fn branch_services_crud() {
             json!({ "name": "Refraction", "code": "rf", "description": "Eye tests", "active": true }),
         )
         .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     assert_message(&r);
     let id = id_of(&r);
     assert_eq!(r.body["data"]["name"], "Refraction");
@@ -185,7 +186,7 @@ async fn branch_services_crud() {
     assert_eq!(r.body["data"]["staff_ids"], json!([]));
 
     let r = app.get(&base, None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(ids(&r.body["data"]), BTreeSet::from([id]));
     assert_eq!(r.body["meta"]["total"], 1);
     let r = app.get(&format!("{BRANCHES}/{other}/services"), None).await;
@@ -193,12 +194,12 @@ async fn branch_services_crud() {
     assert_error(&app.get(&format!("{BRANCHES}/{other}/services/{id}"), None).await, 404, "not_found");
 
     let r = app.get(&format!("{base}/{id}"), None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"]["code"], "RF");
 
     let r =
         app.put(&format!("{base}/{id}"), None, json!({ "name": "Refraction room", "active": false })).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"]["name"], "Refraction room");
     assert_eq!(r.body["data"]["active"], false);
     assert_eq!(r.body["data"]["description"], "Eye tests");
@@ -211,7 +212,7 @@ async fn branch_services_crud() {
     assert_invalid(&app.post(&base, None, json!({ "name": "Bad", "code": "TOOLONG" })).await, &["code"]);
 
     let r = app.delete(&format!("{base}/{id}"), None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_error(&app.get(&format!("{base}/{id}"), None).await, 404, "not_found");
     assert_eq!(app.get(&base, None).await.body["meta"]["total"], 0);
     assert_error(&app.delete(&format!("{base}/{id}"), None).await, 404, "not_found");
@@ -242,7 +243,7 @@ async fn service_codes_are_unique_within_a_branch_only() {
     let r = app
         .post(&format!("{BRANCHES}/{other}/services"), None, json!({ "name": "Reception", "code": "RC" }))
         .await;
-    assert_eq!(r.status, 201, "the same code in another branch: {}", r.text);
+    assert_status(&r, 201); // the same code in another branch
     assert_eq!(r.body["data"]["code"], "RC");
 }
 
@@ -257,7 +258,7 @@ async fn staff_are_assigned_from_users_with_access_to_the_branch() {
     let path = format!("{BRANCHES}/{main}/services/{svc}");
 
     let r = app.post(&format!("{path}/staff"), None, json!({ "user_id": staff })).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_message(&r);
     let r = app.get(&path, None).await;
     assert_eq!(int_list(&r.body["data"]["staff_ids"]), vec![staff], "{}", r.text);
@@ -283,7 +284,7 @@ async fn staff_are_assigned_from_users_with_access_to_the_branch() {
     assert_error(&r, 404, "not_found");
 
     let r = app.delete(&format!("{path}/staff/{staff}"), None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(int_list(&app.get(&path, None).await.body["data"]["staff_ids"]), Vec::<i64>::new());
     assert_error(&app.delete(&format!("{path}/staff/{staff}"), None).await, 404, "not_found");
 }

@@ -1,6 +1,7 @@
 //! The last administrator: never demoted or deactivated, even by racing writes.
 
 use super::*;
+use crate::support::assert_status;
 
 // ---------------------------------------------------------------------------------------
 // The last administrator
@@ -51,7 +52,7 @@ async fn administrators_may_step_down_while_another_remains() {
     let r = app
         .call_as(&second_token, Method::PUT, &format!("{USERS}/{me}"), None, json!({ "role_ids": [doctor] }))
         .await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     // The one left may neither demote nor deactivate nor delete themself away.
     let own = format!("{USERS}/{second}");
     let r = app.call_as(&second_token, Method::PUT, &own, None, json!({ "role_ids": [doctor] })).await;
@@ -59,7 +60,7 @@ async fn administrators_may_step_down_while_another_remains() {
     // A third admin appears, deletes (deactivates) the second, and is then the last.
     let (third, third_token) = app.create_user("third", &["admin"], &[branch]).await;
     let r = app.call_as(&third_token, Method::DELETE, &own, None, Value::Null).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let r = app
         .call_as(
             &third_token,
@@ -116,7 +117,7 @@ async fn two_administrators_demoting_or_deactivating_each_other_at_once_leave_on
     let (x, x_token) = app.create_user("xena", &["admin"], &[branch]).await;
     let (y, y_token) = app.create_user("yuri", &["admin"], &[branch]).await;
     // The bootstrap administrator steps down, so that x and y are the only two.
-    assert_eq!(app.put(&format!("{USERS}/{me}"), None, json!({ "role_ids": [doctor] })).await.status, 200);
+    assert_status(&app.put(&format!("{USERS}/{me}"), None, json!({ "role_ids": [doctor] })).await, 200);
     let mut tokens = [(x, x_token), (y, y_token)];
     for round in 0..10 {
         let deactivate = round % 2 == 1;
@@ -140,7 +141,7 @@ async fn two_administrators_demoting_or_deactivating_each_other_at_once_leave_on
         let body = json!({ "role_ids": [admin_role], "active": true });
         let path = format!("{USERS}/{}", tokens[loser].0);
         let back = app.call_as(&tokens[winner].1, Method::PUT, &path, None, body).await;
-        assert_eq!(back.status, 200, "{}", back.text);
+        assert_status(&back, 200);
         let name = if loser == 0 { "xena" } else { "yuri" };
         tokens[loser].1 = app.login(name, "user-password-1").await;
     }
@@ -157,7 +158,7 @@ async fn a_role_edit_and_a_demotion_at_once_leave_one_administrator() {
     let chief = id_of(&app.created(ROLES, None, body).await);
     let (_, x_token) = app.create_user("xena", &["chief"], &[branch]).await;
     let (_, y_token) = app.create_user("yuri", &["admin"], &[branch]).await;
-    assert_eq!(app.put(&format!("{USERS}/{me}"), None, json!({ "role_ids": [doctor] })).await.status, 200);
+    assert_status(&app.put(&format!("{USERS}/{me}"), None, json!({ "role_ids": [doctor] })).await, 200);
     let strip = app
         .request_as(&y_token, Method::PUT, &format!("{ROLES}/{chief}"), None)
         .json(&json!({ "permissions": ["patients.read"] }));

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::{Reply, TestApp, assert_error, assert_invalid, id_of, reply};
+use crate::support::{Reply, TestApp, assert_error, assert_invalid, assert_status, id_of, reply};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -41,10 +41,6 @@ async fn role_id(app: &TestApp, name: &str) -> i64 {
     client.query_one("SELECT id FROM roles WHERE name = $1", &[&name]).await.unwrap().get(0)
 }
 
-async fn profile_status(app: &TestApp, token: &str) -> u16 {
-    reply(app.request_as(token, Method::GET, "/api/v1/auth/profile", None)).await.status
-}
-
 fn ids(list: &Value) -> BTreeSet<i64> {
     list.as_array()
         .unwrap_or_else(|| panic!("not an array: {list}"))
@@ -76,6 +72,6 @@ fn assert_no_password_fields(value: &Value) {
 async fn new_service(app: &TestApp, branch: i64, name: &str, code: &str) -> i64 {
     let r =
         app.post(&format!("{BRANCHES}/{branch}/services"), None, json!({ "name": name, "code": code })).await;
-    assert_eq!(r.status, 201, "create service: {}", r.text);
+    assert_status(&r, 201); // create service
     id_of(&r)
 }

@@ -1,6 +1,7 @@
 //! The admin routes' permission `admin.access`, and roles with their permissions.
 
 use super::*;
+use crate::support::assert_status;
 
 // ---------------------------------------------------------------------------------------
 // admin.access (rule 6)
@@ -48,7 +49,7 @@ async fn admin_routes_are_403_without_admin_access_and_401_without_a_token() {
     ];
     for (method, path, body) in &routes {
         let r = reply(app.request_as(&doctor, method.clone(), path, None).json(body)).await;
-        assert_eq!(r.status, 403, "doctor {method} {path}: {}", r.text);
+        assert_status(&r, 403);
         assert_error(&r, 403, "forbidden");
         let r = reply(app.http.request(method.clone(), app.url(path)).json(body)).await;
         assert_error(&r, 401, "unauthenticated");
@@ -81,18 +82,18 @@ async fn admin_routes_are_403_without_admin_access_and_401_without_a_token() {
     assert_eq!(row.get::<_, i64>(8), 1, "service deleted");
     // The doctor is not refused everything: clinical work goes on.
     let r = reply(app.request_as(&doctor, Method::GET, PATIENTS, Some(main))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
 }
 
 #[tokio::test]
 async fn the_permission_not_the_role_name_opens_the_admin_routes() {
     let app = spawn().await;
     let r = app.post(ROLES, None, json!({ "name": "operators", "permissions": ["admin.access"] })).await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     let (_, token) = app.create_user("opal", &["operators"], &[]).await;
     for path in [ROLES, USERS, BRANCHES, PERMISSIONS] {
         let r = reply(app.request_as(&token, Method::GET, path, None)).await;
-        assert_eq!(r.status, 200, "{path}: {}", r.text);
+        assert_status(&r, 200);
     }
 }
 
@@ -104,7 +105,7 @@ async fn the_permission_not_the_role_name_opens_the_admin_routes() {
 async fn roles_list_is_paginated_and_holds_the_default_roles() {
     let app = spawn().await;
     let r = app.get(ROLES, None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let names: BTreeSet<&str> =
         r.body["data"].as_array().unwrap().iter().map(|role| role["name"].as_str().unwrap()).collect();
     assert_eq!(names, DEFAULT_ROLES.into_iter().collect(), "{}", r.text);
@@ -125,7 +126,7 @@ async fn roles_list_is_paginated_and_holds_the_default_roles() {
     assert_eq!(listed, DEFAULT_ROLES.to_vec());
     // A second page.
     let r = app.get(&format!("{ROLES}?perPage=4&page=2"), None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"].as_array().unwrap().len(), 2);
     assert_eq!(r.body["meta"]["from"], 5);
     assert!(r.body["links"]["prev"].is_string() && r.body["links"]["next"].is_null(), "{}", r.text);
@@ -135,7 +136,7 @@ async fn roles_list_is_paginated_and_holds_the_default_roles() {
 async fn admin_role_holds_every_permission_of_the_catalogue() {
     let app = spawn().await;
     let r = app.get(PERMISSIONS, None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let catalogue: Vec<String> =
         r.body["data"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
     assert!(catalogue.contains(&"admin.access".to_owned()), "{}", r.text);
@@ -151,7 +152,7 @@ async fn admin_role_holds_every_permission_of_the_catalogue() {
     );
     let admin_role = role_id(&app, "admin").await;
     let r = app.get(&format!("{ROLES}/{admin_role}"), None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let mut expected = catalogue.clone();
     expected.sort();
     let held: Vec<String> = serde_json::from_value(r.body["data"]["permissions"].clone()).unwrap();
@@ -177,14 +178,14 @@ async fn role_create_and_get_show_sorted_permissions() {
             }),
         )
         .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     assert_message(&r);
     let id = id_of(&r);
     assert_eq!(r.body["data"]["name"], "front office");
     assert_eq!(r.body["data"]["description"], "Desk and till");
     assert_eq!(r.body["data"]["permissions"], json!(["billing.read", "patients.read", "patients.write"]));
     let r = app.get(&format!("{ROLES}/{id}"), None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"]["id"], id);
     assert_eq!(r.body["data"]["name"], "front office");
     assert_eq!(r.body["data"]["permissions"], json!(["billing.read", "patients.read", "patients.write"]));
@@ -217,32 +218,32 @@ async fn role_permission_changes_apply_to_holders_at_once() {
     let app = spawn().await;
     let main = app.main_branch().await;
     let r = app.post(ROLES, None, json!({ "name": "viewer", "permissions": ["dashboard.read"] })).await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     let role = id_of(&r);
     let (_, token) = app.create_user("vera", &["viewer"], &[main]).await;
     let list = || app.request_as(&token, Method::GET, PATIENTS, Some(main));
-    assert_eq!(reply(list()).await.status, 403, "no patients.read yet");
+    assert_status(&reply(list()).await, 403); // no patients.read yet
 
     let r = app.put(&format!("{ROLES}/{role}"), None, json!({ "permissions": ["patients.read"] })).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"]["permissions"], json!(["patients.read"]));
     assert_eq!(r.body["data"]["name"], "viewer", "fields not sent are kept");
     let r = reply(list()).await;
-    assert_eq!(r.status, 200, "the holder gains access without logging in again: {}", r.text);
+    assert_status(&r, 200); // the holder gains access without logging in again
     let r = reply(app.request_as(&token, Method::POST, PATIENTS, Some(main)).json(&json!({
         "first_name": "A", "last_name": "B", "birth_date": "1980-01-02", "sex": "female",
     })))
     .await;
-    assert_eq!(r.status, 403, "reading is not writing: {}", r.text);
+    assert_status(&r, 403); // reading is not writing
 
     let r = app.put(&format!("{ROLES}/{role}"), None, json!({ "permissions": [] })).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"]["permissions"], json!([]));
-    assert_eq!(reply(list()).await.status, 403, "the holder loses access at once");
+    assert_status(&reply(list()).await, 403); // the holder loses access at once
 
     // Renaming keeps the permissions; an unknown permission changes nothing.
     let r = app.put(&format!("{ROLES}/{role}"), None, json!({ "name": "viewers" })).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"]["name"], "viewers");
     let r = app.put(&format!("{ROLES}/{role}"), None, json!({ "permissions": ["nope.never"] })).await;
     assert_invalid(&r, &["permissions"]);
@@ -261,11 +262,11 @@ async fn role_held_by_a_user_cannot_be_deleted_an_unheld_one_can() {
 
     let r = app.delete(&format!("{ROLES}/{held}"), None).await;
     assert_error(&r, 409, "role_in_use");
-    assert_eq!(app.get(&format!("{ROLES}/{held}"), None).await.status, 200, "the held role is kept");
-    assert_eq!(profile_status(&app, &token).await, 200);
+    assert_status(&app.get(&format!("{ROLES}/{held}"), None).await, 200); // the held role is kept
+    assert_status(&app.profile_as(&token).await, 200);
 
     let r = app.delete(&format!("{ROLES}/{spare}"), None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_message(&r);
     assert_error(&app.get(&format!("{ROLES}/{spare}"), None).await, 404, "not_found");
     assert_error(&app.delete(&format!("{ROLES}/{spare}"), None).await, 404, "not_found");

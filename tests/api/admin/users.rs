@@ -2,6 +2,7 @@
 //! admin writes.
 
 use super::*;
+use crate::support::assert_status;
 
 // ---------------------------------------------------------------------------------------
 // Users
@@ -30,7 +31,7 @@ async fn user_create_answers_201_without_password_and_the_user_sees_exactly_thei
             }),
         )
         .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     assert_message(&r);
     assert_no_password_fields(&r.body);
     assert!(!r.text.contains(password), "the password is echoed: {}", r.text);
@@ -48,15 +49,15 @@ async fn user_create_answers_201_without_password_and_the_user_sees_exactly_thei
     assert_eq!(int_list(&data["branch_ids"]), branches);
 
     let r = app.get(&format!("{USERS}/{id}"), None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_no_password_fields(&r.body);
     let r = app.get(&format!("{USERS}?perPage=100"), None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_no_password_fields(&r.body);
     assert!(ids(&r.body["data"]).contains(&id));
 
     let r = app.login_reply("nina", password).await;
-    assert_eq!(r.status, 200, "the new user logs in: {}", r.text);
+    assert_status(&r, 200); // the new user logs in
     assert_eq!(r.body["data"]["user"]["id"], id);
     assert_eq!(ids(&r.body["data"]["branches"]), BTreeSet::from([main, second]), "{}", r.text);
     // Without a default given, a user starts in the first branch granted (the lowest id).
@@ -64,10 +65,10 @@ async fn user_create_answers_201_without_password_and_the_user_sees_exactly_thei
     let token = r.body["data"]["token"].as_str().unwrap().to_owned();
     let r = reply(app.request_as(&token, Method::GET, "/api/v1/auth/branches", None)).await;
     assert_eq!(ids(&r.body["data"]), BTreeSet::from([main, second]), "{}", r.text);
-    assert_eq!(reply(app.request_as(&token, Method::GET, PATIENTS, Some(second))).await.status, 200);
-    assert_eq!(reply(app.request_as(&token, Method::GET, PATIENTS, Some(third))).await.status, 403);
+    assert_status(&reply(app.request_as(&token, Method::GET, PATIENTS, Some(second))).await, 200);
+    assert_status(&reply(app.request_as(&token, Method::GET, PATIENTS, Some(third))).await, 403);
     // The nurse role gives no administration.
-    assert_eq!(reply(app.request_as(&token, Method::GET, USERS, None)).await.status, 403);
+    assert_status(&reply(app.request_as(&token, Method::GET, USERS, None)).await, 403);
 
     let client = app.state.registry.get().await.unwrap();
     let hash: String =
@@ -91,7 +92,7 @@ async fn user_create_validates_every_field() {
         })
     };
     let r = app.post(USERS, None, user("nina", "nina@example.test")).await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
 
     assert_invalid(
         &app.post(USERS, None, user("someone@example.test", "someone@example.test")).await,
@@ -118,7 +119,7 @@ async fn user_create_validates_every_field() {
 
     // None of the refused requests left a user behind.
     let r = app.post(USERS, None, user("nina2", "nina2@example.test")).await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     let client = app.state.registry.get().await.unwrap();
     let users: i64 = client.query_one("SELECT count(*) FROM users", &[]).await.unwrap().get(0);
     assert_eq!(users, 3, "admin, nina and nina2 only");
@@ -128,58 +129,58 @@ async fn user_create_validates_every_field() {
 async fn user_password_change_by_admin_ends_their_sessions() {
     let app = spawn().await;
     let (id, token) = app.create_user("paul", &["nurse"], &[]).await;
-    assert_eq!(profile_status(&app, &token).await, 200);
+    assert_status(&app.profile_as(&token).await, 200);
     assert_invalid(
         &app.put(&format!("{USERS}/{id}"), None, json!({ "password": "short" })).await,
         &["password"],
     );
-    assert_eq!(profile_status(&app, &token).await, 200, "a refused change ends nothing");
+    assert_status(&app.profile_as(&token).await, 200); // a refused change ends nothing
 
     let r = app.put(&format!("{USERS}/{id}"), None, json!({ "password": "fresh-password-9" })).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_no_password_fields(&r.body);
     let r = reply(app.request_as(&token, Method::GET, "/api/v1/auth/profile", None)).await;
     assert_error(&r, 401, "unauthenticated");
-    assert_eq!(app.login_reply("paul", USER_PASSWORD).await.status, 401);
-    assert_eq!(app.login_reply("paul", "fresh-password-9").await.status, 200);
-    assert_eq!(profile_status(&app, &app.admin_token).await, 200);
+    assert_status(&app.login_reply("paul", USER_PASSWORD).await, 401);
+    assert_status(&app.login_reply("paul", "fresh-password-9").await, 200);
+    assert_status(&app.profile_as(&app.admin_token).await, 200);
 }
 
 #[tokio::test]
 async fn user_deactivated_by_update_is_locked_out_at_once() {
     let app = spawn().await;
     let (id, token) = app.create_user("dana", &["nurse"], &[]).await;
-    assert_eq!(profile_status(&app, &token).await, 200, "cached as valid first");
+    assert_status(&app.profile_as(&token).await, 200); // cached as valid first
     let r = app.put(&format!("{USERS}/{id}"), None, json!({ "active": false })).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"]["active"], false);
     let r = reply(app.request_as(&token, Method::GET, "/api/v1/auth/profile", None)).await;
     assert_error(&r, 401, "unauthenticated");
     let r = app.login_reply("dana", USER_PASSWORD).await;
-    assert_eq!(r.status, 401, "{}", r.text);
+    assert_status(&r, 401);
     assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
     // Reactivated, they may log in again.
     let r = app.put(&format!("{USERS}/{id}"), None, json!({ "active": true })).await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    assert_eq!(app.login_reply("dana", USER_PASSWORD).await.status, 200);
+    assert_status(&r, 200);
+    assert_status(&app.login_reply("dana", USER_PASSWORD).await, 200);
 }
 
 #[tokio::test]
 async fn user_delete_deactivates() {
     let app = spawn().await;
     let (id, token) = app.create_user("dora", &["nurse"], &[]).await;
-    assert_eq!(profile_status(&app, &token).await, 200);
+    assert_status(&app.profile_as(&token).await, 200);
     let r = app.delete(&format!("{USERS}/{id}"), None).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_message(&r);
     let r = app.get(&format!("{USERS}/{id}"), None).await;
-    assert_eq!(r.status, 200, "the account is kept: {}", r.text);
+    assert_status(&r, 200); // the account is kept
     assert_eq!(r.body["data"]["active"], false);
     assert_eq!(r.body["data"]["username"], "dora");
     let r = reply(app.request_as(&token, Method::GET, "/api/v1/auth/profile", None)).await;
     assert_error(&r, 401, "unauthenticated");
     let r = app.login_reply("dora", USER_PASSWORD).await;
-    assert_eq!(r.status, 401, "{}", r.text);
+    assert_status(&r, 401);
     assert_error(&app.delete(&format!("{USERS}/987654"), None).await, 404, "not_found");
 }
 
@@ -194,12 +195,12 @@ async fn admin_cannot_deactivate_themself() {
         &app.put(&format!("{USERS}/{admin}"), None, json!({ "active": false })).await,
         &["active"],
     );
-    assert_eq!(profile_status(&app, &app.admin_token).await, 200);
+    assert_status(&app.profile_as(&app.admin_token).await, 200);
     let client = app.state.registry.get().await.unwrap();
     let active: bool =
         client.query_one("SELECT active FROM users WHERE id = $1", &[&admin]).await.unwrap().get(0);
     assert!(active);
-    assert_eq!(app.login_reply("admin", crate::support::ADMIN_PASSWORD).await.status, 200);
+    assert_status(&app.login_reply("admin", crate::support::ADMIN_PASSWORD).await, 200);
 }
 
 #[tokio::test]
@@ -208,19 +209,19 @@ async fn user_roles_and_branches_changes_apply_at_once() {
     let main = app.main_branch().await;
     let second = app.create_branch("ROLEB").await;
     let (id, token) = app.create_user("rudy", &["nurse"], &[main]).await;
-    assert_eq!(reply(app.request_as(&token, Method::GET, ROLES, None)).await.status, 403);
-    assert_eq!(reply(app.request_as(&token, Method::GET, PATIENTS, Some(second))).await.status, 403);
+    assert_status(&reply(app.request_as(&token, Method::GET, ROLES, None)).await, 403);
+    assert_status(&reply(app.request_as(&token, Method::GET, PATIENTS, Some(second))).await, 403);
 
     let admin_role = role_id(&app, "admin").await;
     let r = app
         .put(&format!("{USERS}/{id}"), None, json!({ "role_ids": [admin_role], "branch_ids": [second] }))
         .await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(int_list(&r.body["data"]["role_ids"]), vec![admin_role]);
     assert_eq!(int_list(&r.body["data"]["branch_ids"]), vec![second]);
-    assert_eq!(reply(app.request_as(&token, Method::GET, ROLES, None)).await.status, 200);
-    assert_eq!(reply(app.request_as(&token, Method::GET, PATIENTS, Some(second))).await.status, 200);
-    assert_eq!(reply(app.request_as(&token, Method::GET, PATIENTS, Some(main))).await.status, 403);
+    assert_status(&reply(app.request_as(&token, Method::GET, ROLES, None)).await, 200);
+    assert_status(&reply(app.request_as(&token, Method::GET, PATIENTS, Some(second))).await, 200);
+    assert_status(&reply(app.request_as(&token, Method::GET, PATIENTS, Some(main))).await, 403);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -234,18 +235,15 @@ async fn admin_writes_are_audited_with_action_and_resource() {
     let main = app.main_branch().await;
 
     let role = id_of(&app.post(ROLES, None, json!({ "name": "temp", "permissions": ["queue.read"] })).await);
-    assert_eq!(
-        app.put(&format!("{ROLES}/{role}"), None, json!({ "permissions": ["queue.write"] })).await.status,
-        200
+    assert_status(
+        &app.put(&format!("{ROLES}/{role}"), None, json!({ "permissions": ["queue.write"] })).await,
+        200,
     );
-    assert_eq!(app.delete(&format!("{ROLES}/{role}"), None).await.status, 200);
+    assert_status(&app.delete(&format!("{ROLES}/{role}"), None).await, 200);
 
     let branch = id_of(&app.post(BRANCHES, None, json!({ "code": "AUD", "name": "Audited" })).await);
-    assert_eq!(
-        app.put(&format!("{BRANCHES}/{branch}"), None, json!({ "name": "Audited 2" })).await.status,
-        200
-    );
-    assert_eq!(app.delete(&format!("{BRANCHES}/{branch}"), None).await.status, 200);
+    assert_status(&app.put(&format!("{BRANCHES}/{branch}"), None, json!({ "name": "Audited 2" })).await, 200);
+    assert_status(&app.delete(&format!("{BRANCHES}/{branch}"), None).await, 200);
 
     let password = "audited-password-1";
     let user = id_of(
@@ -259,19 +257,19 @@ async fn admin_writes_are_audited_with_action_and_resource() {
         )
         .await,
     );
-    assert_eq!(app.put(&format!("{USERS}/{user}"), None, json!({ "name": "Audrey B" })).await.status, 200);
-    assert_eq!(
-        app.put(&format!("{USERS}/{user}"), None, json!({ "password": "another-password-2" })).await.status,
-        200
+    assert_status(&app.put(&format!("{USERS}/{user}"), None, json!({ "name": "Audrey B" })).await, 200);
+    assert_status(
+        &app.put(&format!("{USERS}/{user}"), None, json!({ "password": "another-password-2" })).await,
+        200,
     );
 
     let service = new_service(&app, main, "Triage", "T").await;
     let services = format!("{BRANCHES}/{main}/services/{service}");
-    assert_eq!(app.put(&services, None, json!({ "name": "Triage 2" })).await.status, 200);
-    assert_eq!(app.post(&format!("{services}/staff"), None, json!({ "user_id": user })).await.status, 200);
-    assert_eq!(app.delete(&format!("{services}/staff/{user}"), None).await.status, 200);
-    assert_eq!(app.delete(&services, None).await.status, 200);
-    assert_eq!(app.delete(&format!("{USERS}/{user}"), None).await.status, 200);
+    assert_status(&app.put(&services, None, json!({ "name": "Triage 2" })).await, 200);
+    assert_status(&app.post(&format!("{services}/staff"), None, json!({ "user_id": user })).await, 200);
+    assert_status(&app.delete(&format!("{services}/staff/{user}"), None).await, 200);
+    assert_status(&app.delete(&services, None).await, 200);
+    assert_status(&app.delete(&format!("{USERS}/{user}"), None).await, 200);
 
     let client = app.state.registry.get().await.unwrap();
     let rows = client
@@ -331,7 +329,7 @@ async fn a_null_active_flag_takes_the_default_on_create_and_is_refused_on_update
         "active": null, "branch_ids": [main],
     })))
     .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     assert_eq!(r.body["data"]["active"], true);
     let id = r.body["data"]["id"].as_i64().unwrap();
     let r = reply(
@@ -344,6 +342,6 @@ async fn a_null_active_flag_takes_the_default_on_create_and_is_refused_on_update
         app.request(Method::POST, &path, None).json(&json!({ "name": "Desk", "code": "D", "active": null })),
     )
     .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     assert_eq!(r.body["data"]["active"], true);
 }

@@ -1,6 +1,7 @@
 //! The authentication rate limits at their default values, and NUL bytes in bodies.
 
 use super::*;
+use crate::support::assert_status;
 
 // ---------------------------------------------------------------------------------------
 // Rate limits at their default values
@@ -13,7 +14,7 @@ async fn sixth_login_a_minute_from_one_ip_is_429() {
     for i in 2..=5u32 {
         let password = if i % 2 == 0 { "wrong-password-1" } else { crate::support::ADMIN_PASSWORD };
         let r = app.login_reply("admin", password).await;
-        assert_eq!(r.status, if i % 2 == 0 { 401 } else { 200 }, "login {i}: {}", r.text);
+        assert_status(&r, if i % 2 == 0 { 401 } else { 200 });
         assert_eq!(r.header("x-ratelimit-limit"), Some("5"), "login {i}");
         assert_eq!(r.header("x-ratelimit-remaining"), Some((5 - i).to_string().as_str()), "login {i}");
     }
@@ -21,7 +22,7 @@ async fn sixth_login_a_minute_from_one_ip_is_429() {
     assert_rate_limited(&r, 5);
     assert!(r.body["data"].is_null(), "no token past the limit: {}", r.text);
     // The authenticated API is not limited by it.
-    assert_eq!(status_of(&app, &app.admin_token).await, 200);
+    assert_status(&app.profile_as(&app.admin_token).await, 200);
 }
 
 #[tokio::test]
@@ -29,7 +30,7 @@ async fn password_reset_routes_share_one_bucket_per_ip() {
     let app = TestApp::spawn().await;
     for i in 1..=3u32 {
         let r = post_public(&app, RESET_CODE, json!({ "email": format!("ghost{i}@example.test") })).await;
-        assert_eq!(r.status, 200, "reset-code {i}: {}", r.text);
+        assert_status(&r, 200);
         assert_eq!(r.header("x-ratelimit-limit"), Some("5"));
         assert_eq!(r.header("x-ratelimit-remaining"), Some((5 - i).to_string().as_str()));
     }
@@ -50,7 +51,7 @@ async fn password_reset_routes_share_one_bucket_per_ip() {
     let r = post_public(&app, VERIFY_CODE, json!({ "email": "ghost1@example.test", "code": "123456" })).await;
     assert_rate_limited(&r, 5);
     // Logging in has its own bucket.
-    assert_eq!(app.login_reply("admin", crate::support::ADMIN_PASSWORD).await.status, 200);
+    assert_status(&app.login_reply("admin", crate::support::ADMIN_PASSWORD).await, 200);
 }
 
 #[tokio::test]
@@ -65,17 +66,17 @@ async fn change_password_is_limited_per_user() {
             "password_confirmation": "next-password-1",
         }))
     };
-    for i in 1..=5 {
+    for _ in 1..=5 {
         let r = reply(change(&alice, "not-the-password")).await;
         assert_invalid(&r, &["current_password"]);
-        assert_eq!(r.status, 422, "try {i}");
+        assert_status(&r, 422);
     }
     let r = reply(change(&alice, USER_PASSWORD)).await;
     assert_rate_limited(&r, 5);
-    assert_eq!(app.login_reply("alice", USER_PASSWORD).await.status, 200, "the 429 changed nothing");
+    assert_status(&app.login_reply("alice", USER_PASSWORD).await, 200); // the 429 changed nothing
     // Another user is not limited by alice's tries.
     let r = reply(change(&bob, USER_PASSWORD)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
 }
 
 #[tokio::test]
@@ -90,15 +91,15 @@ async fn login_limit_counts_the_forwarded_address_behind_a_trusted_proxy() {
             .header("x-forwarded-for", ip)
             .json(&json!({ "username": "admin", "password": crate::support::ADMIN_PASSWORD }))
     };
-    for i in 1..=5 {
+    for _ in 1..=5 {
         let r = reply(from("10.0.0.1")).await;
-        assert_eq!(r.status, 200, "login {i} from 10.0.0.1: {}", r.text);
+        assert_status(&r, 200);
     }
     assert_rate_limited(&reply(from("10.0.0.1")).await, 5);
     // The proxy appends the address it saw: whatever the client put before it is not believed.
     assert_rate_limited(&reply(from("10.0.0.77, 10.0.0.1")).await, 5);
     let r = reply(from("10.0.0.2")).await;
-    assert_eq!(r.status, 200, "another client behind the proxy: {}", r.text);
+    assert_status(&r, 200); // another client behind the proxy
 }
 
 #[tokio::test]
@@ -112,7 +113,7 @@ async fn forwarded_for_is_ignored_without_trusted_proxies() {
                 .json(&json!({ "username": "admin", "password": crate::support::ADMIN_PASSWORD })),
         )
         .await;
-        assert_eq!(r.status, 200, "login {i}: {}", r.text);
+        assert_status(&r, 200);
     }
     let r = reply(
         app.http
@@ -129,11 +130,11 @@ async fn profile_and_branch_routes_count_toward_the_general_api_limit() {
     let app = TestApp::spawn().await;
     for i in 1..=7 {
         let r = reply(app.request(Method::GET, PROFILE, None)).await;
-        assert_eq!(r.status, 200, "request {i}: {}", r.text);
+        assert_status(&r, 200);
         assert_eq!(r.header("x-ratelimit-limit"), Some("1000"), "request {i}");
     }
     let r = reply(app.request(Method::GET, MY_BRANCHES, None)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.header("x-ratelimit-limit"), Some("1000"));
 }
 

@@ -1,6 +1,7 @@
 //! Login, the profile, switching branches and tokens.
 
 use super::*;
+use crate::support::assert_status;
 
 // ---------------------------------------------------------------------------------------
 // Login (rules 1, 2, 4)
@@ -11,10 +12,10 @@ async fn login_identifies_by_username_and_never_by_email() {
     let app = spawn_relaxed().await;
     let (id, _) = app.create_user("ursula", &["nurse"], &[]).await;
     let r = app.login_reply("ursula@example.test", USER_PASSWORD).await;
-    assert_eq!(r.status, 401, "{}", r.text);
+    assert_status(&r, 401);
     assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
     let r = app.login_reply("ursula", USER_PASSWORD).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"]["user"]["id"], id);
     assert_eq!(r.body["data"]["user"]["username"], "ursula");
     assert_eq!(r.body["data"]["user"]["email"], "ursula@example.test");
@@ -42,7 +43,7 @@ async fn wrong_password_and_unknown_user_are_401_exactly_invalid_credentials() {
         [("wendy", "wrong-password-9"), ("admin", "not-the-password"), ("nobody-at-all", USER_PASSWORD)];
     for (user, password) in tries {
         let r = app.login_reply(user, password).await;
-        assert_eq!(r.status, 401, "{user}: {}", r.text);
+        assert_status(&r, 401);
         assert_eq!(r.body, json!({ "message": "Invalid credentials" }), "{user}");
         assert!(r.header("content-type").unwrap_or_default().starts_with("application/json"));
     }
@@ -57,7 +58,7 @@ async fn an_unknown_user_costs_one_password_check_like_a_wrong_password() {
     for username in ["tim", "nobody-by-that-name"] {
         let before = app.state.hasher.checked();
         let r = app.login_reply(username, "wrong-password-1").await;
-        assert_eq!(r.status, 401, "{}", r.text);
+        assert_status(&r, 401);
         assert_eq!(app.state.hasher.checked() - before, 1, "{username}");
     }
 }
@@ -71,7 +72,7 @@ async fn inactive_user_cannot_log_in() {
         client.execute("UPDATE users SET active = false WHERE id = $1", &[&id]).await.unwrap();
     }
     let r = app.login_reply("xena", USER_PASSWORD).await;
-    assert_eq!(r.status, 401, "{}", r.text);
+    assert_status(&r, 401);
     assert_eq!(r.body, json!({ "message": "Invalid credentials" }));
 }
 
@@ -103,7 +104,7 @@ async fn profile_returns_the_current_user() {
     let app = spawn_relaxed().await;
     let main = app.main_branch().await;
     let r = reply(app.request(Method::GET, PROFILE, None)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let data = &r.body["data"];
     assert_eq!(data["id"], app.admin_id().await);
     assert_eq!(data["username"], "admin");
@@ -115,7 +116,7 @@ async fn profile_returns_the_current_user() {
     let branch = app.create_branch("PROF").await;
     let (id, token) = api_user(&app, "yusuf", "nurse", &[branch]).await;
     let r = reply(app.request_as(&token, Method::GET, PROFILE, None)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let data = &r.body["data"];
     assert_eq!(data["id"], id);
     assert_eq!(data["name"], "User yusuf");
@@ -139,27 +140,27 @@ async fn profile_update_validates_and_persists() {
     assert_invalid(&reply(put(json!({ "name": "Zara Z", "email": "other@example.test" }))).await, &["email"]);
     assert_invalid(&reply(put(json!({ "name": "Zara Z", "email": "OTHER@Example.TEST" }))).await, &["email"]);
     // Nothing changed so far.
-    let (_, body) = send(app.request_as(&token, Method::GET, PROFILE, None)).await;
-    assert_eq!(body["data"]["name"], "zara");
-    assert_eq!(body["data"]["email"], "zara@example.test");
+    let r = reply(app.request_as(&token, Method::GET, PROFILE, None)).await;
+    assert_eq!(r.body["data"]["name"], "zara");
+    assert_eq!(r.body["data"]["email"], "zara@example.test");
 
     let r = reply(put(json!({ "name": "Zara Zed", "email": "zara.zed@example.test" }))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"]["id"], id);
     assert_eq!(r.body["data"]["name"], "Zara Zed");
     assert_eq!(r.body["data"]["email"], "zara.zed@example.test");
     assert_eq!(r.body["data"]["username"], "zara", "the username is not changed by the profile");
 
-    let (_, body) = send(app.request_as(&token, Method::GET, PROFILE, None)).await;
-    assert_eq!(body["data"]["name"], "Zara Zed");
-    assert_eq!(body["data"]["email"], "zara.zed@example.test");
+    let r = reply(app.request_as(&token, Method::GET, PROFILE, None)).await;
+    assert_eq!(r.body["data"]["name"], "Zara Zed");
+    assert_eq!(r.body["data"]["email"], "zara.zed@example.test");
     let r = app.login_reply("zara", USER_PASSWORD).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"]["user"]["name"], "Zara Zed");
     assert_eq!(r.body["data"]["user"]["email"], "zara.zed@example.test");
     // Keeping one's own e-mail is no conflict.
     let r = reply(put(json!({ "name": "Zara Zee", "email": "zara.zed@example.test" }))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -180,25 +181,25 @@ async fn switch_branch_validates_checks_access_and_changes_the_default() {
     assert_invalid(&reply(switch(json!({ "branch_id": null }))).await, &["branch_id"]);
 
     let r = reply(switch(json!({ "branch_id": west }))).await;
-    assert_eq!(r.status, 403, "a branch not granted: {}", r.text);
+    assert_status(&r, 403); // a branch not granted
     let r = reply(switch(json!({ "branch_id": 987_654 }))).await;
-    assert_eq!(r.status, 403, "a branch that does not exist: {}", r.text);
-    let (_, body) = send(app.request_as(&token, Method::GET, PROFILE, None)).await;
-    assert_eq!(body["data"]["default_branch_id"], main, "refusals change nothing");
+    assert_status(&r, 403); // a branch that does not exist
+    let r = reply(app.request_as(&token, Method::GET, PROFILE, None)).await;
+    assert_eq!(r.body["data"]["default_branch_id"], main, "refusals change nothing");
 
     let r = reply(switch(json!({ "branch_id": east }))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert!(r.body["message"].as_str().is_some_and(|m| !m.is_empty()), "{}", r.text);
-    let (_, body) = send(app.request_as(&token, Method::GET, PROFILE, None)).await;
-    assert_eq!(body["data"]["default_branch_id"], east);
+    let r = reply(app.request_as(&token, Method::GET, PROFILE, None)).await;
+    assert_eq!(r.body["data"]["default_branch_id"], east);
     let r = app.login_reply("sam", USER_PASSWORD).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"]["user"]["default_branch_id"], east);
     // And back.
     let r = reply(switch(json!({ "branch_id": main }))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
-    let (_, body) = send(app.request_as(&token, Method::GET, PROFILE, None)).await;
-    assert_eq!(body["data"]["default_branch_id"], main);
+    assert_status(&r, 200);
+    let r = reply(app.request_as(&token, Method::GET, PROFILE, None)).await;
+    assert_eq!(r.body["data"]["default_branch_id"], main);
 }
 
 #[tokio::test]
@@ -208,10 +209,10 @@ async fn switching_to_an_archived_branch_is_403() {
     let old = app.create_branch("OLD").await;
     let (_, token) = api_user(&app, "tina", "nurse", &[main, old]).await;
     let r = reply(app.request(Method::DELETE, &format!("/api/v1/branches/{old}"), None)).await;
-    assert_eq!(r.status, 200, "archive: {}", r.text);
+    assert_status(&r, 200); // archive
     let r =
         reply(app.request_as(&token, Method::POST, SWITCH, None).json(&json!({ "branch_id": old }))).await;
-    assert_eq!(r.status, 403, "{}", r.text);
+    assert_status(&r, 403);
 }
 
 #[tokio::test]
@@ -224,7 +225,7 @@ async fn my_branches_lists_only_granted_active_branches() {
     let (_, token) = api_user(&app, "uma", "nurse", &[main, b1, b2]).await;
 
     let r = reply(app.request_as(&token, Method::GET, MY_BRANCHES, None)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(ids_of(&r.body["data"]), BTreeSet::from([main, b1, b2]), "{}", r.text);
     let one = r.body["data"].as_array().unwrap().iter().find(|b| b["id"] == b1).unwrap();
     assert_eq!(one["code"], "BONE");
@@ -232,9 +233,9 @@ async fn my_branches_lists_only_granted_active_branches() {
     assert!(!ids_of(&r.body["data"]).contains(&b3));
 
     let r = reply(app.request(Method::DELETE, &format!("/api/v1/branches/{b2}"), None)).await;
-    assert_eq!(r.status, 200, "archive: {}", r.text);
+    assert_status(&r, 200); // archive
     let r = reply(app.request_as(&token, Method::GET, MY_BRANCHES, None)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(ids_of(&r.body["data"]), BTreeSet::from([main, b1]), "archived branch left: {}", r.text);
     let r = app.login_reply("uma", USER_PASSWORD).await;
     assert_eq!(ids_of(&r.body["data"]["branches"]), BTreeSet::from([main, b1]), "{}", r.text);
@@ -256,13 +257,13 @@ async fn logout_revokes_only_the_presented_token() {
     let second = app.login("lou", USER_PASSWORD).await;
     // Both are cached as valid before the logout, on an auth route and on a branch route.
     for token in [&first, &second] {
-        assert_eq!(status_of(&app, token).await, 200);
+        assert_status(&app.profile_as(token).await, 200);
         let r = reply(app.request_as(token, Method::GET, PATIENTS, Some(main))).await;
-        assert_eq!(r.status, 200, "{}", r.text);
+        assert_status(&r, 200);
     }
 
     let r = reply(app.request_as(&first, Method::POST, LOGOUT, None)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert!(r.body["message"].as_str().is_some_and(|m| !m.is_empty()), "{}", r.text);
 
     let r = reply(app.request_as(&first, Method::GET, PROFILE, None)).await;
@@ -271,12 +272,12 @@ async fn logout_revokes_only_the_presented_token() {
     assert_error(&r, 401, "unauthenticated");
     let r = reply(app.request_as(&first, Method::POST, LOGOUT, None)).await;
     assert_error(&r, 401, "unauthenticated");
-    assert_eq!(status_of(&app, &second).await, 200, "the user's other token still works");
+    assert_status(&app.profile_as(&second).await, 200); // the user's other token still works
     let r = reply(app.request_as(&second, Method::GET, PATIENTS, Some(main))).await;
-    assert_eq!(r.status, 200, "the user's other token still works in a branch: {}", r.text);
-    assert_eq!(status_of(&app, &app.admin_token).await, 200, "other users are untouched");
+    assert_status(&r, 200); // the user's other token still works in a branch
+    assert_status(&app.profile_as(&app.admin_token).await, 200); // other users are untouched
     let r = app.get(PATIENTS, Some(main)).await;
-    assert_eq!(r.status, 200, "other users are untouched in a branch: {}", r.text);
+    assert_status(&r, 200); // other users are untouched in a branch
     let (first_id, _) = first.split_once('|').unwrap();
     let client = app.state.registry.get().await.unwrap();
     let left: i64 = client
@@ -308,9 +309,9 @@ async fn tokens_expire_after_the_configured_expiry() {
     let token = app.login("admin", crate::support::ADMIN_PASSWORD).await;
     let id: i64 = token.split_once('|').unwrap().0.parse().unwrap();
     let r = reply(app.request_as(&token, Method::GET, PROFILE, None)).await;
-    assert_eq!(r.status, 200, "a fresh token works: {}", r.text);
+    assert_status(&r, 200); // a fresh token works
     let r = reply(app.request_as(&token, Method::GET, PATIENTS, Some(main))).await;
-    assert_eq!(r.status, 200, "a fresh token works in a branch: {}", r.text);
+    assert_status(&r, 200); // a fresh token works in a branch
     {
         let client = app.state.registry.get().await.unwrap();
         let seconds: f64 = client
@@ -340,7 +341,7 @@ async fn tokens_expire_after_the_configured_expiry() {
     assert_error(&r, 401, "unauthenticated");
     let r = reply(app.request_as(&token, Method::GET, PATIENTS, Some(main))).await;
     assert_error(&r, 401, "unauthenticated");
-    assert_eq!(status_of(&app, &app.admin_token).await, 200, "another token keeps its own expiry");
+    assert_status(&app.profile_as(&app.admin_token).await, 200); // another token keeps its own expiry
 }
 
 #[tokio::test]

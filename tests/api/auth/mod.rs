@@ -4,12 +4,12 @@
 //!
 //! The helpers shared by the topics are here; the tests are in the modules below, one topic each.
 
-use std::collections::{BTreeSet, HashSet};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::support::smtp::{SmtpReceiver, reset_code_in};
-use crate::support::{Reply, TestApp, assert_error, assert_invalid, reply, send};
+use crate::support::mail::{MailDrop, spawn_with_smtp};
+use crate::support::smtp::reset_code_in;
+use crate::support::{Reply, TestApp, assert_error, assert_invalid, assert_status, reply};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -68,7 +68,7 @@ async fn api_user(app: &TestApp, username: &str, role: &str, branches: &[i64]) -
         let client = app.state.registry.get().await.unwrap();
         client.query_one("SELECT id FROM roles WHERE name = $1", &[&role]).await.unwrap().get(0)
     };
-    let (status, body) = send(app.request(Method::POST, "/api/v1/users", None).json(&json!({
+    let r = reply(app.request(Method::POST, "/api/v1/users", None).json(&json!({
         "name": format!("User {username}"),
         "email": format!("{username}@example.test"),
         "username": username,
@@ -77,8 +77,8 @@ async fn api_user(app: &TestApp, username: &str, role: &str, branches: &[i64]) -
         "branch_ids": branches,
     })))
     .await;
-    assert_eq!(status, 201, "create user {username}: {body}");
-    let id = body["data"]["id"].as_i64().unwrap();
+    assert_status(&r, 201);
+    let id = r.body["data"]["id"].as_i64().unwrap();
     (id, app.login(username, USER_PASSWORD).await)
 }
 
@@ -90,70 +90,8 @@ fn ids_of(list: &Value) -> BTreeSet<i64> {
         .collect()
 }
 
-/// A fresh directory under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let dir = std::env::temp_dir()
-            .join(format!("clinic-auth-test-{}", &clinic_server::security::tokens::random_secret()[..16]));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Waits (up to 10 s) for a mail file in `<var_dir>/mail` not in `seen`, holding a code;
-/// returns (file text, code).
-async fn next_mail(var_dir: &Path, seen: &mut HashSet<PathBuf>) -> (String, String) {
-    let dir = var_dir.join("mail");
-    let started = std::time::Instant::now();
-    loop {
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            let mut fresh: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "eml") && !seen.contains(p))
-                .collect();
-            fresh.sort();
-            if let Some(path) = fresh.first() {
-                let text = std::fs::read_to_string(path).unwrap_or_default();
-                if let Some(code) = reset_code_in(&text) {
-                    seen.insert(path.clone());
-                    return (text, code);
-                }
-            }
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "no reset mail appeared in {} within 10 s",
-            dir.display()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn eml_count(var_dir: &Path) -> usize {
-    std::fs::read_dir(var_dir.join("mail"))
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter(|e| e.path().extension().is_some_and(|x| x == "eml"))
-                .count()
-        })
-        .unwrap_or(0)
-}
-
 /// Some other 6-digit code.
 fn wrong_code(code: &str) -> String {
     let n: u32 = code.parse().unwrap();
     format!("{:06}", (n + 1) % 1_000_000)
-}
-
-async fn status_of(app: &TestApp, token: &str) -> u16 {
-    reply(app.request_as(token, Method::GET, PROFILE, None)).await.status
 }

@@ -202,7 +202,10 @@ async fn the_same_idempotency_key_sent_twice_at_once_creates_one_row() {
     assert_eq!(till.count().await, 1);
     // A burst of the same request: one write, every other answer a replay of it.
     let burst = join_all((0..8).map(|_| send("pay-burst", payment("12")))).await;
-    assert!(burst.iter().all(|r| r.status == 201 && r.body == burst[0].body), "one answer for all");
+    for r in &burst {
+        assert_status(r, 201);
+        assert_eq!(r.body, burst[0].body, "one answer for all");
+    }
     let fresh = burst.iter().filter(|r| r.header("idempotent-replayed").is_none()).count();
     assert_eq!(fresh, 1);
     assert_eq!(till.count().await, 2);

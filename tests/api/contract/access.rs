@@ -1,6 +1,7 @@
 //! Access: tokens, login and logout, rate limits, the branch header and permissions.
 
 use super::*;
+use crate::support::assert_status;
 
 // ---------------------------------------------------------------------------------------
 // Authentication
@@ -45,7 +46,7 @@ async fn garbage_or_wrong_tokens_are_401() {
     assert_error(&r, 401, "unauthenticated");
     // The genuine token still works.
     let r = list_patients(&app, main, "").await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
 }
 
 #[tokio::test]
@@ -54,7 +55,7 @@ async fn login_returns_user_token_and_branches() {
     let main = app.main_branch().await;
     let admin = app.admin_id().await;
     let r = app.login_reply("admin", crate::support::ADMIN_PASSWORD).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert!(r.body["message"].as_str().is_some_and(|m| !m.is_empty()));
     let data = &r.body["data"];
     let user = &data["user"];
@@ -74,7 +75,7 @@ async fn login_returns_user_token_and_branches() {
     assert!(main_entry["name"].as_str().is_some_and(|n| !n.is_empty()));
     // The token works.
     let r = reply(app.request_as(token, Method::GET, PATIENTS, Some(main))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,7 +100,7 @@ async fn logout_revokes_the_token_on_every_instance() {
     let logout = reply(app.request_as(&token, Method::POST, "/api/v1/auth/logout", None)).await;
     let started = std::time::Instant::now();
     let mut after = reply(on_other(&token)).await;
-    while after.status == 200 && started.elapsed() < std::time::Duration::from_secs(2) {
+    while after.status == 200 && started.elapsed() < crate::support::SOON {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         after = reply(on_other(&token)).await;
     }
@@ -107,10 +108,10 @@ async fn logout_revokes_the_token_on_every_instance() {
     running.handle.stop_forceful();
     running.task.abort();
     state.shutdown();
-    assert_eq!(warm.status, 200, "{}", warm.text);
-    assert_eq!(logout.status, 200, "{}", logout.text);
+    assert_status(&warm, 200);
+    assert_status(&logout, 200);
     assert_error(&after, 401, "unauthenticated");
-    assert_eq!(still_valid.status, 200, "other tokens keep working there: {}", still_valid.text);
+    assert_status(&still_valid, 200); // other tokens keep working there
 }
 
 #[tokio::test]
@@ -118,9 +119,9 @@ async fn login_is_rate_limited_per_client_ip() {
     // The harness logged in once already: that is the first of three.
     let app = TestApp::spawn_with(|s| s.rate_limit_login = 3).await;
     let r = app.login_reply("admin", "wrong-password").await;
-    assert_eq!(r.status, 401, "{}", r.text);
+    assert_status(&r, 401);
     let r = app.login_reply("admin", crate::support::ADMIN_PASSWORD).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let r = app.login_reply("admin", crate::support::ADMIN_PASSWORD).await;
     assert_error(&r, 429, "rate_limited");
     let retry_after: u64 =
@@ -140,7 +141,7 @@ async fn login_is_rate_limited_per_client_ip() {
     assert_error(&r, 429, "rate_limited");
     // The API itself is not affected by the login limit.
     let main = app.main_branch().await;
-    assert_eq!(list_patients(&app, main, "").await.status, 200);
+    assert_status(&list_patients(&app, main, "").await, 200);
 }
 
 #[tokio::test]
@@ -149,7 +150,7 @@ async fn api_requests_are_rate_limited_per_user() {
     let main = app.main_branch().await;
     for i in 1..=5 {
         let r = list_patients(&app, main, "").await;
-        assert_eq!(r.status, 200, "request {i}: {}", r.text);
+        assert_status(&r, 200);
         assert_eq!(r.header("x-ratelimit-limit"), Some("5"), "request {i}");
         assert_eq!(r.header("x-ratelimit-remaining"), Some((5 - i).to_string().as_str()), "request {i}");
     }
@@ -162,7 +163,7 @@ async fn api_requests_are_rate_limited_per_user() {
     // Per user: someone else is not limited by the admin's requests.
     let (_, other) = app.create_user("clerk", &["receptionist"], &[main]).await;
     let r = reply(app.request_as(&other, Method::GET, PATIENTS, Some(main))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -188,7 +189,7 @@ async fn branch_header_that_is_not_an_id_is_400() {
     let app = TestApp::spawn().await;
     for bad in ["abc", "1.5", "0", "-3", "1; DROP SCHEMA x"] {
         let r = reply(app.request(Method::GET, PATIENTS, None).header("x-branch-id", bad)).await;
-        assert_eq!(r.status, 400, "X-Branch-Id {bad:?}: {}", r.text);
+        assert_status(&r, 400);
         assert!(r.body["message"].as_str().is_some() && r.body["code"].as_str().is_some(), "{}", r.body);
     }
 }
@@ -200,21 +201,21 @@ async fn branch_not_granted_and_nonexistent_branch_are_403_alike() {
     let other = app.create_branch("OTHER").await;
     let (_, nurse) = app.create_user("nurse1", &["nurse"], &[main]).await;
     let r = reply(app.request_as(&nurse, Method::GET, PATIENTS, Some(main))).await;
-    assert_eq!(r.status, 200, "granted branch: {}", r.text);
+    assert_status(&r, 200); // granted branch
     let denied = reply(app.request_as(&nurse, Method::GET, PATIENTS, Some(other))).await;
-    assert_eq!(denied.status, 403, "{}", denied.text);
+    assert_status(&denied, 403);
     assert!(denied.body["message"].as_str().is_some() && denied.body["code"].as_str().is_some());
     let unknown = reply(app.request_as(&nurse, Method::GET, PATIENTS, Some(987_654))).await;
-    assert_eq!(unknown.status, 403, "{}", unknown.text);
+    assert_status(&unknown, 403);
     assert_eq!(unknown.body, denied.body, "unknown and not granted must be indistinguishable");
     let r = reply(app.request(Method::GET, PATIENTS, Some(987_654))).await;
-    assert_eq!(r.status, 403, "even the admin: {}", r.text);
+    assert_status(&r, 403); // even the admin
     // Writing there is refused too.
     let r = reply(app.request_as(&nurse, Method::POST, PATIENTS, Some(other)).json(&json!({
         "first_name": "A", "last_name": "B", "birth_date": "1980-01-02", "sex": "female",
     })))
     .await;
-    assert_eq!(r.status, 403, "{}", r.text);
+    assert_status(&r, 403);
     assert_eq!(list_patients(&app, other, "").await.body["meta"]["total"], 0);
 }
 
@@ -224,7 +225,7 @@ async fn archived_branch_is_403() {
     let branch = app.create_branch("ARCH").await;
     // Served (and cached) while active.
     let r = list_patients(&app, branch, "").await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     {
         let client = app.state.registry.get().await.unwrap();
         client.execute("UPDATE branches SET status = 'archived' WHERE id = $1", &[&branch]).await.unwrap();
@@ -232,11 +233,11 @@ async fn archived_branch_is_403() {
     clinic_server::notify::Invalidate::invalidate(&*app.state, clinic_server::notify::Topic::Branch(branch))
         .await;
     let r = list_patients(&app, branch, "").await;
-    assert_eq!(r.status, 403, "{}", r.text);
+    assert_status(&r, 403);
     assert!(r.body["message"].as_str().is_some() && r.body["code"].as_str().is_some(), "{}", r.body);
     // Other branches keep serving.
     let main = app.main_branch().await;
-    assert_eq!(list_patients(&app, main, "").await.status, 200);
+    assert_status(&list_patients(&app, main, "").await, 200);
 }
 
 #[tokio::test]
@@ -263,10 +264,10 @@ async fn cashier_may_read_patients_but_not_write_them() {
     let (_, cashier) = app.create_user("cash1", &["cashier"], &[main]).await;
 
     let r = reply(app.request_as(&cashier, Method::GET, PATIENTS, Some(main))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["meta"]["total"], 1);
     let r = reply(app.request_as(&cashier, Method::GET, &path, Some(main))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
 
     let r = reply(app.request_as(&cashier, Method::POST, PATIENTS, Some(main)).json(&json!({
         "first_name": "New", "last_name": "One", "birth_date": "1980-01-02", "sex": "male",
@@ -294,6 +295,6 @@ async fn receptionist_may_create_patients() {
         "first_name": "Walk", "last_name": "In", "birth_date": "1990-03-04", "sex": "male",
     })))
     .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     assert_eq!(r.body["data"]["last_name"], "In");
 }

@@ -2,6 +2,7 @@
 //! with its absolute links.
 
 use super::*;
+use crate::support::assert_status;
 
 // ---------------------------------------------------------------------------------------
 // Envelopes
@@ -18,7 +19,7 @@ async fn create_answers_201_with_message_data_etag_and_location() {
         "sex": "female",
     })))
     .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     assert!(r.body["message"].as_str().is_some_and(|m| !m.is_empty()), "{}", r.body);
     let data = &r.body["data"];
     let id = id_of(data);
@@ -33,11 +34,11 @@ async fn create_answers_201_with_message_data_etag_and_location() {
     assert!(location.ends_with(&format!("/api/v1/patients/{id}")), "Location {location}");
     // The Location names the record just created.
     let target = if location.starts_with("http") { location.to_owned() } else { app.url(location) };
-    let (status, fetched) =
-        send(app.http.get(target).bearer_auth(&app.admin_token).header("x-branch-id", main.to_string()))
+    let fetched =
+        reply(app.http.get(target).bearer_auth(&app.admin_token).header("x-branch-id", main.to_string()))
             .await;
-    assert_eq!(status, 200, "{fetched}");
-    assert_eq!(fetched["data"]["id"], id);
+    assert_status(&fetched, 200);
+    assert_eq!(fetched.body["data"]["id"], id);
 }
 
 #[tokio::test]
@@ -48,7 +49,7 @@ async fn get_and_update_answer_200_with_message_and_data() {
     let id = id_of(&patient);
 
     let r = reply(app.request(Method::GET, &format!("{PATIENTS}/{id}"), Some(main))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert!(r.body["message"].as_str().is_some_and(|m| !m.is_empty()), "{}", r.body);
     assert_eq!(r.body["data"]["id"], id);
     assert_eq!(r.body["data"]["first_name"], "Ben");
@@ -60,15 +61,15 @@ async fn get_and_update_answer_200_with_message_and_data() {
             .json(&json!({ "first_name": "Benjamin", "civil_status": "married" })),
     )
     .await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert!(r.body["message"].as_str().is_some_and(|m| !m.is_empty()), "{}", r.body);
     assert_eq!(r.body["data"]["id"], id);
     assert_eq!(r.body["data"]["first_name"], "Benjamin");
     assert_eq!(r.body["data"]["civil_status"], "married");
     assert_eq!(r.body["data"]["last_name"], "Reyes", "fields not sent are kept");
 
-    let (_, again) = send(app.request(Method::GET, &format!("{PATIENTS}/{id}"), Some(main))).await;
-    assert_eq!(again["data"]["first_name"], "Benjamin", "the update was stored");
+    let r = reply(app.request(Method::GET, &format!("{PATIENTS}/{id}"), Some(main))).await;
+    assert_eq!(r.body["data"]["first_name"], "Benjamin", "the update was stored");
 }
 
 #[tokio::test]
@@ -80,7 +81,7 @@ async fn delete_answers_200_message_then_the_record_is_404() {
     let id = id_of(&patient);
 
     let r = reply(app.request(Method::DELETE, &format!("{PATIENTS}/{id}"), Some(main))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let body = r.body.as_object().expect("JSON object");
     assert!(body.get("message").and_then(Value::as_str).is_some_and(|m| !m.is_empty()), "{}", r.body);
     assert!(body.get("data").is_none(), "delete answers {{message}} only: {}", r.body);
@@ -110,7 +111,7 @@ async fn list_envelope_has_absolute_links_keeping_the_query_and_page_meta() {
     let prefix = format!("{}{PATIENTS}?", app.base);
 
     let r = list_patients(&app, main, "filters[sex]=female&perPage=2").await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let keys: BTreeSet<&str> = r.body.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(keys, BTreeSet::from(["data", "links", "meta"]), "{}", r.body);
     assert_eq!(column(&r.body, "first_name"), vec!["F1", "F2"]);
@@ -144,7 +145,7 @@ async fn list_envelope_has_absolute_links_keeping_the_query_and_page_meta() {
             .header("x-branch-id", main.to_string()),
     )
     .await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(column(&r.body, "first_name"), vec!["F3"]);
     let meta = &r.body["meta"];
     assert_eq!(
@@ -158,7 +159,7 @@ async fn list_envelope_has_absolute_links_keeping_the_query_and_page_meta() {
 
     // A page beyond the end is empty, with from/to null.
     let r = list_patients(&app, main, "filters[sex]=female&perPage=2&page=5").await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"], json!([]));
     let meta = &r.body["meta"];
     assert!(meta["from"].is_null() && meta["to"].is_null(), "from/to on an empty page: {meta}");
@@ -169,7 +170,7 @@ async fn list_envelope_has_absolute_links_keeping_the_query_and_page_meta() {
 
     // No match at all: one (empty) page.
     let r = list_patients(&app, main, "filters[sex]=unknown").await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let meta = &r.body["meta"];
     assert_eq!(meta["total"], 0);
     assert_eq!(meta["last_page"], 1);
@@ -190,7 +191,7 @@ async fn list_links_ignore_forwarded_headers_from_untrusted_peers() {
             .header("x-forwarded-proto", "https"),
     )
     .await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let prefix = format!("{}{PATIENTS}?", app.base);
     for name in ["first", "last", "next"] {
         let link = r.body["links"][name].as_str().unwrap();

@@ -1,6 +1,7 @@
 //! Health (public, 503 when a database is unreachable) and the documentation pages.
 
 use super::*;
+use crate::support::assert_status;
 
 // ---------------------------------------------------------------------------------------
 // Health
@@ -10,7 +11,7 @@ use super::*;
 async fn health_is_public_and_reports_the_registry_up() {
     let app = TestApp::spawn().await;
     let r = reply(app.http.get(app.url("/api/v1/public/health"))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert!(r.body["message"].as_str().is_some());
     assert_eq!(r.body["data"]["registry"], "up");
 }
@@ -24,7 +25,7 @@ async fn health_is_503_json_when_the_registry_is_unreachable() {
     let took = started.elapsed();
     // Let the harness drop the database whatever happened above.
     app.database_reachable(true).await;
-    assert_eq!(r.status, 503, "{}", r.text);
+    assert_status(&r, 503);
     assert!(r.header("content-type").unwrap_or_default().starts_with("application/json"));
     assert!(r.body["message"].as_str().is_some_and(|m| !m.is_empty()), "{}", r.body);
     assert!(r.body["code"].as_str().is_some_and(|c| !c.is_empty()), "{}", r.body);
@@ -37,7 +38,7 @@ async fn health_is_503_json_when_the_registry_is_unreachable() {
 async fn an_unreachable_database_is_a_503_with_retry_after() {
     let app = TestApp::spawn().await;
     let branch = app.main_branch().await;
-    assert_eq!(app.get("/api/v1/patients", Some(branch)).await.status, 200);
+    assert_status(&app.get("/api/v1/patients", Some(branch)).await, 200);
     app.database_reachable(false).await;
     let read = app.get("/api/v1/patients", Some(branch)).await;
     let write = app
@@ -53,7 +54,7 @@ async fn an_unreachable_database_is_a_503_with_retry_after() {
         assert!(r.header("retry-after").is_some_and(|s| s.parse::<u32>().is_ok()), "{:?}", r.headers);
     }
     let again = app.get("/api/v1/patients", Some(branch)).await;
-    assert_eq!(again.status, 200, "{}", again.text);
+    assert_status(&again, 200);
     assert_eq!(again.body["meta"]["total"], 0, "the refused write wrote nothing");
 }
 
@@ -65,7 +66,7 @@ async fn an_unreachable_database_is_a_503_with_retry_after() {
 async fn openapi_document_describes_bearer_auth_the_branch_header_and_login() {
     let app = TestApp::spawn().await;
     let r = reply(app.http.get(app.url("/docs/api/openapi.json"))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let doc = &r.body;
     assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")), "openapi: {}", doc["openapi"]);
     let scheme = &doc["components"]["securitySchemes"]["bearerAuth"];
@@ -148,7 +149,7 @@ async fn docs_page_and_its_assets_load_nothing_from_other_hosts() {
     let page_url = Url::parse(&app.url("/docs/api/")).unwrap();
     let host = page_url.host_str().unwrap().to_owned();
     let r = reply(app.http.get(page_url.clone())).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert!(
         r.header("content-type").unwrap_or_default().starts_with("text/html"),
         "{:?}",
@@ -175,7 +176,7 @@ async fn docs_page_and_its_assets_load_nothing_from_other_hosts() {
     for asset in assets {
         assert_eq!(asset.host_str(), Some(host.as_str()), "asset from another host: {asset}");
         let r = reply(app.http.get(asset.clone())).await;
-        assert_eq!(r.status, 200, "{asset} is not served");
+        assert_status(&r, 200);
         if asset.path().ends_with(".css") {
             // Stylesheets may only pull data: URLs or same-host files.
             for part in r.text.split("url(").skip(1).chain(r.text.split("@import").skip(1)) {

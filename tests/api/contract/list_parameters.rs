@@ -2,6 +2,7 @@
 //! parameter when bad.
 
 use super::*;
+use crate::support::assert_status;
 
 // ---------------------------------------------------------------------------------------
 // List parameters
@@ -17,7 +18,7 @@ async fn list_defaults_to_page_1_of_15_sorted_by_last_name_ascending() {
         new_patient(&app, main, &format!("First{k:02}"), &format!("Last{k:02}"), "female").await;
     }
     let r = list_patients(&app, main, "").await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let meta = &r.body["meta"];
     assert_eq!(meta["per_page"], 15);
     assert_eq!(meta["current_page"], 1);
@@ -40,7 +41,7 @@ async fn per_page_outside_1_to_100_or_not_a_number_is_422_on_per_page() {
     }
     for good in ["1", "100"] {
         let r = list_patients(&app, main, &format!("perPage={good}")).await;
-        assert_eq!(r.status, 200, "perPage={good}: {}", r.text);
+        assert_status(&r, 200);
         assert_eq!(r.body["meta"]["per_page"].to_string(), good);
     }
 }
@@ -108,7 +109,7 @@ async fn search_matches_names_case_insensitively_and_pins() {
     new_patient(&app, main, "Mariana", "Lopez", "female").await;
 
     let r = list_patients(&app, main, "search=sAnToS").await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(column(&r.body, "last_name"), vec!["Santos"]);
     assert_eq!(r.body["meta"]["total"], 1);
 
@@ -129,7 +130,7 @@ async fn search_matches_names_case_insensitively_and_pins() {
 
     // LIKE wildcards are matched literally.
     let r = list_patients(&app, main, "search=%25").await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["meta"]["total"], 0, "a % in the search is not a wildcard");
 }
 
@@ -141,7 +142,7 @@ async fn filter_by_sex_returns_only_that_sex() {
         new_patient(&app, main, "X", last, sex).await;
     }
     let r = list_patients(&app, main, "filters[sex]=female").await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(column(&r.body, "last_name"), vec!["A", "C"]);
     assert!(column(&r.body, "sex").iter().all(|s| s == "female"));
     assert_eq!(r.body["meta"]["total"], 2);
@@ -177,7 +178,7 @@ async fn empty_filter_value_is_ignored() {
     new_patient(&app, main, "A", "One", "female").await;
     new_patient(&app, main, "B", "Two", "male").await;
     let r = list_patients(&app, main, "filters[sex]=&filters[status]=").await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["meta"]["total"], 2);
 }
 
@@ -193,7 +194,7 @@ async fn pages_are_disjoint_and_together_hold_every_row() {
     let mut seen = Vec::new();
     for (page, expected_len) in [(1, 3), (2, 3), (3, 1)] {
         let r = list_patients(&app, main, &format!("perPage=3&page={page}")).await;
-        assert_eq!(r.status, 200, "{}", r.text);
+        assert_status(&r, 200);
         let page_ids = ids(&r.body);
         assert_eq!(page_ids.len(), expected_len, "page {page}: {}", r.body);
         assert_eq!(r.body["meta"]["last_page"], 3);

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::{Reply, TestApp, assert_error, assert_invalid, column, id_of, ids, reply, send};
+use crate::support::{
+    Reply, TestApp, assert_error, assert_invalid, assert_status, column, id_of, ids, reply,
+};
 use reqwest::{Method, Url};
 use serde_json::{Value, json};
 
@@ -20,15 +22,15 @@ const PATIENTS: &str = "/api/v1/patients";
 const LOGIN: &str = "/api/v1/auth/login";
 
 async fn new_patient(app: &TestApp, branch: i64, first: &str, last: &str, sex: &str) -> Value {
-    let (status, body) = send(app.request(Method::POST, PATIENTS, Some(branch)).json(&json!({
+    let r = reply(app.request(Method::POST, PATIENTS, Some(branch)).json(&json!({
         "first_name": first,
         "last_name": last,
         "birth_date": "1985-06-15",
         "sex": sex,
     })))
     .await;
-    assert_eq!(status, 201, "create patient: {body}");
-    body["data"].clone()
+    assert_status(&r, 201);
+    r.body["data"].clone()
 }
 
 async fn list_patients(app: &TestApp, branch: i64, query: &str) -> Reply {
@@ -46,11 +48,11 @@ fn param<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
 }
 
 async fn new_visit(app: &TestApp, branch: i64, patient: i64) -> i64 {
-    let (status, body) = send(
+    let r = reply(
         app.request(Method::POST, "/api/v1/patient-visits", Some(branch))
             .json(&json!({ "patient_id": patient, "visit_date": "2026-01-05" })),
     )
     .await;
-    assert_eq!(status, 201, "create visit: {body}");
-    id_of(&body["data"])
+    assert_status(&r, 201);
+    id_of(&r.body["data"])
 }

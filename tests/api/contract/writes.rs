@@ -1,6 +1,7 @@
 //! Writes: ETag concurrency, audited writes and reads, and the complaint rules.
 
 use super::*;
+use crate::support::assert_status;
 
 // ---------------------------------------------------------------------------------------
 // Concurrency
@@ -21,7 +22,7 @@ async fn update_with_the_current_etag_succeeds_and_changes_the_etag() {
             .json(&json!({ "first_name": "Ann" })),
     )
     .await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(r.body["data"]["first_name"], "Ann");
     let bumped = r.header("etag").expect("ETag on update").to_owned();
     assert_ne!(bumped, etag);
@@ -35,7 +36,7 @@ async fn update_with_the_current_etag_succeeds_and_changes_the_etag() {
             .json(&json!({ "first_name": "Anna" })),
     )
     .await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
 }
 
 #[tokio::test]
@@ -48,7 +49,7 @@ async fn update_or_delete_with_a_stale_etag_is_412_and_changes_nothing() {
         reply(app.request(Method::GET, &path, Some(main))).await.header("etag").expect("ETag").to_owned();
     // Someone else edits first.
     let r = reply(app.request(Method::PUT, &path, Some(main)).json(&json!({ "first_name": "Other" }))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let current = r.header("etag").expect("ETag").to_owned();
 
     let r = reply(
@@ -62,7 +63,7 @@ async fn update_or_delete_with_a_stale_etag_is_412_and_changes_nothing() {
     assert_error(&r, 412, "precondition_failed");
 
     let r = reply(app.request(Method::GET, &path, Some(main))).await;
-    assert_eq!(r.status, 200, "the record still exists: {}", r.text);
+    assert_status(&r, 200); // the record still exists
     assert_eq!(r.body["data"]["first_name"], "Other");
     assert_eq!(r.header("etag"), Some(current.as_str()));
 }
@@ -76,13 +77,13 @@ async fn concurrent_creates_get_distinct_well_formed_pins() {
         let req = app.request(Method::POST, PATIENTS, Some(main)).json(&json!({
             "first_name": format!("P{i}"), "last_name": "Rush", "birth_date": "1980-01-02", "sex": "male",
         }));
-        tasks.push(tokio::spawn(send(req)));
+        tasks.push(tokio::spawn(reply(req)));
     }
     let mut pins = Vec::new();
     for task in tasks {
-        let (status, body) = task.await.unwrap();
-        assert_eq!(status, 201, "{body}");
-        pins.push(body["data"]["pin"].as_str().expect("pin").to_owned());
+        let r = task.await.unwrap();
+        assert_status(&r, 201);
+        pins.push(r.body["data"]["pin"].as_str().expect("pin").to_owned());
     }
     let mut numbers = BTreeSet::new();
     for pin in &pins {
@@ -108,23 +109,22 @@ async fn complaint_writes_are_audited_with_before_and_after() {
     let admin = app.admin_id().await;
     let patient = id_of(&new_patient(&app, main, "Ana", "Cruz", "female").await);
     let visit = new_visit(&app, main, patient).await;
-    let (status, body) = send(
+    let r = reply(
         app.request(Method::POST, "/api/v1/complaints", Some(main))
             .json(&json!({ "patient_visit_id": visit, "complaint": "Blurred vision" })),
     )
     .await;
-    assert_eq!(status, 201, "{body}");
-    let complaint = id_of(&body["data"]);
+    assert_status(&r, 201);
+    let complaint = id_of(&r.body["data"]);
     let path = format!("/api/v1/complaints/{complaint}");
-    let (status, body) =
-        send(app.request(Method::PUT, &path, Some(main)).json(&json!({ "severity": "moderate" }))).await;
-    assert_eq!(status, 200, "{body}");
+    let r = reply(app.request(Method::PUT, &path, Some(main)).json(&json!({ "severity": "moderate" }))).await;
+    assert_status(&r, 200);
     // A refused write leaves no trace.
-    let (status, body) =
-        send(app.request(Method::PUT, &path, Some(main)).json(&json!({ "severity": "unbearable" }))).await;
-    assert_eq!(status, 422, "{body}");
-    let (status, body) = send(app.request(Method::DELETE, &path, Some(main))).await;
-    assert_eq!(status, 200, "{body}");
+    let r =
+        reply(app.request(Method::PUT, &path, Some(main)).json(&json!({ "severity": "unbearable" }))).await;
+    assert_status(&r, 422);
+    let r = reply(app.request(Method::DELETE, &path, Some(main))).await;
+    assert_status(&r, 200);
 
     let client = app.state.registry.get().await.unwrap();
     let rows = client
@@ -176,8 +176,8 @@ async fn reading_a_patient_is_audited_as_a_view() {
     let admin = app.admin_id().await;
     let patient = id_of(&new_patient(&app, main, "Ana", "Cruz", "female").await);
     assert!(patient_views(&app, main).await.is_empty());
-    let (status, body) = send(app.request(Method::GET, &format!("{PATIENTS}/{patient}"), Some(main))).await;
-    assert_eq!(status, 200, "{body}");
+    let r = reply(app.request(Method::GET, &format!("{PATIENTS}/{patient}"), Some(main))).await;
+    assert_status(&r, 200);
     assert_eq!(patient_views(&app, main).await, vec![(Some(patient), Some(admin))]);
 }
 
@@ -192,21 +192,21 @@ async fn complaint_patient_id_is_filled_from_the_visit() {
     new_patient(&app, main, "Other", "Person", "male").await;
     let patient = id_of(&new_patient(&app, main, "Ana", "Cruz", "female").await);
     let visit = new_visit(&app, main, patient).await;
-    let (status, body) = send(
+    let r = reply(
         app.request(Method::POST, "/api/v1/complaints", Some(main))
             .json(&json!({ "patient_visit_id": visit, "complaint": "Eye pain", "eye": "left" })),
     )
     .await;
-    assert_eq!(status, 201, "{body}");
-    assert_eq!(body["data"]["patient_id"], patient);
-    assert_eq!(body["data"]["patient_visit_id"], visit);
+    assert_status(&r, 201);
+    assert_eq!(r.body["data"]["patient_id"], patient);
+    assert_eq!(r.body["data"]["patient_visit_id"], visit);
     // Giving the matching patient is accepted as well.
-    let (status, body) = send(
+    let r = reply(
         app.request(Method::POST, "/api/v1/complaints", Some(main))
             .json(&json!({ "patient_id": patient, "patient_visit_id": visit, "complaint": "Itch" })),
     )
     .await;
-    assert_eq!(status, 201, "{body}");
+    assert_status(&r, 201);
 }
 
 #[tokio::test]
@@ -223,14 +223,15 @@ async fn complaint_with_a_patient_other_than_the_visits_is_422_on_patient_id_onl
     .await;
     assert_invalid(&r, &["patient_id"]);
     // On update as well.
-    let (status, body) = send(
+    let r = reply(
         app.request(Method::POST, "/api/v1/complaints", Some(main))
             .json(&json!({ "patient_visit_id": visit, "complaint": "Eye pain" })),
     )
     .await;
-    assert_eq!(status, 201, "{body}");
+    assert_status(&r, 201);
+    let complaint = id_of(&r.body["data"]);
     let r = reply(
-        app.request(Method::PUT, &format!("/api/v1/complaints/{}", id_of(&body["data"])), Some(main))
+        app.request(Method::PUT, &format!("/api/v1/complaints/{complaint}"), Some(main))
             .json(&json!({ "patient_id": stranger })),
     )
     .await;
@@ -265,14 +266,14 @@ async fn complaints_filter_by_visit() {
     let second = new_visit(&app, main, patient).await;
     let mut on_second = BTreeSet::new();
     for (visit, text) in [(first, "one"), (second, "two"), (second, "three")] {
-        let (status, body) = send(
+        let r = reply(
             app.request(Method::POST, "/api/v1/complaints", Some(main))
                 .json(&json!({ "patient_visit_id": visit, "complaint": text })),
         )
         .await;
-        assert_eq!(status, 201, "{body}");
+        assert_status(&r, 201);
         if visit == second {
-            on_second.insert(id_of(&body["data"]));
+            on_second.insert(id_of(&r.body["data"]));
         }
     }
     let r = reply(app.request(
@@ -281,7 +282,7 @@ async fn complaints_filter_by_visit() {
         Some(main),
     ))
     .await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     assert_eq!(ids(&r.body).into_iter().collect::<BTreeSet<_>>(), on_second);
     assert_eq!(r.body["meta"]["total"], 2);
     let r =

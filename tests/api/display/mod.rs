@@ -5,16 +5,16 @@
 
 mod browser;
 
-use std::time::Duration;
-
 use futures_util::future::join_all;
 use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::queue::{move_ticket, service, ticket};
-use crate::support::sse::EventStream;
-use crate::support::{Reply, TestApp, assert_error, assert_invalid, assert_status, id_of, reply};
+use crate::support::sse::{self, EventStream};
+use crate::support::{
+    Reply, SOON, TestApp, assert_error, assert_invalid, assert_status, client, id_of, reply, within,
+};
 
 fn keys_of(service: i64) -> String {
     format!("/api/v1/branch-services/{service}/display-keys")
@@ -26,34 +26,24 @@ pub async fn make_key(app: &TestApp, service: i64, name: &str) -> Value {
 }
 
 /// The stream of a screen of `service` on the server at `base`, shown `key`.
-async fn stream_at(app: &TestApp, base: &str, service: i64, key: &str) -> reqwest::Response {
-    app.http
+async fn stream_at(base: &str, service: i64, key: &str) -> sse::Opened {
+    let req = client()
         .get(format!("{base}/display/{service}/events"))
         .header("x-display-key", key)
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap()
+        .header("accept", "text/event-stream");
+    sse::open(req).await
 }
 
 /// A screen's stream, open, past its first board.
 async fn open_screen(app: &TestApp, service: i64, key: &str) -> (EventStream, Value) {
-    let res = stream_at(app, &app.base, service, key).await;
-    assert_eq!(res.status(), 200);
-    assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
-    let mut events = EventStream::new(res);
+    let mut events = stream_at(&app.base, service, key).await.stream();
     let first = events.next_named("board").await;
     (events, first)
 }
 
-/// The status a screen's stream is answered with.
-async fn stream_status(app: &TestApp, service: i64, key: &str) -> Reply {
-    let res = stream_at(app, &app.base, service, key).await;
-    let status = res.status().as_u16();
-    let headers = res.headers().clone();
-    let text = res.text().await.unwrap_or_default();
-    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-    Reply { status, headers, text, body }
+/// The answer refusing a screen's stream.
+async fn stream_refusal(app: &TestApp, service: i64, key: &str) -> Reply {
+    stream_at(&app.base, service, key).await.refused()
 }
 
 #[tokio::test]
@@ -149,10 +139,10 @@ async fn a_key_opens_its_own_services_stream_and_nothing_else() {
     drop(screen);
 
     // Another service's screen: the key is known, but not for it.
-    assert_error(&stream_status(&app, cashier, secret).await, 403, "display_forbidden");
+    assert_error(&stream_refusal(&app, cashier, secret).await, 403, "display_forbidden");
     // Nothing, something malformed, a made-up key, a user's token: not a display key.
     for presented in ["", "dk_123", &format!("dk_{}", "0".repeat(64)), app.admin_token.as_str()] {
-        assert_error(&stream_status(&app, reception, presented).await, 401, "unauthenticated");
+        assert_error(&stream_refusal(&app, reception, presented).await, 401, "unauthenticated");
     }
     // The key is no token: the API does not take it, nor the users' stream.
     let r = reply(app.http.get(app.url("/api/v1/auth/profile")).bearer_auth(secret)).await;
@@ -168,7 +158,7 @@ async fn a_key_opens_its_own_services_stream_and_nothing_else() {
     assert_error(&r, 401, "unauthenticated");
     // A revoked key opens nothing.
     assert_status(&app.delete(&format!("{}/{}", keys_of(reception), id_of(&key)), None).await, 200);
-    assert_error(&stream_status(&app, reception, secret).await, 401, "unauthenticated");
+    assert_error(&stream_refusal(&app, reception, secret).await, 401, "unauthenticated");
     // Its use was noted.
     let got = app.get(&format!("{}/{}", keys_of(reception), id_of(&key)), None).await;
     assert!(got.body["data"]["last_used_at"].is_string(), "{}", got.text);
@@ -183,9 +173,9 @@ async fn guessing_keys_is_limited_per_address() {
     let key = make_key(&app, reception, "Lobby").await;
     for n in 0..3 {
         let guess = format!("dk_{n:064}");
-        assert_error(&stream_status(&app, reception, &guess).await, 401, "unauthenticated");
+        assert_error(&stream_refusal(&app, reception, &guess).await, 401, "unauthenticated");
     }
-    let refused = stream_status(&app, reception, key["key"].as_str().unwrap()).await;
+    let refused = stream_refusal(&app, reception, key["key"].as_str().unwrap()).await;
     assert_error(&refused, 429, "rate_limited");
 }
 
@@ -250,7 +240,7 @@ async fn a_screen_is_sent_ticket_numbers_counters_and_statuses_only() {
     // The board of each change, until the one that announces the call (the tickets' own
     // issuing may reach the screen first: a board that already has them changes nothing).
     let mut boards = vec![first];
-    let called = tokio::time::timeout(Duration::from_secs(1), async {
+    let called = within(SOON, "the call reaches the screen", async {
         loop {
             let board = screen.next_named("board").await;
             boards.push(board.clone());
@@ -259,8 +249,7 @@ async fn a_screen_is_sent_ticket_numbers_counters_and_statuses_only() {
             }
         }
     })
-    .await
-    .expect("the call reaches the screen within a second");
+    .await;
     assert_eq!(called["called"], json!({ "number": "R-001", "counter": "Window 2", "status": "called" }));
     assert_eq!(called["serving"], json!([{ "number": "R-001", "counter": "Window 2", "status": "called" }]));
     assert_eq!(numbers(&called["waiting"]), ["R-002"]);
@@ -301,7 +290,7 @@ async fn a_screen_keeps_up_with_concurrent_moves() {
     // Every third ticket called twice at once, then some served, others skipped or absent.
     let calls = ids.iter().step_by(3).flat_map(|id| [*id, *id]).chain(ids.iter().skip(1).step_by(3).copied());
     let answers = join_all(calls.map(|id| move_ticket(&app, branch, id, "call", 0))).await;
-    assert!(answers.iter().all(|r| r.status == 200), "a call failed");
+    answers.iter().for_each(|r| assert_status(r, 200));
     let moves = ids
         .iter()
         .step_by(3)
@@ -309,26 +298,16 @@ async fn a_screen_keeps_up_with_concurrent_moves() {
         .chain(ids.iter().skip(1).step_by(6).map(|id| (*id, "skip")));
     let moves = moves.chain(ids.iter().skip(2).step_by(6).map(|id| (*id, "no-show")));
     let answers = join_all(moves.map(|(id, verb)| move_ticket(&app, branch, id, verb, 0))).await;
-    assert!(
-        answers.iter().all(|r| r.status == 200),
-        "a move failed: {:?}",
-        answers.iter().map(|r| &r.text).collect::<Vec<_>>()
-    );
+    answers.iter().for_each(|r| assert_status(r, 200));
 
     let (_, truth) = open_screen(&app, reception, secret).await;
     assert_eq!(truth["serving"].as_array().unwrap().len(), 8, "{truth}");
     assert!(truth["waiting_total"].as_u64().unwrap() > 0, "{truth}");
     let shown = |board: &Value| json!([board["serving"], board["waiting"], board["waiting_total"]]);
-    let caught_up = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            let board = screen.next_named("board").await;
-            if shown(&board) == shown(&truth) {
-                return board;
-            }
-        }
+    within(SOON, &format!("the screen shows what the queue holds: {truth}"), async {
+        while shown(&screen.next_named("board").await) != shown(&truth) {}
     })
     .await;
-    assert!(caught_up.is_ok(), "the screen never showed what the queue holds: {truth}");
 }
 
 /// A ticket's changes are published after their commits, so an older one may arrive last
@@ -366,18 +345,16 @@ async fn revoking_a_key_ends_its_screens_on_every_instance() {
     let other = format!("http://{}", running.addr);
     let open_there = |key: &Value| {
         let key = key["key"].as_str().unwrap().to_owned();
-        let (app, other) = (&app, other.clone());
+        let other = other.clone();
         async move {
-            let res = stream_at(app, &other, reception, &key).await;
-            assert_eq!(res.status(), 200);
-            let mut events = EventStream::new(res);
+            let mut events = stream_at(&other, reception, &key).await.stream();
             events.next_named("board").await;
             events
         }
     };
     let (mut revoked, mut kept) = (open_there(&lobby).await, open_there(&corridor).await);
     assert_status(&app.delete(&format!("{}/{}", keys_of(reception), id_of(&lobby)), None).await, 200);
-    let ended = tokio::time::timeout(Duration::from_secs(1), async {
+    within(SOON, "the revoked key's screen ends", async {
         let (name, data) = revoked.next_any().await.expect("an end event before the close");
         assert_eq!((name.as_str(), &data), ("end", &json!({ "reason": "revoked" })));
         assert!(revoked.next_any().await.is_none(), "the stream closes after end");
@@ -386,7 +363,7 @@ async fn revoking_a_key_ends_its_screens_on_every_instance() {
     // The other key's screen goes on: a call still reaches it.
     let id = id_of(&ticket(&app, branch, reception, json!({})).await);
     assert_status(&move_ticket(&app, branch, id, "call", 0).await, 200);
-    let call = tokio::time::timeout(Duration::from_secs(1), async {
+    let call = within(SOON, "the other screen goes on", async {
         loop {
             let board = kept.next_named("board").await;
             if !board["called"].is_null() {
@@ -398,15 +375,14 @@ async fn revoking_a_key_ends_its_screens_on_every_instance() {
     running.handle.stop_forceful();
     running.task.abort();
     state.shutdown();
-    assert!(ended.is_ok(), "the revoked key's screen did not end within a second");
-    assert_eq!(call.expect("the other screen goes on")["called"]["number"], "R-001");
+    assert_eq!(call["called"]["number"], "R-001");
 }
 
 #[tokio::test]
 async fn the_page_is_self_contained_under_a_strict_policy() {
     let app = TestApp::spawn().await;
     let r = reply(app.http.get(app.url("/display/7")).header("accept", "text/html")).await;
-    assert_eq!(r.status, 200);
+    assert_status(&r, 200);
     assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
     assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
     assert_eq!(r.header("referrer-policy"), Some("no-referrer"));
@@ -430,8 +406,9 @@ async fn the_page_is_self_contained_under_a_strict_policy() {
     }
     // The same page for any service: it tells nothing about which exist.
     let other = reply(app.http.get(app.url("/display/999999"))).await;
-    assert_eq!((other.status, other.text == r.text), (200, true));
-    assert_eq!(reply(app.http.get(app.url("/display/abc"))).await.status, 404);
+    assert_status(&other, 200);
+    assert_eq!(other.text, r.text);
+    assert_status(&reply(app.http.get(app.url("/display/abc"))).await, 404);
     // A browser asking for JSON only is told the page is HTML.
     let r = reply(app.http.get(app.url("/display/7")).header("accept", "application/json")).await;
     assert_error(&r, 406, "not_acceptable");

@@ -148,14 +148,12 @@ async fn a_logo_is_refused_by_its_declared_size_or_an_unreadable_stream_and_the_
 
     // The real ones of each kind are taken, and kept as they were sent.
     assert_status(&reply(upload(&app, branch, "image/jpeg", JPEG_LOGO.to_vec())).await, 200);
-    let res = app
+    let logo = app
         .request(Method::GET, &format!("/api/v1/branches/{branch}/logo"), None)
-        .header("accept", "image/*")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.headers()["content-type"], "image/jpeg");
-    assert_eq!(res.bytes().await.unwrap().to_vec(), JPEG_LOGO);
+        .header("accept", "image/*");
+    let res = reply(logo).await;
+    assert_eq!(res.header("content-type"), Some("image/jpeg"));
+    assert_eq!(res.bytes, JPEG_LOGO);
 }
 
 #[tokio::test]

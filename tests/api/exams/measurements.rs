@@ -10,7 +10,7 @@ async fn measurements(clinic: &Clinic, query: &str) -> Reply {
 
 /// `(record_id, eye, value)` of each point, in the order answered.
 fn points(r: &Reply) -> Vec<(i64, String, f64)> {
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(r, 200);
     r.body["data"]
         .as_array()
         .unwrap_or_else(|| panic!("no data: {}", r.text))

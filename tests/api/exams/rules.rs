@@ -13,7 +13,7 @@ mod vision;
 async fn refuses(clinic: &Clinic, exam: &str, cases: &[(Value, &[&str])]) {
     for (eye, fields) in cases {
         let r = with_right_eye(clinic, exam, eye.clone(), json!({})).await;
-        assert_eq!(r.status, 422, "{exam} {eye}: {}", r.text);
+        assert_status(&r, 422);
         assert_invalid(&r, fields);
     }
 }
@@ -23,7 +23,7 @@ async fn refuses(clinic: &Clinic, exam: &str, cases: &[(Value, &[&str])]) {
 async fn accepts(clinic: &Clinic, exam: &str, cases: &[(Value, &str, &str)]) {
     for (eye, field, expected) in cases {
         let r = with_right_eye(clinic, exam, eye.clone(), json!({})).await;
-        assert_eq!(r.status, 201, "{exam} {eye}: {}", r.text);
+        assert_status(&r, 201);
         let got = &r.body["data"]["right_eye"][*field];
         assert_eq!(got, &parsed(expected), "{exam} {eye}: {field} answered {got}");
     }

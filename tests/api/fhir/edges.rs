@@ -12,7 +12,7 @@ use salvo::test::{ResponseExt, TestClient};
 use serde_json::{Value, json};
 
 use super::{FHIR_JSON, assert_outcome, fhir, get_as, ids, validate_with_fhir_resources, visits_on};
-use crate::support::{Clinic, Reply, TestApp, id_of, reply};
+use crate::support::{Clinic, Reply, TestApp, assert_error, assert_status, id_of, reply};
 
 /// `method path` as the administrator in `branch`, asking for FHIR JSON.
 async fn call(app: &TestApp, method: Method, path: &str, branch: i64) -> Reply {
@@ -78,7 +78,7 @@ async fn what_no_route_answers_is_an_operation_outcome() {
 
     // The API's own answers stay the API's.
     let r = app.get("/api/v1/no-such-thing", Some(main)).await;
-    assert_eq!((r.status, r.body["code"].as_str()), (404, Some("not_found")), "{}", r.text);
+    assert_error(&r, 404, "not_found");
     validate_with_fhir_resources(&outcomes);
 }
 
@@ -99,7 +99,7 @@ async fn a_deleted_resource_is_gone_and_a_merged_patients_everything_moves_to_th
     let charge = json!({ "kind": "charge", "unit_price": "80.00", "description": "Tonometry" });
     let charge = id_of(&app.created(&billing, Some(branch), charge).await);
     let r = app.post(&format!("{billing}/{charge}/post"), Some(branch), json!({})).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let reads = [
         format!("/fhir/r4/Encounter/{}", visits[0]),
         format!("/fhir/r4/Observation/iop-{tonometry}-right-1"),
@@ -109,12 +109,12 @@ async fn a_deleted_resource_is_gone_and_a_merged_patients_everything_moves_to_th
         fhir(app, branch, path, 200).await;
     }
     let r = app.delete(&format!("/api/v1/patient-visits/{}", visits[0]), Some(branch)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let r = app.delete(&format!("/api/v1/tonometries/{tonometry}"), Some(branch)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let void = app.request(Method::DELETE, &format!("{billing}/{charge}"), Some(branch));
     let r = reply(void.json(&json!({ "void_reason": "entered twice" }))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     for path in &reads {
         let r = call(app, Method::GET, path, branch).await;
         assert_outcome(&r, 410, "not-found", "deleted");
@@ -133,7 +133,7 @@ async fn a_deleted_resource_is_gone_and_a_merged_patients_everything_moves_to_th
     let leaving = id_of(&app.create_patient(branch, "Rosa", "Leaving").await);
     fhir(app, branch, &format!("/fhir/r4/Patient/{leaving}/$everything"), 200).await;
     let r = app.delete(&format!("/api/v1/patients/{leaving}"), Some(branch)).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     for path in [format!("/fhir/r4/Patient/{leaving}"), format!("/fhir/r4/Patient/{leaving}/$everything")] {
         let r = call(app, Method::GET, &path, branch).await;
         assert_outcome(&r, 410, "not-found", "deleted");
@@ -151,10 +151,10 @@ async fn a_deleted_resource_is_gone_and_a_merged_patients_everything_moves_to_th
     for (survivor, duplicate) in [(second, first), (last, second)] {
         let body = json!({ "duplicate_id": duplicate, "reason": "registered again" });
         let r = app.post(&format!("/api/v1/patients/{survivor}/merge"), Some(branch), body).await;
-        assert_eq!(r.status, 201, "{}", r.text);
+        assert_status(&r, 201);
     }
     let r = call(app, Method::GET, &format!("/fhir/r4/Patient/{first}/$everything?_count=5"), branch).await;
-    assert_eq!(r.status, 301, "{}", r.text);
+    assert_status(&r, 301);
     assert_eq!(r.header("location"), Some(format!("/fhir/r4/Patient/{last}/$everything?_count=5").as_str()));
     assert_eq!(r.body["resourceType"], "OperationOutcome", "{}", r.text);
     assert_eq!(r.body["issue"][0]["severity"], "information");
@@ -175,7 +175,7 @@ async fn comma_lists_of_every_parameter_type_match_any_and_repeats_must_all_hold
     for (last, born) in [("March", "1985-03-01"), ("Next", "1985-03-02"), ("Later", "1990-07-15")] {
         let id = id_of(&app.create_patient(branch, "Ida", last).await);
         let r = app.put(&format!("/api/v1/patients/{id}"), Some(branch), json!({ "birth_date": born })).await;
-        assert_eq!(r.status, 200, "{}", r.text);
+        assert_status(&r, 200);
         patients.push((id, r.body["data"]["pin"].as_str().unwrap().to_owned()));
     }
     let ours: &Vec<i64> = &patients.iter().map(|(id, _)| *id).collect();

@@ -2,6 +2,7 @@
 //! routes, and merged patients.
 
 use super::*;
+use crate::support::assert_status;
 
 #[tokio::test]
 async fn every_type_answers_fhir_that_validates_with_each_eye_coded() {
@@ -235,7 +236,7 @@ async fn every_type_answers_fhir_that_validates_with_each_eye_coded() {
 async fn the_api_document_describes_every_fhir_route_in_fhir_json() {
     let app = TestApp::spawn().await;
     let r = reply(app.http.get(app.url("/docs/api/openapi.json"))).await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let paths = r.body["paths"].as_object().unwrap();
     let mut described: Vec<String> = paths.keys().filter(|p| p.starts_with("/fhir/r4")).cloned().collect();
     described.sort();
@@ -276,7 +277,7 @@ async fn a_merged_patient_is_inactive_and_linked_to_the_patient_that_replaced_it
             json!({ "duplicate_id": duplicate, "reason": "registered twice" }),
         )
         .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     let merge_id = id_of(&r.body["data"]);
 
     let gone = fhir(&app, main, &format!("/fhir/r4/Patient/{duplicate}"), 200).await;
@@ -302,7 +303,7 @@ async fn a_merged_patient_is_inactive_and_linked_to_the_patient_that_replaced_it
     let r = app
         .post(&format!("/api/v1/patients/{survivor}/unmerge"), Some(main), json!({ "merge_id": merge_id }))
         .await;
-    assert_eq!(r.status, 200, "{}", r.text);
+    assert_status(&r, 200);
     let back = fhir(&app, main, &format!("/fhir/r4/Patient/{duplicate}"), 200).await;
     assert_eq!((back["active"].as_bool(), back.get("link")), (Some(true), None), "{back}");
     let kept = fhir(&app, main, &format!("/fhir/r4/Patient/{survivor}"), 200).await;

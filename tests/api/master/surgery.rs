@@ -93,7 +93,7 @@ async fn a_surgery_is_booked_for_a_patient_of_its_branch_with_defaults() {
         (json!({ "scheduled_at": "tomorrow" }), "scheduled_at"),
     ] {
         let r = app.post(SCHEDULES, None, b.body(extra.clone())).await;
-        assert_eq!(r.status, 422, "{extra}: {}", r.text);
+        assert_status(&r, 422);
         assert_invalid(&r, &[field]);
     }
     assert_invalid(

@@ -42,9 +42,9 @@ async fn two_updates_with_the_same_etag_let_exactly_one_win_every_time() {
         statuses.sort_unstable();
         assert_eq!(statuses, vec![200, 412], "round {round}: exactly one wins");
         wins += 1;
-        let (_, now) = send(app.request(Method::GET, &path, Some(main))).await;
+        let r = reply(app.request(Method::GET, &path, Some(main))).await;
         assert_eq!(
-            now["data"]["first_name"],
+            r.body["data"]["first_name"],
             winner.unwrap().as_str(),
             "round {round}: the winner's edit stands"
         );

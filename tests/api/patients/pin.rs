@@ -15,16 +15,16 @@ async fn concurrent_creates_in_two_branches_get_distinct_pins_numbered_per_branc
                 &format!("Rush{code}"),
                 json!({}),
             ));
-            tasks.push((code, tokio::spawn(send(req))));
+            tasks.push((code, tokio::spawn(reply(req))));
         }
     }
     let mut pins = BTreeSet::new();
     let mut numbers: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
     for (code, task) in tasks {
-        let (status, body) = task.await.unwrap();
-        assert_eq!(status, 201, "{body}");
-        assert_eq!(body["data"]["last_name"], format!("Rush{code}"));
-        let pin = body["data"]["pin"].as_str().expect("pin").to_owned();
+        let r = task.await.unwrap();
+        assert_status(&r, 201);
+        assert_eq!(r.body["data"]["last_name"], format!("Rush{code}"));
+        let pin = r.body["data"]["pin"].as_str().expect("pin").to_owned();
         let digits = pin
             .strip_prefix(&format!("{code}-"))
             .unwrap_or_else(|| panic!("PIN {pin} of branch {code} lacks its code"));
@@ -52,9 +52,7 @@ async fn a_deleted_patients_pin_is_never_given_again() {
     let third = patient(&app, main, "C", "Three").await;
     assert_eq!(third["pin"], "MAIN-000003");
     for gone in [&third, &second] {
-        let (status, body) =
-            send(app.request(Method::DELETE, &format!("{PATIENTS}/{}", id_of(gone)), Some(main))).await;
-        assert_eq!(status, 200, "{body}");
+        assert_status(&app.delete(&format!("{PATIENTS}/{}", id_of(gone)), Some(main)).await, 200);
     }
     let next = patient(&app, main, "D", "Four").await;
     assert_eq!(next["pin"], "MAIN-000004", "the highest PIN was deleted, yet not reused: {next}");

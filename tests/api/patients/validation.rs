@@ -160,9 +160,9 @@ async fn nonexistent_insurance_is_422_on_insurance_id() {
     )
     .await;
     assert_invalid(&r, &["insurance_id"]);
-    let (_, now) = send(app.request(Method::GET, &path, Some(main))).await;
-    assert!(now["data"]["insurance_member_no"].is_null(), "{now}");
-    assert_eq!(now["data"]["version"], 1);
+    let r = reply(app.request(Method::GET, &path, Some(main))).await;
+    assert!(r.body["data"]["insurance_member_no"].is_null(), "{}", r.body);
+    assert_eq!(r.body["data"]["version"], 1);
 }
 
 #[tokio::test]

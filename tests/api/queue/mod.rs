@@ -11,8 +11,10 @@ use futures_util::future::join_all;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::sse::EventStream;
-use crate::support::{Clinic, Reply, TestApp, assert_error, assert_invalid, assert_status, id_of, reply};
+use crate::support::sse::{self, EventStream};
+use crate::support::{
+    Clinic, Reply, SOON, TestApp, assert_error, assert_invalid, assert_status, id_of, reply, within,
+};
 
 mod display;
 mod tickets;

@@ -84,7 +84,7 @@ async fn every_move_is_allowed_only_from_its_states() {
             let r = move_ticket(&app, branch, id, verb, cashier).await;
             match allowed(state, verb) {
                 Some(to) => {
-                    assert_eq!(r.status, 200, "{verb} from {state}: {}", r.text);
+                    assert_status(&r, 200);
                     let moved = if verb == "transfer" { &r.body["data"]["ticket"] } else { &r.body["data"] };
                     assert_eq!(moved["status"], to, "{verb} from {state}");
                 }

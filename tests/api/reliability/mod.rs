@@ -15,9 +15,9 @@ use clinic_server::app::{self, Running};
 use clinic_server::config::Settings;
 use clinic_server::embedded_pg::{EmbeddedPostgres, Extras};
 use clinic_server::state::AppState;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::support::{ADMIN_PASSWORD, test_settings};
+use crate::support::{ADMIN_PASSWORD, assert_status, client, reply, test_settings};
 
 /// A private PostgreSQL cluster under `var/`, stopped and removed when dropped.
 pub struct Cluster {
@@ -78,7 +78,7 @@ impl Server {
         let state = app::prepare(settings, url).await.expect("app prepares");
         let running = app::spawn(state.clone(), "127.0.0.1:0".parse().unwrap()).await.expect("app listens");
         let base = format!("http://{}", running.addr);
-        let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+        let http = client();
         let mut server = Self { state, base, http, admin_token: String::new(), running: Some(running) };
         server.admin_token = server.login().await;
         server
@@ -89,15 +89,10 @@ impl Server {
     }
 
     pub async fn login(&self) -> String {
-        let res = self
-            .http
-            .post(self.url("/api/v1/auth/login"))
-            .json(&json!({ "username": "admin", "password": ADMIN_PASSWORD }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 200, "login");
-        res.json::<Value>().await.unwrap()["data"]["token"].as_str().unwrap().to_owned()
+        let req = self.http.post(self.url("/api/v1/auth/login"));
+        let r = reply(req.json(&json!({ "username": "admin", "password": ADMIN_PASSWORD }))).await;
+        assert_status(&r, 200);
+        r.body["data"]["token"].as_str().unwrap().to_owned()
     }
 
     /// The bootstrap branch `MAIN`.

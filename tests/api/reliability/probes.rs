@@ -5,17 +5,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::{TestApp, reply};
+use crate::support::{TestApp, assert_error, assert_status, reply};
 
 #[tokio::test]
 async fn liveness_holds_and_readiness_follows_the_registry() {
     let app = TestApp::spawn().await;
     let get = |path: &str| reply(app.http.get(app.url(path)));
     let ready = get("/api/v1/public/ready").await;
-    assert_eq!(ready.status, 200, "{}", ready.text);
+    assert_status(&ready, 200);
     assert_eq!(ready.body["data"]["status"], "ready");
     let live = get("/api/v1/public/live").await;
-    assert_eq!((live.status, &live.body["data"]["status"]), (200, &json!("alive")));
+    assert_status(&live, 200);
+    assert_eq!(live.body["data"]["status"], "alive");
 
     app.database_reachable(false).await;
     let started = Instant::now();
@@ -23,15 +24,14 @@ async fn liveness_holds_and_readiness_follows_the_registry() {
     let took = started.elapsed();
     let live = get("/api/v1/public/live").await;
     app.database_reachable(true).await;
-    assert_eq!(ready.status, 503, "{}", ready.text);
-    assert_eq!(ready.body["code"], "registry_unavailable");
+    assert_error(&ready, 503, "registry_unavailable");
     assert!(ready.header("retry-after").is_some());
     assert!(took < Duration::from_secs(3), "the probe is quick: {took:?}");
-    assert_eq!(live.status, 200, "liveness does not ask the database");
+    assert_status(&live, 200); // liveness does not ask the database
 
     // Back as soon as the registry answers again.
     let ready = get("/api/v1/public/ready").await;
-    assert_eq!(ready.status, 200, "{}", ready.text);
+    assert_status(&ready, 200);
 }
 
 #[tokio::test]
@@ -62,7 +62,7 @@ async fn the_probes_are_described_and_health_is_unchanged() {
         assert!(op.get("security").is_none_or(|s| s.as_array().is_some_and(|a| a.is_empty())), "{op}");
     }
     let health = reply(app.http.get(app.url("/api/v1/public/health"))).await;
-    assert_eq!(health.status, 200);
+    assert_status(&health, 200);
     assert_eq!(health.body["data"]["status"], "ok");
     assert_eq!(health.body["data"]["registry"], "up");
 }

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{Cluster, Server};
+use crate::support::{Reply, assert_status, client, eventually, reply, try_reply};
 
 /// Writers posting patients at once.
 const WRITERS: usize = 8;
@@ -32,29 +33,27 @@ async fn write(
     created: Arc<AtomicUsize>,
 ) -> Tally {
     let (base, token, branch) = &*server;
-    let http = reqwest::Client::new();
+    let http = client();
     let mut tally = Tally::default();
     let mut n = 0;
     while !stop.load(Ordering::Relaxed) {
         n += 1;
-        let sent = http
-            .post(format!("{base}/api/v1/patients"))
-            .bearer_auth(token)
-            .header("x-branch-id", branch.to_string())
-            .header("idempotency-key", format!("w{writer}-{n}"))
-            .json(&json!({ "first_name": format!("W{writer}"), "last_name": format!("N{n}"), "birth_date": "1980-01-02", "sex": "female" }))
-            .send()
-            .await;
-        let res = match sent {
-            Ok(res) => res,
+        let sent = try_reply(
+            http.post(format!("{base}/api/v1/patients"))
+                .bearer_auth(token)
+                .header("x-branch-id", branch.to_string())
+                .header("idempotency-key", format!("w{writer}-{n}"))
+                .json(&json!({ "first_name": format!("W{writer}"), "last_name": format!("N{n}"), "birth_date": "1980-01-02", "sex": "female" })),
+        )
+        .await;
+        let Reply { status, headers, body, .. } = match sent {
+            Ok(answer) => answer,
             Err(e) => {
                 tally.wrong.push(format!("request failed: {e}"));
                 continue;
             }
         };
-        let status = res.status().as_u16();
-        let retry_after = res.headers().get("retry-after").is_some();
-        let body: Value = res.json().await.unwrap_or(Value::Null);
+        let retry_after = headers.get("retry-after").is_some();
         *tally.statuses.entry(status).or_default() += 1;
         match status {
             201 => {
@@ -73,15 +72,6 @@ async fn write(
     tally
 }
 
-/// Waits until `condition` holds, checking every 20 ms, at most `limit`.
-async fn until(limit: Duration, what: &str, mut condition: impl AsyncFnMut() -> bool) {
-    let started = Instant::now();
-    while !condition().await {
-        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_postgres_restart_under_writes_is_503_never_500_and_loses_nothing() {
     let cluster = Cluster::start().await;
@@ -93,7 +83,7 @@ async fn a_postgres_restart_under_writes_is_503_never_500_and_loses_nothing() {
         (0..WRITERS).map(|w| tokio::spawn(write(target.clone(), w, stop.clone(), created.clone()))).collect();
 
     // Writes go through, then PostgreSQL restarts under them.
-    until(Duration::from_secs(30), "writes before the restart", async || {
+    eventually(Duration::from_secs(30), "writes before the restart", async || {
         created.load(Ordering::Relaxed) >= 40
     })
     .await;
@@ -101,7 +91,7 @@ async fn a_postgres_restart_under_writes_is_503_never_500_and_loses_nothing() {
     cluster.pg().restart().await.expect("pg_ctl restart -m fast");
     let before = created.load(Ordering::Relaxed);
     // The pools recover by themselves: writes are acknowledged again.
-    until(Duration::from_secs(30), "writes after the restart", async || {
+    eventually(Duration::from_secs(30), "writes after the restart", async || {
         created.load(Ordering::Relaxed) >= before + 40
     })
     .await;
@@ -134,7 +124,7 @@ async fn a_postgres_restart_under_writes_is_503_never_500_and_loses_nothing() {
 
     // The invalidation listener reconnected: a token revoked elsewhere (another instance's
     // transaction, with its notification) is refused here, though this instance cached it.
-    until(Duration::from_secs(30), "the listener reconnects", async || {
+    eventually(Duration::from_secs(30), "the listener reconnects", async || {
         client
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'clinic-server-listener'",
@@ -147,11 +137,8 @@ async fn a_postgres_restart_under_writes_is_503_never_500_and_loses_nothing() {
     })
     .await;
     let token = server.login().await;
-    let me = |token: String| {
-        let (http, url) = (server.http.clone(), server.url("/api/v1/auth/profile"));
-        async move { http.get(url).bearer_auth(token).send().await.unwrap().status().as_u16() }
-    };
-    assert_eq!(me(token.clone()).await, 200);
+    let me = |token: String| reply(server.http.get(server.url("/api/v1/auth/profile")).bearer_auth(token));
+    assert_status(&me(token.clone()).await, 200);
     let token_id: i64 = token.split('|').next().unwrap().parse().unwrap();
     let mut client = client;
     let tx = client.transaction().await.unwrap();
@@ -160,27 +147,28 @@ async fn a_postgres_restart_under_writes_is_503_never_500_and_loses_nothing() {
         .await
         .unwrap();
     tx.commit().await.unwrap();
-    until(Duration::from_secs(10), "the revoked token is refused", async || me(token.clone()).await == 401)
-        .await;
+    eventually(Duration::from_secs(10), "the revoked token is refused", async || {
+        me(token.clone()).await.status == 401
+    })
+    .await;
 
     // With PostgreSQL gone, the server is alive but not ready, and answers 503, not 500.
     cluster.pg().stop().await;
-    let get = |path: &'static str| {
-        let (http, url) = (server.http.clone(), server.url(path));
-        async move { http.get(url).send().await.unwrap().status().as_u16() }
-    };
-    until(Duration::from_secs(10), "readiness says 503", async || get("/api/v1/public/ready").await == 503)
-        .await;
-    assert_eq!(get("/api/v1/public/live").await, 200);
-    let r = server
-        .http
-        .post(server.url("/api/v1/patients"))
-        .bearer_auth(&server.admin_token)
-        .header("x-branch-id", branch.to_string())
-        .json(&json!({ "first_name": "Late", "last_name": "Writer", "birth_date": "1980-01-02", "sex": "female" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 503);
-    assert!(r.headers().get("retry-after").is_some());
+    let get = |path: &'static str| reply(server.http.get(server.url(path)));
+    eventually(Duration::from_secs(10), "readiness says 503", async || {
+        get("/api/v1/public/ready").await.status == 503
+    })
+    .await;
+    assert_status(&get("/api/v1/public/live").await, 200);
+    let r = reply(
+        server
+            .http
+            .post(server.url("/api/v1/patients"))
+            .bearer_auth(&server.admin_token)
+            .header("x-branch-id", branch.to_string())
+            .json(&json!({ "first_name": "Late", "last_name": "Writer", "birth_date": "1980-01-02", "sex": "female" })),
+    )
+    .await;
+    assert_status(&r, 503);
+    assert!(r.header("retry-after").is_some());
 }

@@ -11,7 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::Server;
 use crate::support::TestDb;
-use crate::support::sse::EventStream;
+use crate::support::sse::{self, EventStream};
+use crate::support::{assert_status, client, reply};
 
 /// Patients seeded for the export, each with a 3 KB note: about 10 MB of JSON lines, more
 /// than the sockets between server and client hold, so the export is still being written
@@ -102,26 +103,21 @@ struct Display {
 
 impl Display {
     async fn open(http: &reqwest::Client, base: &str, token: &str, branch: i64) -> Self {
-        let service = http
-            .post(format!("{base}/api/v1/branches/{branch}/services"))
-            .bearer_auth(token)
-            .header("x-branch-id", branch.to_string())
-            .json(&json!({ "name": "Reception", "code": "R" }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(service.status(), 201);
-        let service = service.json::<Value>().await.unwrap()["data"]["id"].as_i64().unwrap();
+        let service = reply(
+            http.post(format!("{base}/api/v1/branches/{branch}/services"))
+                .bearer_auth(token)
+                .header("x-branch-id", branch.to_string())
+                .json(&json!({ "name": "Reception", "code": "R" })),
+        )
+        .await;
+        assert_status(&service, 201);
+        let service = service.body["data"]["id"].as_i64().unwrap();
         let stream = http
             .get(format!("{base}/api/v1/queue/branch-services/{service}/events"))
             .bearer_auth(token)
             .header("x-branch-id", branch.to_string())
-            .header("accept", "text/event-stream")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(stream.status(), 200);
-        let mut display = Self { events: EventStream::new(stream) };
+            .header("accept", "text/event-stream");
+        let mut display = Self { events: sse::open(stream).await.stream() };
         assert_eq!(display.next().await.expect("a snapshot").0, "snapshot");
         display
     }
@@ -251,16 +247,12 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
         lines
     });
     let addr = addr_rx.recv_timeout(Duration::from_secs(60)).expect("the server listens");
-    let http = reqwest::Client::new();
-    let live = http.get(format!("http://{addr}/api/v1/public/live")).send().await.unwrap();
-    assert_eq!(live.status(), 200);
+    let http = client();
+    assert_status(&reply(http.get(format!("http://{addr}/api/v1/public/live"))).await, 200);
     let login = http
         .post(format!("http://{addr}/api/v1/auth/login"))
-        .json(&json!({ "username": "admin", "password": crate::support::ADMIN_PASSWORD }))
-        .send()
-        .await
-        .unwrap();
-    let token = login.json::<Value>().await.unwrap()["data"]["token"].as_str().unwrap().to_owned();
+        .json(&json!({ "username": "admin", "password": crate::support::ADMIN_PASSWORD }));
+    let token = reply(login).await.body["data"]["token"].as_str().unwrap().to_owned();
     let branch: i64 = clinic_server::db::connect(&db.url)
         .await
         .unwrap()
@@ -271,13 +263,14 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
     let display = Display::open(&http, &format!("http://{addr}"), &token, branch).await;
     // Reads answered just before the signal: their audit records are still queued.
     let reads = (0..200).map(|_| {
-        http.get(format!("http://{addr}/api/v1/patients"))
-            .bearer_auth(&token)
-            .header("x-branch-id", branch.to_string())
-            .send()
+        reply(
+            http.get(format!("http://{addr}/api/v1/patients"))
+                .bearer_auth(&token)
+                .header("x-branch-id", branch.to_string()),
+        )
     });
     for read in futures_util::future::join_all(reads).await {
-        assert_eq!(read.unwrap().status(), 200);
+        assert_status(&read, 200);
     }
 
     let started = Instant::now();

@@ -67,58 +67,53 @@ async fn every_function_of_a_branch_schema_has_a_fixed_search_path() {
 // 11. CORS for listed origins only
 // ---------------------------------------------------------------------------------------
 
-async fn preflight(app: &TestApp, origin: &str) -> reqwest::Response {
-    app.http
-        .request(Method::OPTIONS, app.url("/api/v1/patients"))
-        .header("origin", origin)
-        .header("access-control-request-method", "POST")
-        .header(
-            "access-control-request-headers",
-            "authorization,content-type,x-branch-id,if-match,idempotency-key",
-        )
-        .send()
-        .await
-        .unwrap()
+async fn preflight(app: &TestApp, origin: &str) -> Reply {
+    reply(
+        app.http
+            .request(Method::OPTIONS, app.url("/api/v1/patients"))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "authorization,content-type,x-branch-id,if-match,idempotency-key",
+            ),
+    )
+    .await
 }
 
 #[tokio::test]
 async fn cors_answers_listed_origins_only() {
     let app = TestApp::spawn_with(|s| s.cors_allowed_origins = vec!["https://clinic.example".into()]).await;
     let res = preflight(&app, "https://clinic.example").await;
-    assert_eq!(res.status(), 204, "{}", res.status());
-    let headers = res.headers();
-    assert_eq!(headers["access-control-allow-origin"], "https://clinic.example");
-    let allowed = headers["access-control-allow-headers"].to_str().unwrap().to_ascii_lowercase();
+    assert_status(&res, 204);
+    assert_eq!(res.header("access-control-allow-origin"), Some("https://clinic.example"));
+    let allowed = res.header("access-control-allow-headers").unwrap().to_ascii_lowercase();
     for header in ["authorization", "content-type", "x-branch-id", "if-match", "idempotency-key"] {
         assert!(allowed.contains(header), "{header} not allowed: {allowed}");
     }
     // A real request exposes the headers a front-end reads.
-    let res = app
-        .request(Method::GET, "/api/v1/auth/profile", None)
-        .header("origin", "https://clinic.example")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.headers()["access-control-allow-origin"], "https://clinic.example");
-    let exposed = res.headers()["access-control-expose-headers"].to_str().unwrap().to_ascii_lowercase();
+    let res = reply(
+        app.request(Method::GET, "/api/v1/auth/profile", None).header("origin", "https://clinic.example"),
+    )
+    .await;
+    assert_eq!(res.header("access-control-allow-origin"), Some("https://clinic.example"));
+    let exposed = res.header("access-control-expose-headers").unwrap().to_ascii_lowercase();
     for header in ["etag", "retry-after", "x-ratelimit-limit", "x-ratelimit-remaining"] {
         assert!(exposed.contains(header), "{header} not exposed: {exposed}");
     }
     // An origin not listed gets no CORS header at all.
     let res = preflight(&app, "https://evil.example").await;
-    assert!(res.headers().get("access-control-allow-origin").is_none(), "{:?}", res.headers());
-    let res = app
-        .request(Method::GET, "/api/v1/auth/profile", None)
-        .header("origin", "https://evil.example")
-        .send()
-        .await
-        .unwrap();
-    assert!(res.headers().get("access-control-allow-origin").is_none());
+    assert!(res.header("access-control-allow-origin").is_none(), "{:?}", res.headers);
+    let res = reply(
+        app.request(Method::GET, "/api/v1/auth/profile", None).header("origin", "https://evil.example"),
+    )
+    .await;
+    assert!(res.header("access-control-allow-origin").is_none());
 }
 
 #[tokio::test]
 async fn without_listed_origins_no_cors_header_is_sent() {
     let app = TestApp::spawn().await;
     let res = preflight(&app, "https://clinic.example").await;
-    assert!(res.headers().keys().all(|k| !k.as_str().starts_with("access-control-")), "{:?}", res.headers());
+    assert!(res.headers.keys().all(|k| !k.as_str().starts_with("access-control-")), "{:?}", res.headers);
 }

@@ -14,6 +14,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::support::mail::spawn_with_smtp;
 use crate::support::smtp::{SmtpReceiver, reset_code_in};
 use crate::support::{Reply, TestApp, assert_error, assert_invalid, assert_status, id_of, reply};
 
@@ -30,16 +31,12 @@ const SYSTEM_AUDIT: &str = "/api/v1/system-audit-logs";
 /// A server whose mail goes to a real SMTP receiver, with the per-address limits out of the
 /// way of tests that are not about them.
 async fn with_mail(configure: impl FnOnce(&mut clinic_server::config::Settings)) -> (TestApp, SmtpReceiver) {
-    let smtp = SmtpReceiver::start().await;
-    let url = smtp.url.clone();
-    let app = TestApp::spawn_with(move |s| {
-        s.smtp_url = Some(url);
+    spawn_with_smtp(|s| {
         s.rate_limit_auth = 10_000;
         s.rate_limit_login = 10_000;
         configure(s);
     })
-    .await;
-    (app, smtp)
+    .await
 }
 
 async fn public(app: &TestApp, path: &str, body: Value) -> Reply {

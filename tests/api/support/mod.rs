@@ -7,11 +7,14 @@
 #![allow(dead_code)]
 
 mod db;
+pub mod mail;
 pub mod printed;
 pub mod smtp;
 pub mod sse;
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clinic_server::app::{self, Running};
 use clinic_server::config::Settings;
@@ -25,6 +28,48 @@ pub use db::{TestDb, database_url, server_url};
 /// Today's date in UTC (the main branch's zone in the tests).
 pub fn today() -> time::Date {
     time::OffsetDateTime::now_utc().date()
+}
+
+/// How long a test waits for what should happen at once (an event reaching a stream, a
+/// record written behind the answer): long enough for a loaded 2-core machine, and a
+/// bound, so that what never happens fails with a message rather than hanging.
+pub const SOON: Duration = Duration::from_secs(15);
+
+/// Waits for `work`, failing with `what` when it has not finished within `bound`.
+#[track_caller]
+pub fn within<T>(bound: Duration, what: &str, work: impl Future<Output = T>) -> impl Future<Output = T> {
+    let caller = std::panic::Location::caller();
+    async move {
+        tokio::time::timeout(bound, work)
+            .await
+            .unwrap_or_else(|_| panic!("{what}: not within {bound:?} (at {caller})"))
+    }
+}
+
+/// Checks `condition` every 20 ms until it holds, failing with `what` after `bound`.
+pub async fn eventually(bound: Duration, what: &str, mut condition: impl AsyncFnMut() -> bool) {
+    let started = tokio::time::Instant::now();
+    while !condition().await {
+        assert!(started.elapsed() < bound, "{what}: not within {bound:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The HTTP client of every test: redirects are answers to look at, not to follow. Its TLS
+/// goes unused (the tests' listeners are plain) but is built with every client: on ring, the
+/// server's provider, given here as the server gives it rather than installed for the whole
+/// process, where it could hide a server path that leaned on a process-wide default.
+pub fn client() -> reqwest::Client {
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("ring has the default protocol versions")
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .tls_backend_preconfigured(tls)
+        .build()
+        .expect("HTTP client")
 }
 
 pub const ADMIN_PASSWORD: &str = "admin-password-1";
@@ -60,7 +105,7 @@ impl TestApp {
         let state = app::prepare(settings, &db.url).await.expect("app prepares");
         let running = app::spawn(state.clone(), "127.0.0.1:0".parse().unwrap()).await.expect("app listens");
         let base = format!("http://{}", running.addr);
-        let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+        let http = client();
         let mut app = Self { base, http, state, admin_token: String::new(), running: Some(running), db };
         app.admin_token = app.login("admin", ADMIN_PASSWORD).await;
         app
@@ -73,7 +118,7 @@ impl TestApp {
     /// Logs in and returns the token (panics on failure).
     pub async fn login(&self, username: &str, password: &str) -> String {
         let r = self.login_reply(username, password).await;
-        assert_eq!(r.status, 200, "login of {username} failed: {}", r.text);
+        assert_status(&r, 200);
         r.body["data"]["token"].as_str().unwrap().to_owned()
     }
 
@@ -132,7 +177,7 @@ impl TestApp {
     /// Creates a record and returns it (asserting 201).
     pub async fn created(&self, path: &str, branch: Option<i64>, body: Value) -> Value {
         let r = self.post(path, branch, body).await;
-        assert_eq!(r.status, 201, "create on {path}: {}", r.text);
+        assert_status(&r, 201);
         r.body["data"].clone()
     }
 
@@ -224,13 +269,27 @@ impl TestApp {
         reply(if body.is_null() { req } else { req.json(&body) }).await
     }
 
+    /// `GET /auth/profile` as the holder of `token`: whether the token is taken.
+    pub async fn profile_as(&self, token: &str) -> Reply {
+        reply(self.request_as(token, reqwest::Method::GET, "/api/v1/auth/profile", None)).await
+    }
+
     /// `PATCH path` without a body, as the admin (status toggles).
     pub async fn patch(&self, path: &str, branch: Option<i64>) -> Reply {
         reply(self.request(reqwest::Method::PATCH, path, branch)).await
     }
 
-    /// The audit rows of one record, oldest first: `trail` is `/api/v1/audit-logs` (with
-    /// `branch`) or `/api/v1/system-audit-logs`; `resource` as the trail names it.
+    /// A page of an audit trail as the admin reads it, whatever the answer: `trail` is
+    /// `/api/v1/audit-logs` (with `branch`) or `/api/v1/system-audit-logs`; `query` adds
+    /// filters, dates or an order to 100 rows a page.
+    pub async fn audit_list(&self, trail: &str, branch: Option<i64>, query: &str) -> Reply {
+        // Reads are recorded within milliseconds, by the instance's writer.
+        self.state.read_audit.flush().await;
+        self.get(&format!("{trail}?perPage=100&{query}"), branch).await
+    }
+
+    /// The audit rows of one record, oldest first, from `trail` (as [`Self::audit_list`]);
+    /// `resource` as the trail names it.
     pub async fn audit_rows(
         &self,
         trail: &str,
@@ -238,27 +297,29 @@ impl TestApp {
         resource: &str,
         record: i64,
     ) -> Vec<Value> {
-        // Reads are recorded within milliseconds, by the instance's writer.
-        self.state.read_audit.flush().await;
         let resource: String = form_urlencoded::byte_serialize(resource.as_bytes()).collect();
-        let path = format!(
-            "{trail}?perPage=100&sortField=id&sortDirection=asc&filters[resource]={resource}&filters[record_id]={record}"
+        let query = format!(
+            "sortField=id&sortDirection=asc&filters[resource]={resource}&filters[record_id]={record}"
         );
-        let r = self.get(&path, branch).await;
-        assert_eq!(r.status, 200, "audit trail: {}", r.text);
+        let r = self.audit_list(trail, branch, &query).await;
+        assert_status(&r, 200);
         r.body["data"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// How many rows the audit table holds, read straight from the database: the table of
+    /// `branch`, or the registry's when `None`; only those recording `action` when given.
+    pub async fn audit_count(&self, branch: Option<i64>, action: Option<&str>) -> i64 {
+        let table = branch.map_or("audit_log".to_owned(), |b| format!("branch_{b}.audit_log"));
+        let client = self.state.registry.get().await.unwrap();
+        let sql = format!("SELECT count(*) FROM {table} WHERE $1::text IS NULL OR action = $1");
+        client.query_one(&sql, &[&action]).await.unwrap().get(0)
     }
 
     /// Creates a patient in `branch`; returns its JSON.
     pub async fn create_patient(&self, branch: i64, first: &str, last: &str) -> Value {
-        let res = self
-            .request(reqwest::Method::POST, "/api/v1/patients", Some(branch))
-            .json(&json!({ "first_name": first, "last_name": last, "birth_date": "1980-01-02", "sex": "female" }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 201);
-        res.json::<Value>().await.unwrap()["data"].clone()
+        let body =
+            json!({ "first_name": first, "last_name": last, "birth_date": "1980-01-02", "sex": "female" });
+        self.created("/api/v1/patients", Some(branch), body).await
     }
 }
 
@@ -271,10 +332,11 @@ impl Drop for TestApp {
     }
 }
 
-/// A whole answer: status, headers, raw text and the text parsed as JSON (or Null).
+/// A whole answer: status, headers, the bytes, as text and parsed as JSON (or Null).
 pub struct Reply {
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,
+    pub bytes: Vec<u8>,
     pub text: String,
     pub body: Value,
 }
@@ -285,13 +347,26 @@ impl Reply {
     }
 }
 
+/// Sends a request and reads its whole answer: the one way the tests talk to a server.
+/// Requests are built by [`TestApp::request`] and its kin, or on [`client`] for a server
+/// without a `TestApp`; streams are opened by [`sse::open`].
 pub async fn reply(req: reqwest::RequestBuilder) -> Reply {
-    let res = req.send().await.expect("request sent");
+    try_reply(req).await.expect("request sent and answer read")
+}
+
+/// [`reply`] for a test that counts a request the server never answered (one cut by a
+/// restart) as an outcome rather than a failure.
+pub async fn try_reply(req: reqwest::RequestBuilder) -> Result<Reply, reqwest::Error> {
+    reply_of(req.send().await?).await
+}
+
+async fn reply_of(res: reqwest::Response) -> Result<Reply, reqwest::Error> {
     let status = res.status().as_u16();
     let headers = res.headers().clone();
-    let text = res.text().await.expect("body read");
+    let bytes = res.bytes().await?.to_vec();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
     let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-    Reply { status, headers, text, body }
+    Ok(Reply { status, headers, bytes, text, body })
 }
 
 /// How many reads of patients the audit log of `branch` in database `url` records as `action`
@@ -311,10 +386,18 @@ pub async fn patient_reads(url: &str, branch: i64, action: &str) -> i64 {
         .get(0)
 }
 
-/// The answer has `status`; on failure the message shows the body.
+/// The answer has `status`; on failure the message shows the body. With [`assert_error`]
+/// (and [`assert_invalid`] for a 422's fields), the one way a test checks a status.
 #[track_caller]
 pub fn assert_status(r: &Reply, status: u16) {
     assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
+}
+
+/// The server handled the request, whichever way: any answer but a 5xx. For writes that race
+/// one another, where the order they run in decides which are refused; `what` names it.
+#[track_caller]
+pub fn assert_handled(r: &Reply, what: &str) {
+    assert!(r.status < 500, "{what}: {} {}", r.status, r.text);
 }
 
 /// An error answer: the status, a JSON body with a non-empty `message` and the given `code`.
@@ -363,6 +446,12 @@ impl Json for Value {
 impl Json for Reply {
     fn json(&self) -> &Value {
         &self.body
+    }
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.status, self.text)
     }
 }
 
@@ -424,14 +513,6 @@ pub fn ids(body: &Value) -> Vec<i64> {
         .iter()
         .map(|row| row["id"].as_i64().unwrap_or_else(|| panic!("no id in {row}")))
         .collect()
-}
-
-/// Sends and returns (status, JSON body or Null).
-pub async fn send(req: reqwest::RequestBuilder) -> (u16, Value) {
-    let res = req.send().await.unwrap();
-    let status = res.status().as_u16();
-    let text = res.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
 #[allow(unused_imports)]

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::{Reply, TestApp, reply};
+use crate::support::{Reply, TestApp, assert_status, reply};
 
 /// A scratch folder of its own for one document.
 fn scratch(name: &str) -> PathBuf {
@@ -127,16 +127,13 @@ pub async fn get_pdf(app: &TestApp, token: &str, path: &str, branch: i64) -> Rep
 
 /// The bytes of a PDF answer, checked to be one.
 pub async fn pdf_of(app: &TestApp, token: &str, path: &str, branch: i64) -> Vec<u8> {
-    let res = get_accepting(app, token, path, branch, "application/pdf").send().await.unwrap();
-    let status = res.status().as_u16();
-    let content_type = res.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
-    let disposition = res.headers().get("content-disposition").map(|v| v.to_str().unwrap().to_owned());
-    let bytes = res.bytes().await.unwrap().to_vec();
-    assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(&bytes));
-    assert_eq!(content_type.as_deref(), Some("application/pdf"), "{path}");
+    let r = get_pdf(app, token, path, branch).await;
+    assert_status(&r, 200);
+    assert_eq!(r.header("content-type"), Some("application/pdf"), "{path}");
+    let disposition = r.header("content-disposition");
     assert!(disposition.is_some_and(|d| d.starts_with("inline; filename=") && d.ends_with(".pdf\"")));
-    assert!(bytes.starts_with(b"%PDF-"), "{path}: not a PDF");
-    bytes
+    assert!(r.bytes.starts_with(b"%PDF-"), "{path}: not a PDF");
+    r.bytes
 }
 
 /// Appends a PNG chunk of `kind` holding `body`, with its length and CRC.

@@ -1,8 +1,57 @@
 //! Reading a Server-Sent Events stream the way a screen does: one named event at a time.
+//! A stream never ends by itself, so it cannot be read whole by [`super::reply`]: [`open`]
+//! is the way a test sends a request for one.
 
 use serde_json::Value;
 
+use super::{Reply, reply_of};
+
+/// What a request for a stream got: the stream, or an answer that is not one.
+pub enum Opened {
+    Stream(EventStream),
+    Refused(Reply),
+}
+
+impl Opened {
+    /// The stream (a 200 of `text/event-stream`); fails showing the answer otherwise.
+    #[track_caller]
+    pub fn stream(self) -> EventStream {
+        match self {
+            Self::Stream(stream) => stream,
+            Self::Refused(r) => panic!("no event stream: {} {}", r.status, r.text),
+        }
+    }
+
+    /// The answer that refused the stream; fails when a stream opened.
+    #[track_caller]
+    pub fn refused(self) -> Reply {
+        match self {
+            Self::Stream(stream) => panic!("a stream opened ({:?})", stream.headers),
+            Self::Refused(r) => r,
+        }
+    }
+}
+
+/// Sends a request for an event stream: a 200 of `text/event-stream` is kept open to be read
+/// event by event; any other answer is read whole.
+pub async fn open(req: reqwest::RequestBuilder) -> Opened {
+    let response = req.send().await.expect("request sent");
+    let is_stream = response.status() == reqwest::StatusCode::OK
+        && response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+    if is_stream {
+        Opened::Stream(EventStream::new(response))
+    } else {
+        Opened::Refused(reply_of(response).await.expect("answer read"))
+    }
+}
+
 pub struct EventStream {
+    /// The headers the stream was answered with.
+    pub headers: reqwest::header::HeaderMap,
     response: reqwest::Response,
     buffer: String,
     /// Everything the stream sent so far, comments included.
@@ -10,8 +59,8 @@ pub struct EventStream {
 }
 
 impl EventStream {
-    pub fn new(response: reqwest::Response) -> Self {
-        Self { response, buffer: String::new(), raw: String::new() }
+    fn new(response: reqwest::Response) -> Self {
+        Self { headers: response.headers().clone(), response, buffer: String::new(), raw: String::new() }
     }
 
     /// The next named event: `(name, data)` with the data parsed as JSON (`Null` when it is

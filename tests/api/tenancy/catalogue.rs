@@ -12,6 +12,7 @@ use time::format_description::well_known::Rfc3339;
 use tokio_postgres::Client;
 
 use crate::support::TestDb;
+use crate::support::assert_status;
 
 const BUILT: &str = "branch_900001";
 const REPLAYED: &str = "branch_900002";
@@ -297,7 +298,7 @@ async fn a_branch_made_from_a_spare_schema_is_the_schema_replaying_every_migrati
     let r = app
         .post("/api/v1/branches", None, serde_json::json!({ "code": "SPARE1", "name": "From a spare" }))
         .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     let id = r.body["data"]["id"].as_i64().unwrap();
     assert_eq!(spares(&client).await, (1, 1), "the create took one spare");
     let schema = format!("branch_{id}");
@@ -348,7 +349,7 @@ async fn concurrent_creates_take_each_spare_once_and_build_the_rest() {
     let replies = futures_util::future::join_all(creates).await;
     let mut ids = Vec::new();
     for r in &replies {
-        assert_eq!(r.status, 201, "{}", r.text);
+        assert_status(r, 201);
         ids.push(r.body["data"]["id"].as_i64().unwrap());
     }
     assert_eq!(spares(&client).await, (0, 0), "both spares were taken");
@@ -383,7 +384,7 @@ async fn spares_of_other_migrations_are_dropped_and_never_taken() {
 
     let r =
         app.post("/api/v1/branches", None, serde_json::json!({ "code": "NOSTALE", "name": "Built" })).await;
-    assert_eq!(r.status, 201, "{}", r.text);
+    assert_status(&r, 201);
     let id = r.body["data"]["id"].as_i64().unwrap();
     let history: i64 = client
         .query_one(&format!("SELECT count(*) FROM branch_{id}.refinery_schema_history"), &[])

@@ -13,7 +13,7 @@ async fn patient_writes_are_listed_newest_first_with_before_and_after() {
     assert_status(&r, 200);
     assert_status(&app.delete(&format!("{PATIENTS}/{p}"), Some(main)).await, 200);
 
-    let r = audit_rows(&app, main, "filters[resource]=patients").await;
+    let r = app.audit_list(AUDIT, Some(main), "filters[resource]=patients").await;
     assert_status(&r, 200);
     let p_rows = |action: &str| (action.to_owned(), "patients".to_owned(), p);
     assert_eq!(audit_summary(&r.body), vec![p_rows("delete"), p_rows("update"), p_rows("create")]);
@@ -55,8 +55,9 @@ async fn every_visit_record_write_is_audited() {
         assert_status(&r, 200);
         assert_status(&app.delete(path, Some(main)).await, 200);
         let id: i64 = path.rsplit('/').next().unwrap().parse().unwrap();
-        let r =
-            audit_rows(&app, main, &format!("filters[resource]={resource}&filters[record_id]={id}")).await;
+        let r = app
+            .audit_list(AUDIT, Some(main), &format!("filters[resource]={resource}&filters[record_id]={id}"))
+            .await;
         assert_status(&r, 200);
         let actions: Vec<String> = audit_summary(&r.body).into_iter().map(|(a, _, _)| a).collect();
         assert_eq!(actions, vec!["delete", "update", "create"], "{resource}");
@@ -74,14 +75,14 @@ async fn opening_a_patient_is_audited_as_a_view_by_its_reader() {
     let (doctor, token) = app.create_user("doc1", &["doctor"], &[main]).await;
     let r = reply(app.request_as(&token, Method::GET, &format!("{PATIENTS}/{p}"), Some(main))).await;
     assert_status(&r, 200);
-    let r = audit_rows(&app, main, "filters[action]=view").await;
+    let r = app.audit_list(AUDIT, Some(main), "filters[action]=view").await;
     assert_status(&r, 200);
     assert_eq!(audit_summary(&r.body), vec![("view".to_owned(), "patients".to_owned(), p)]);
     assert_eq!(r.body["data"][0]["user_id"], doctor);
     // A 404 read is not a view of anything.
     let r = reply(app.request_as(&token, Method::GET, &format!("{PATIENTS}/999"), Some(main))).await;
     assert_status(&r, 404);
-    assert_eq!(audit_rows(&app, main, "filters[action]=view").await.body["meta"]["total"], 1);
+    assert_eq!(app.audit_list(AUDIT, Some(main), "filters[action]=view").await.body["meta"]["total"], 1);
 }
 
 #[tokio::test]
@@ -98,7 +99,7 @@ async fn exporting_patients_is_audited() {
     )
     .await;
     assert_status(&r, 200);
-    let r = audit_rows(&app, main, "filters[action]=export").await;
+    let r = app.audit_list(AUDIT, Some(main), "filters[action]=export").await;
     assert_status(&r, 200);
     assert_eq!(r.body["meta"]["total"], 1, "{}", r.body);
     assert_eq!(r.body["data"][0]["resource"], "patients");
@@ -126,14 +127,14 @@ async fn audit_log_filters_each_narrow_the_result() {
     assert_status(&r, 200); // doctor: update ana
     let v = visit(&app, main, ana).await; // admin: create visit
 
-    let all = audit_rows(&app, main, "").await;
+    let all = app.audit_list(AUDIT, Some(main), "").await;
     assert_status(&all, 200);
     assert_eq!(all.body["meta"]["total"], 4, "{}", all.body);
     let summary = |query: &str| {
         let app = &app;
         let query = query.to_owned();
         async move {
-            let r = audit_rows(app, main, &query).await;
+            let r = app.audit_list(AUDIT, Some(main), &query).await;
             assert_status(&r, 200);
             audit_summary(&r.body)
         }
@@ -162,11 +163,11 @@ async fn audit_log_filters_each_narrow_the_result() {
         vec![row("create", "patients", ben)]
     );
     assert_eq!(summary("filters[action]=delete").await, vec![]);
-    let r = audit_rows(&app, main, "filters[record_id]=abc").await;
+    let r = app.audit_list(AUDIT, Some(main), "filters[record_id]=abc").await;
     assert_invalid(&r, &["filters[record_id]"]);
-    let r = audit_rows(&app, main, "filters[user_id]=x").await;
+    let r = app.audit_list(AUDIT, Some(main), "filters[user_id]=x").await;
     assert_invalid(&r, &["filters[user_id]"]);
-    let r = audit_rows(&app, main, "filters[password]=x").await;
+    let r = app.audit_list(AUDIT, Some(main), "filters[password]=x").await;
     assert_invalid(&r, &["filters[password]"]);
 }
 
@@ -180,7 +181,7 @@ async fn audit_log_start_and_end_date_bound_the_rows() {
     let total = |query: String| {
         let app = &app;
         async move {
-            let r = audit_rows(app, main, &query).await;
+            let r = app.audit_list(AUDIT, Some(main), &query).await;
             assert_status(&r, 200);
             r.body["meta"]["total"].as_i64().unwrap()
         }
@@ -196,9 +197,9 @@ async fn audit_log_start_and_end_date_bound_the_rows() {
     assert_eq!(total(format!("end_date={}", d(-1))).await, 0, "before today");
     assert_eq!(total(format!("start_date={}", d(1))).await, 0, "after today");
     assert_eq!(total(format!("start_date={}&end_date={}", d(-30), d(-2))).await, 0);
-    let r = audit_rows(&app, main, "start_date=2026-99-01").await;
+    let r = app.audit_list(AUDIT, Some(main), "start_date=2026-99-01").await;
     assert_invalid(&r, &["start_date"]);
-    let r = audit_rows(&app, main, &format!("start_date={}&end_date={}", d(0), d(-1))).await;
+    let r = app.audit_list(AUDIT, Some(main), &format!("start_date={}&end_date={}", d(0), d(-1))).await;
     assert_invalid(&r, &["end_date"]);
 }
 
@@ -207,7 +208,7 @@ async fn audit_log_is_for_admins_only() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
     patient(&app, main, "Ana", "Cruz").await;
-    let row = id_of(&audit_rows(&app, main, "").await.body["data"][0]);
+    let row = id_of(&app.audit_list(AUDIT, Some(main), "").await.body["data"][0]);
     for role in ["doctor", "receptionist", "nurse", "cashier"] {
         let (_, token) = app.create_user(&format!("{role}1"), &[role], &[main]).await;
         let r = reply(app.request_as(&token, Method::GET, AUDIT, Some(main))).await;
@@ -216,7 +217,7 @@ async fn audit_log_is_for_admins_only() {
         let r = reply(app.request_as(&token, Method::GET, &format!("{AUDIT}/{row}"), Some(main))).await;
         assert_status(&r, 403);
     }
-    let r = audit_rows(&app, main, "").await;
+    let r = app.audit_list(AUDIT, Some(main), "").await;
     assert_status(&r, 200);
 }
 
@@ -228,9 +229,9 @@ async fn audit_log_is_branch_scoped() {
     let own = patient(&app, main, "Ana", "Cruz").await;
     patient(&app, north, "Ben", "Reyes").await;
     patient(&app, north, "Carl", "Santos").await;
-    let r = audit_rows(&app, main, "").await;
+    let r = app.audit_list(AUDIT, Some(main), "").await;
     assert_eq!(audit_summary(&r.body), vec![("create".to_owned(), "patients".to_owned(), own)]);
-    let r = audit_rows(&app, north, "").await;
+    let r = app.audit_list(AUDIT, Some(north), "").await;
     assert_eq!(r.body["meta"]["total"], 2);
     assert!(
         r.body["data"]
@@ -249,7 +250,7 @@ async fn refused_writes_leave_no_audit_row() {
     let path = format!("{PATIENTS}/{p}");
     let stale = app.get(&path, Some(main)).await.header("etag").unwrap().to_owned();
     assert_status(&app.put(&path, Some(main), json!({ "first_name": "Ann" })).await, 200);
-    let before = audit_rows(&app, main, "").await.body["meta"]["total"].as_i64().unwrap();
+    let before = app.audit_list(AUDIT, Some(main), "").await.body["meta"]["total"].as_i64().unwrap();
     assert_eq!(before, 3, "create, view (the GET) and update");
     let r = reply(
         app.request(Method::PUT, &path, Some(main))
@@ -266,7 +267,7 @@ async fn refused_writes_leave_no_audit_row() {
         .post(VISITS, Some(main), json!({ "patient_id": p, "visit_date": "2026-01-05", "doctor_id": 9 }))
         .await;
     assert_status(&r, 422);
-    let after = audit_rows(&app, main, "").await.body["meta"]["total"].as_i64().unwrap();
+    let after = app.audit_list(AUDIT, Some(main), "").await.body["meta"]["total"].as_i64().unwrap();
     assert_eq!(after, before);
 }
 
@@ -275,7 +276,7 @@ async fn audit_log_cannot_be_written_through_the_api() {
     let app = TestApp::spawn().await;
     let main = app.main_branch().await;
     patient(&app, main, "Ana", "Cruz").await;
-    let row = id_of(&audit_rows(&app, main, "").await.body["data"][0]);
+    let row = id_of(&app.audit_list(AUDIT, Some(main), "").await.body["data"][0]);
     let r = app.post(AUDIT, Some(main), json!({ "action": "create", "resource": "patients" })).await;
     assert_status(&r, 405);
     let r = app.put(&format!("{AUDIT}/{row}"), Some(main), json!({ "action": "forged" })).await;
@@ -285,5 +286,5 @@ async fn audit_log_cannot_be_written_through_the_api() {
     let r = app.get(&format!("{AUDIT}/{row}"), Some(main)).await;
     assert_status(&r, 200);
     assert_eq!(r.body["data"]["action"], "create");
-    assert_eq!(audit_rows(&app, main, "").await.body["meta"]["total"], 1);
+    assert_eq!(app.audit_list(AUDIT, Some(main), "").await.body["meta"]["total"], 1);
 }

@@ -9,7 +9,7 @@ async fn certificate_number_sent_as_null_or_empty_is_generated_on_create_and_422
         let r = app
             .post(CERTIFICATES, Some(main), json!({ "patient_visit_id": v, "certificate_number": blank }))
             .await;
-        assert_eq!(r.status, 201, "{blank}: {}", r.text);
+        assert_status(&r, 201);
         let number = r.body["data"]["certificate_number"].as_str().unwrap_or_default();
         assert!(number.starts_with("MC-MAIN-"), "{blank}: {}", r.body);
     }
@@ -107,7 +107,7 @@ async fn a_duplicate_certificate_number_is_422_on_certificate_number() {
     app.created(CERTIFICATES, Some(main), json!({ "patient_visit_id": v, "certificate_number": "CERT-1" }))
         .await;
     let generated = app.created(CERTIFICATES, Some(main), json!({ "patient_visit_id": v })).await;
-    let before = audit_count(&app, main).await;
+    let before = app.audit_count(Some(main), None).await;
     for taken in ["CERT-1", "  CERT-1 "] {
         let r = app
             .post(CERTIFICATES, Some(main), json!({ "patient_visit_id": v, "certificate_number": taken }))
@@ -128,7 +128,7 @@ async fn a_duplicate_certificate_number_is_422_on_certificate_number() {
     assert_invalid(&r, &["certificate_number"]);
     assert_eq!(app.get(&path, Some(main)).await.body["data"]["certificate_number"], "MC-MAIN-000001");
     assert_eq!(app.get(CERTIFICATES, Some(main)).await.body["meta"]["total"], 2);
-    assert_eq!(audit_count(&app, main).await, before, "refused writes leave no audit row");
+    assert_eq!(app.audit_count(Some(main), None).await, before, "refused writes leave no audit row");
     // Another branch has its own numbers.
     let north = app.create_branch("NORTH").await;
     let nv = visit(&app, north, patient(&app, north, "Ben", "Reyes").await).await;

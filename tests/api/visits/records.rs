@@ -55,7 +55,7 @@ async fn plan_visit_and_text_are_required_and_dates_checked() {
 #[tokio::test]
 async fn a_prescribed_medicine_is_422_on_medicine_id_while_no_medicine_exists() {
     let Clinic { app, branch: main, visit: v, .. } = Clinic::open().await;
-    let before = audit_count(&app, main).await;
+    let before = app.audit_count(Some(main), None).await;
     for medicine in [json!(1), json!(42), json!("7")] {
         let r = app
             .post(
@@ -71,7 +71,7 @@ async fn a_prescribed_medicine_is_422_on_medicine_id_while_no_medicine_exists() 
     let r = app.get(MEDICINES, Some(main)).await;
     assert_status(&r, 200);
     assert_eq!(r.body["meta"]["total"], 0);
-    assert_eq!(audit_count(&app, main).await, before, "refused writes leave no audit row");
+    assert_eq!(app.audit_count(Some(main), None).await, before, "refused writes leave no audit row");
 }
 
 #[tokio::test]

@@ -120,7 +120,7 @@ async fn visual_acuity_logmar_follows_the_notation() {
             json!({ "notation": notation }),
         )
         .await;
-        assert_eq!(r.status, 201, "{notation} {value}: {}", r.text);
+        assert_status(&r, 201);
         let eye = &r.body["data"]["right_eye"];
         assert_eq!(eye["value"], stored, "{notation} {value}");
         assert_eq!(raw(&eye["logmar"]), logmar, "{notation} {value}: {eye}");
@@ -160,7 +160,7 @@ async fn visual_acuity_logmar_follows_the_notation() {
             json!({ "notation": notation }),
         )
         .await;
-        assert_eq!(r.status, 422, "{notation} {value}: {}", r.text);
+        assert_status(&r, 422);
         assert_invalid(&r, &["right_eye.value"]);
     }
     let r = with_right_eye(&clinic, "visual-acuities", json!({ "value": "N5", "logmar": 3.05 }), near).await;

@@ -158,6 +158,7 @@ async fn a_merge_cut_between_the_two_databases_is_completed_by_its_retry() {
     let log = app.get(&format!("{PATIENTS}/{survivor}/merges"), branch).await;
     assert_eq!(log.body["meta"]["total"], 1);
     let again = send().await;
-    assert_eq!((again.status, again.header("idempotent-replayed")), (201, Some("true")));
+    assert_status(&again, 201);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
     assert_eq!(again.body, done.body);
 }
