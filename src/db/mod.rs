@@ -20,10 +20,11 @@ use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use std::sync::atomic::AtomicU64;
+use std::pin::Pin;
 
 use anyhow::Context;
-use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
+use deadpool::managed;
+use tokio::task::JoinHandle;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error as PgError, Row, Statement, ToStatement};
 
@@ -32,15 +33,16 @@ pub use branch_pool::{BranchPool, Lease, PoolSettings};
 pub use client::{Client, Transaction};
 use waits::Waits;
 
-/// The registry's pool: a deadpool pool of [`Client`]s whose `get()` is measured ([`Waits`]).
+/// The registry's pool: a deadpool-postgres pool whose `get()` is measured ([`Waits`]) and
+/// whose connections are [`Client`]s, as a branch pool's are.
 #[derive(Clone)]
 pub struct RegistryPool {
-    pool: managed::Pool<RegistryManager>,
+    pool: deadpool_postgres::Pool,
     waits: Waits,
 }
 
-/// A connection of the registry's pool.
-pub type RegistryConn = managed::Object<RegistryManager>;
+/// A connection of the registry's pool: a [`Client`] on `public`, handed back when dropped.
+pub type RegistryConn = Client;
 
 /// What taking a connection from a pool can fail with.
 pub type PoolError = managed::PoolError<PgError>;
@@ -48,7 +50,7 @@ pub type PoolError = managed::PoolError<PgError>;
 impl RegistryPool {
     /// A connection, waiting at most `POOL_WAIT_TIMEOUT_MS` for a free one.
     pub async fn get(&self) -> Result<RegistryConn, PoolError> {
-        self.waits.measure(self.pool.get()).await
+        self.waits.measure(self.pool.get()).await.map(Client::registry)
     }
 
     /// The measurements of this pool, for naming another pool's.
@@ -58,7 +60,7 @@ impl RegistryPool {
 
     /// A connection within `timeouts` rather than the pool's own (the readiness probe).
     pub async fn timeout_get(&self, timeouts: &managed::Timeouts) -> Result<RegistryConn, PoolError> {
-        self.pool.timeout_get(timeouts).await
+        self.pool.timeout_get(timeouts).await.map(Client::registry)
     }
 
     pub fn status(&self) -> deadpool::Status {
@@ -70,34 +72,26 @@ impl RegistryPool {
     }
 }
 
-/// Opens the registry's connections; a connection the server closed is not handed out again.
-pub struct RegistryManager {
-    link: tls::Link,
-    /// Never bumped: the registry's tables change only when it is migrated at start-up.
-    generation: Arc<AtomicU64>,
-}
+/// Opens the registry's connections through [`tls::Link::connect`], as every connection is.
+struct RegistryConnect(tls::Link);
 
-impl managed::Manager for RegistryManager {
-    type Type = Client;
-    type Error = PgError;
-
-    async fn create(&self) -> Result<Client, PgError> {
+impl deadpool_postgres::Connect for RegistryConnect {
+    fn connect(
+        &self,
+        _: &tokio_postgres::Config,
+    ) -> Pin<Box<dyn Future<Output = Result<(tokio_postgres::Client, JoinHandle<()>), PgError>> + Send + '_>>
+    {
         // Boxed: connecting's state is large, and inline it would be part of every `get`'s,
         // which nearly always finds an idle connection.
-        let (client, connection) = Box::pin(self.link.connect()).await?;
-        let task = tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "registry connection closed");
-            }
-        });
-        Ok(Client::new(client, task, self.generation.clone()))
-    }
-
-    async fn recycle(&self, client: &mut Client, _: &Metrics) -> RecycleResult<PgError> {
-        if client.is_closed() {
-            return Err(RecycleError::message("connection closed"));
-        }
-        Ok(())
+        Box::pin(async move {
+            let (client, connection) = self.0.connect().await?;
+            let task = tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "registry connection closed");
+                }
+            });
+            Ok((client, task))
+        })
     }
 }
 
@@ -176,8 +170,14 @@ pub fn registry_pool(
     settings: &Settings,
     meter: &opentelemetry::metrics::Meter,
 ) -> anyhow::Result<RegistryPool> {
-    let manager = RegistryManager { link: pool_link(url, "public", settings)?, generation: Arc::default() };
-    let pool = managed::Pool::builder(manager)
+    let link = pool_link(url, "public", settings)?;
+    // Fast recycling: a connection the server closed is not handed out again, and nothing
+    // else is checked (no round trip per `get`).
+    let recycling =
+        deadpool_postgres::ManagerConfig { recycling_method: deadpool_postgres::RecyclingMethod::Fast };
+    let manager =
+        deadpool_postgres::Manager::from_connect(link.config.clone(), RegistryConnect(link), recycling);
+    let pool = deadpool_postgres::Pool::builder(manager)
         .max_size(settings.registry_pool_size)
         .wait_timeout(Some(settings.pool_wait))
         .create_timeout(Some(Duration::from_secs(10)))
@@ -489,7 +489,6 @@ macro_rules! impl_queries {
     };
 }
 impl_queries!(Client, |c, sql| Client::prepare_cached(c, sql), &**c);
-impl_queries!(RegistryConn, |c, sql| Client::prepare_cached(c, sql), &***c);
 impl_queries!(Transaction<'_>, |c, sql| Transaction::prepare_cached(c, sql), &**c);
 
 #[cfg(test)]
