@@ -71,7 +71,7 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
         if applied > 0 {
             tracing::info!(applied, "registry migrated");
         }
-        permissions::sync_catalogue(&**client).await?;
+        permissions::sync_catalogue(&*client).await?;
     }
     let directory = Arc::new(Directory::new(registry.clone(), database_url, &settings)?);
     let state = Arc::new(AppState::new(settings, registry, directory, metrics)?);

@@ -97,7 +97,7 @@ pub async fn open(depot: &Depot) -> ApiResult<(Context, Clock)> {
     let ctx = Context::of(depot)?;
     ctx.require(DASHBOARD_READ)?;
     let route = ctx.branch()?.clone();
-    let (now, today) = route.clock(&*ctx.registry().await?).await?;
+    let (now, today) = route.clock(&ctx.registry().await?).await?;
     Ok((ctx, Clock { now, today, timezone: route.timezone.clone() }))
 }
 

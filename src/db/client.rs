@@ -4,7 +4,8 @@
 //! analyses and plans it again whenever it runs under another. A branch connection moves
 //! between branch schemas, so its statements are cached per schema: each runs only under the
 //! search_path it was prepared for, and keeps its plan. The cache is bounded; the statements
-//! used least recently go first (and are closed on the server).
+//! used least recently go first (and are closed on the server). A registry connection never
+//! moves (`public`): its statements are kept in deadpool-postgres's cache, bounded here too.
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
@@ -17,98 +18,150 @@ use tokio_postgres::{Error, IsolationLevel, Statement};
 /// Statements one connection keeps prepared, at most.
 pub const STATEMENTS_PER_CONNECTION: usize = 1_000;
 
-/// A pooled connection: the tokio-postgres client, the task driving its socket, and its
-/// statement cache.
+/// A pooled connection, a branch pool's or the registry pool's, and its statement cache.
 pub struct Client {
-    client: tokio_postgres::Client,
-    conn_task: JoinHandle<()>,
-    statements: Arc<Statements>,
+    connection: Connection,
+    statements: Kept,
+}
+
+enum Connection {
+    /// A branch pool's: the tokio-postgres client and the task driving its socket.
+    Own { client: tokio_postgres::Client, conn_task: JoinHandle<()> },
+    /// The registry pool's, handed back to it when dropped (boxed: it is larger than
+    /// a branch pool's, and every slot of a branch pool would pay for its size).
+    Registry(Box<deadpool_postgres::Object>),
+}
+
+/// Where a connection's prepared statements are kept.
+#[derive(Clone)]
+enum Kept {
+    PerSchema(Arc<Statements>),
+    Registry(Arc<deadpool_postgres::StatementCache>),
+}
+
+impl Kept {
+    async fn prepare(&self, client: &tokio_postgres::Client, sql: &str) -> Result<Statement, Error> {
+        match self {
+            Self::PerSchema(statements) => statements.prepare(client, sql).await,
+            Self::Registry(cache) => {
+                let statement = cache.prepare(client, sql).await?;
+                // deadpool-postgres's cache has no bound of its own: emptied when it passes
+                // ours (dropped statements are closed on the server).
+                if cache.size() > STATEMENTS_PER_CONNECTION {
+                    cache.clear();
+                }
+                Ok(statement)
+            }
+        }
+    }
 }
 
 impl Client {
-    /// Wraps a connected client; `generation` is what [`Statements`] compares against to
-    /// notice that every cached statement of its pool was declared stale.
-    pub fn new(
-        client: tokio_postgres::Client,
-        conn_task: JoinHandle<()>,
-        generation: Arc<AtomicU64>,
-    ) -> Self {
-        Self::keeping(client, conn_task, generation, STATEMENTS_PER_CONNECTION)
-    }
-
-    /// Like [`Client::new`], keeping up to `statements` prepared.
+    /// Wraps a connected client of a branch pool, keeping up to `statements` prepared;
+    /// `generation` is what [`Statements`] compares against to notice that every cached
+    /// statement of its pool was declared stale.
     pub fn keeping(
         client: tokio_postgres::Client,
         conn_task: JoinHandle<()>,
         generation: Arc<AtomicU64>,
         statements: usize,
     ) -> Self {
-        Self { client, conn_task, statements: Arc::new(Statements::new(generation, statements)) }
+        Self {
+            connection: Connection::Own { client, conn_task },
+            statements: Kept::PerSchema(Arc::new(Statements::new(generation, statements))),
+        }
+    }
+
+    /// A connection of the registry pool.
+    pub fn registry(object: deadpool_postgres::Object) -> Self {
+        let statements = Kept::Registry(object.statement_cache.clone());
+        Self { connection: Connection::Registry(Box::new(object)), statements }
     }
 
     /// The schema the connection's search_path names, as far as the server confirmed it;
-    /// `None` when unknown (a maintenance connection that sets its own).
+    /// `None` when unknown (a maintenance connection that sets its own) and on the registry's,
+    /// which stays on `public`.
     pub fn schema(&self) -> Option<Arc<str>> {
-        self.statements.schema()
+        match &self.statements {
+            Kept::PerSchema(statements) => statements.schema(),
+            Kept::Registry(_) => None,
+        }
     }
 
     /// Records the schema the search_path now names: statements prepared from now on are
-    /// cached for it.
+    /// cached for it. (A registry connection is never switched: nothing to record.)
     pub fn set_schema(&self, schema: Option<Arc<str>>) {
-        self.statements.set_schema(schema);
+        if let Kept::PerSchema(statements) = &self.statements {
+            statements.set_schema(schema);
+        }
     }
 
     /// The statement this connection keeps prepared for `sql` under `schema`, if any, without
     /// a round trip (a read that will switch to `schema` in the same round trip as it runs).
     pub fn cached(&self, schema: &Arc<str>, sql: &str) -> Option<Statement> {
-        self.statements.cached(schema, sql)
+        match &self.statements {
+            Kept::PerSchema(statements) => statements.cached(schema, sql),
+            Kept::Registry(_) => None,
+        }
     }
 
     /// Like [`tokio_postgres::Client::prepare`], but reuses the statement this connection
     /// prepared for the same text under the same schema.
     pub async fn prepare_cached(&self, sql: &str) -> Result<Statement, Error> {
-        self.statements.prepare(&self.client, sql).await
+        self.statements.prepare(self, sql).await
     }
 
     pub async fn transaction(&mut self) -> Result<Transaction<'_>, Error> {
         let statements = self.statements.clone();
-        Ok(Transaction { tx: self.client.transaction().await?, statements })
+        Ok(Transaction { tx: (**self).transaction().await?, statements })
     }
 
     pub fn build_transaction(&mut self) -> TransactionBuilder<'_> {
         let statements = self.statements.clone();
-        TransactionBuilder { builder: self.client.build_transaction(), statements }
+        TransactionBuilder { builder: (**self).build_transaction(), statements }
     }
 
     /// How many statements the connection keeps prepared now.
     pub fn cached_statements(&self) -> usize {
-        self.statements.len()
+        match &self.statements {
+            Kept::PerSchema(statements) => statements.len(),
+            Kept::Registry(cache) => cache.size(),
+        }
     }
 }
 
 impl Deref for Client {
     type Target = tokio_postgres::Client;
     fn deref(&self) -> &Self::Target {
-        &self.client
+        match &self.connection {
+            Connection::Own { client, .. } => client,
+            Connection::Registry(object) => object,
+        }
     }
 }
 
 impl DerefMut for Client {
     fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.client
+        match &mut self.connection {
+            Connection::Own { client, .. } => client,
+            Connection::Registry(object) => object,
+        }
     }
 }
 
 impl Drop for Client {
     fn drop(&mut self) {
-        self.conn_task.abort();
+        // A registry connection's task is its pool's to end, with the connection.
+        if let Connection::Own { conn_task, .. } = &self.connection {
+            conn_task.abort();
+        }
     }
 }
 
 /// A transaction of a [`Client`], sharing its statement cache.
 pub struct Transaction<'a> {
     tx: tokio_postgres::Transaction<'a>,
-    statements: Arc<Statements>,
+    statements: Kept,
 }
 
 impl Transaction<'_> {
@@ -142,7 +195,7 @@ impl DerefMut for Transaction<'_> {
 #[must_use = "a builder does nothing until `start`"]
 pub struct TransactionBuilder<'a> {
     builder: tokio_postgres::TransactionBuilder<'a>,
-    statements: Arc<Statements>,
+    statements: Kept,
 }
 
 impl<'a> TransactionBuilder<'a> {

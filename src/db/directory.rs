@@ -1,8 +1,9 @@
 //! The pool map: which schema, on which database server, serves a branch.
 //!
 //! Invariant: a query made for branch A runs on a connection whose search_path is exactly
-//! A's schema. [`Directory::connect`] is the only way handlers get a branch connection, and it
-//! goes through [`BranchConn::checkout`], which sets or verifies the schema every time.
+//! A's schema. [`Directory::connect`] and [`Directory::connect_deferred`] are the only ways
+//! handlers get a branch connection; both go through [`BranchConn::checkout_deferred`], whose
+//! connection is reached only once its schema is set or verified (or by the read that sets it).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
-use super::{BranchConn, BranchPool, RegistryPool};
+use super::{BranchConn, BranchPool, PendingBranchConn, RegistryPool};
 use crate::cache::FreshCache;
 use crate::config::Settings;
 use crate::http::error::{ApiError, ApiResult};
@@ -202,13 +203,12 @@ impl Directory {
     pub async fn connect(&self, route: &BranchRoute) -> ApiResult<BranchConn> {
         let conn = self.connect_deferred(route).await?;
         // As a failure to take the connection, which the switch was part of.
-        conn.reads().switch_now().await.map_err(super::PoolError::Backend)?;
-        Ok(conn)
+        Ok(conn.switched().await.map_err(super::PoolError::Backend)?)
     }
 
     /// A connection for `route` whose switch to the branch's schema goes with its first read
     /// ([`BranchConn::checkout_deferred`]).
-    pub async fn connect_deferred(&self, route: &BranchRoute) -> ApiResult<BranchConn> {
+    pub async fn connect_deferred(&self, route: &BranchRoute) -> ApiResult<PendingBranchConn> {
         if route.migration_failed {
             return Err(ApiError::unavailable(
                 "branch_unavailable",

@@ -20,10 +20,11 @@ use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use std::sync::atomic::AtomicU64;
+use std::pin::Pin;
 
 use anyhow::Context;
-use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
+use deadpool::managed;
+use tokio::task::JoinHandle;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error as PgError, Row, Statement, ToStatement};
 
@@ -32,15 +33,16 @@ pub use branch_pool::{BranchPool, Lease, PoolSettings};
 pub use client::{Client, Transaction};
 use waits::Waits;
 
-/// The registry's pool: a deadpool pool of [`Client`]s whose `get()` is measured ([`Waits`]).
+/// The registry's pool: a deadpool-postgres pool whose `get()` is measured ([`Waits`]) and
+/// whose connections are [`Client`]s, as a branch pool's are.
 #[derive(Clone)]
 pub struct RegistryPool {
-    pool: managed::Pool<RegistryManager>,
+    pool: deadpool_postgres::Pool,
     waits: Waits,
 }
 
-/// A connection of the registry's pool.
-pub type RegistryConn = managed::Object<RegistryManager>;
+/// A connection of the registry's pool: a [`Client`] on `public`, handed back when dropped.
+pub type RegistryConn = Client;
 
 /// What taking a connection from a pool can fail with.
 pub type PoolError = managed::PoolError<PgError>;
@@ -48,7 +50,7 @@ pub type PoolError = managed::PoolError<PgError>;
 impl RegistryPool {
     /// A connection, waiting at most `POOL_WAIT_TIMEOUT_MS` for a free one.
     pub async fn get(&self) -> Result<RegistryConn, PoolError> {
-        self.waits.measure(self.pool.get()).await
+        self.waits.measure(self.pool.get()).await.map(Client::registry)
     }
 
     /// The measurements of this pool, for naming another pool's.
@@ -58,7 +60,7 @@ impl RegistryPool {
 
     /// A connection within `timeouts` rather than the pool's own (the readiness probe).
     pub async fn timeout_get(&self, timeouts: &managed::Timeouts) -> Result<RegistryConn, PoolError> {
-        self.pool.timeout_get(timeouts).await
+        self.pool.timeout_get(timeouts).await.map(Client::registry)
     }
 
     pub fn status(&self) -> deadpool::Status {
@@ -70,34 +72,26 @@ impl RegistryPool {
     }
 }
 
-/// Opens the registry's connections; a connection the server closed is not handed out again.
-pub struct RegistryManager {
-    link: tls::Link,
-    /// Never bumped: the registry's tables change only when it is migrated at start-up.
-    generation: Arc<AtomicU64>,
-}
+/// Opens the registry's connections through [`tls::Link::connect`], as every connection is.
+struct RegistryConnect(tls::Link);
 
-impl managed::Manager for RegistryManager {
-    type Type = Client;
-    type Error = PgError;
-
-    async fn create(&self) -> Result<Client, PgError> {
+impl deadpool_postgres::Connect for RegistryConnect {
+    fn connect(
+        &self,
+        _: &tokio_postgres::Config,
+    ) -> Pin<Box<dyn Future<Output = Result<(tokio_postgres::Client, JoinHandle<()>), PgError>> + Send + '_>>
+    {
         // Boxed: connecting's state is large, and inline it would be part of every `get`'s,
         // which nearly always finds an idle connection.
-        let (client, connection) = Box::pin(self.link.connect()).await?;
-        let task = tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "registry connection closed");
-            }
-        });
-        Ok(Client::new(client, task, self.generation.clone()))
-    }
-
-    async fn recycle(&self, client: &mut Client, _: &Metrics) -> RecycleResult<PgError> {
-        if client.is_closed() {
-            return Err(RecycleError::message("connection closed"));
-        }
-        Ok(())
+        Box::pin(async move {
+            let (client, connection) = self.0.connect().await?;
+            let task = tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "registry connection closed");
+                }
+            });
+            Ok((client, task))
+        })
     }
 }
 
@@ -176,8 +170,14 @@ pub fn registry_pool(
     settings: &Settings,
     meter: &opentelemetry::metrics::Meter,
 ) -> anyhow::Result<RegistryPool> {
-    let manager = RegistryManager { link: pool_link(url, "public", settings)?, generation: Arc::default() };
-    let pool = managed::Pool::builder(manager)
+    let link = pool_link(url, "public", settings)?;
+    // Fast recycling: a connection the server closed is not handed out again, and nothing
+    // else is checked (no round trip per `get`).
+    let recycling =
+        deadpool_postgres::ManagerConfig { recycling_method: deadpool_postgres::RecyclingMethod::Fast };
+    let manager =
+        deadpool_postgres::Manager::from_connect(link.config.clone(), RegistryConnect(link), recycling);
+    let pool = deadpool_postgres::Pool::builder(manager)
         .max_size(settings.registry_pool_size)
         .wait_timeout(Some(settings.pool_wait))
         .create_timeout(Some(Duration::from_secs(10)))
@@ -218,10 +218,6 @@ fn quote_ident(name: &str) -> String {
 /// A connection whose search_path is exactly one branch's schema.
 pub struct BranchConn {
     conn: Lease,
-    /// A switch to the branch's schema that is not sent yet ([`BranchConn::checkout_deferred`]):
-    /// it goes with the first statement run through [`BranchConn::reads`], and until the
-    /// server confirmed it nothing else may use the connection.
-    switch_to: Mutex<Option<Arc<str>>>,
     /// The branch's share of the pool this connection counts against (released with it).
     _share: Option<tokio::sync::OwnedSemaphorePermit>,
 }
@@ -231,25 +227,19 @@ impl BranchConn {
     /// and makes its search_path `schema`, unless this connection was already switched to
     /// `schema` by us (the switch is a round trip, so it is skipped when provably unneeded).
     pub async fn checkout(pool: &BranchPool, schema: &Arc<str>) -> Result<Self, PoolError> {
-        let conn = Self::checkout_deferred(pool, schema).await?;
-        conn.reads().switch_now().await?;
-        Ok(conn)
+        Ok(Self::checkout_deferred(pool, schema).await?.switched().await?)
     }
 
     /// Like [`BranchConn::checkout`], but the switch to `schema` goes in the same round trip
-    /// as the first statement run through [`BranchConn::reads`] (a request that starts with a
-    /// read saves a round trip). Using the connection any other way before that statement
-    /// is a bug, and panics rather than run anything under another branch's schema.
-    pub async fn checkout_deferred(pool: &BranchPool, schema: &Arc<str>) -> Result<Self, PoolError> {
+    /// as the first statement run through [`PendingBranchConn::reads`] (a request that starts
+    /// with a read saves a round trip).
+    pub async fn checkout_deferred(
+        pool: &BranchPool,
+        schema: &Arc<str>,
+    ) -> Result<PendingBranchConn, PoolError> {
         let conn = pool.waits().measure(pool.get(Some(schema))).await?;
         let switch_to = (conn.schema().as_deref() != Some(&**schema)).then(|| schema.clone());
-        Ok(Self { conn, switch_to: Mutex::new(switch_to), _share: None })
-    }
-
-    /// Counts this connection against a branch's share until it is handed back.
-    pub fn holding(mut self, permit: tokio::sync::OwnedSemaphorePermit) -> Self {
-        self._share = Some(permit);
-        self
+        Ok(PendingBranchConn { conn: Self { conn, _share: None }, switch_to: Mutex::new(switch_to) })
     }
 
     /// A connection for maintenance work (provisioning, migrations) that picks its own
@@ -257,7 +247,7 @@ impl BranchConn {
     pub async fn unrouted(pool: &BranchPool) -> Result<Self, PoolError> {
         let conn = pool.waits().measure(pool.get(None)).await?;
         conn.set_schema(None);
-        Ok(Self { conn, switch_to: Mutex::new(None), _share: None })
+        Ok(Self { conn, _share: None })
     }
 
     /// The raw client, for work that changes session state; forgets the recorded schema.
@@ -267,27 +257,65 @@ impl BranchConn {
         client
     }
 
-    /// The statements of a request that starts with a read: the first carries the pending
-    /// switch to the branch's schema, if there is one.
+    /// The statements of a request, as [`PendingBranchConn::reads`] gives them (none has a
+    /// switch to carry here).
     pub fn reads(&self) -> Reads<'_> {
-        Reads { client: &self.conn, switch_to: Some(&self.switch_to) }
+        Reads::on(&self.conn)
     }
 }
-
-const SWITCH_NOT_SENT: &str = "a branch connection used before its switch to the branch's schema was sent";
 
 impl Deref for BranchConn {
     type Target = Client;
     fn deref(&self) -> &Self::Target {
-        assert!(self.switch_to.lock().expect("switch poisoned").is_none(), "{SWITCH_NOT_SENT}");
         &self.conn
     }
 }
 
 impl DerefMut for BranchConn {
     fn deref_mut(&mut self) -> &mut Self::Target {
-        assert!(self.switch_to.get_mut().expect("switch poisoned").is_none(), "{SWITCH_NOT_SENT}");
         &mut self.conn
+    }
+}
+
+/// A branch connection whose switch to the branch's schema may not be sent yet
+/// ([`BranchConn::checkout_deferred`]). Its connection is reached only through
+/// [`PendingBranchConn::reads`], whose first statement carries the switch, or as the
+/// [`BranchConn`] that [`PendingBranchConn::switched`] yields once the switch is sent: nothing
+/// can run on it under the schema of the branch it served before:
+///
+/// ```compile_fail
+/// # async fn misuse(conn: clinic_server::db::PendingBranchConn) {
+/// conn.batch_execute("DELETE FROM patients").await.unwrap();
+/// # }
+/// ```
+pub struct PendingBranchConn {
+    conn: BranchConn,
+    /// The switch not sent yet; `None` once the server confirmed it (or none was needed).
+    switch_to: Mutex<Option<Arc<str>>>,
+}
+
+impl PendingBranchConn {
+    /// Counts this connection against a branch's share until it is handed back.
+    pub fn holding(mut self, permit: tokio::sync::OwnedSemaphorePermit) -> Self {
+        self.conn._share = Some(permit);
+        self
+    }
+
+    /// The statements of a request that starts with a read: the first carries the pending
+    /// switch to the branch's schema, if there is one.
+    pub fn reads(&self) -> Reads<'_> {
+        Reads { client: &self.conn.conn, switch_to: Some(&self.switch_to) }
+    }
+
+    /// Whether the switch is still to be sent (no statement has carried it yet).
+    pub fn switch_pending(&self) -> bool {
+        self.switch_to.lock().expect("switch poisoned").is_some()
+    }
+
+    /// The connection, its switch sent on its own now if no statement carried it yet.
+    pub async fn switched(self) -> Result<BranchConn, PgError> {
+        self.reads().switch_now().await?;
+        Ok(self.conn)
     }
 }
 
@@ -489,7 +517,6 @@ macro_rules! impl_queries {
     };
 }
 impl_queries!(Client, |c, sql| Client::prepare_cached(c, sql), &**c);
-impl_queries!(RegistryConn, |c, sql| Client::prepare_cached(c, sql), &***c);
 impl_queries!(Transaction<'_>, |c, sql| Transaction::prepare_cached(c, sql), &**c);
 
 #[cfg(test)]

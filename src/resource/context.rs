@@ -11,7 +11,7 @@ use crate::db::Client;
 
 use super::idempotency::Idempotency;
 use crate::db::directory::BranchRoute;
-use crate::db::{BranchConn, Reads};
+use crate::db::{BranchConn, PendingBranchConn, Reads};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::guard::Endpoint;
 use crate::state::{AppState, AuthUser};
@@ -39,8 +39,26 @@ impl Conn {
         }
     }
 
-    /// The statements of a request that starts with a read; on a connection from
-    /// [`Context::reading_conn`] the first of them carries the switch to the branch's schema.
+    /// The statements of a request, through the interface a [`ReadingConn`]'s take.
+    pub fn reads(&self) -> Reads<'_> {
+        match self {
+            Self::Branch(c) => c.reads(),
+            Self::Registry(c) => Reads::on(c),
+        }
+    }
+}
+
+/// A connection to wherever a resource's rows live, for a request whose first statement is
+/// a read: a branch connection's switch to the branch's schema goes in that statement's
+/// round trip, and until then the connection is reached only through [`ReadingConn::reads`].
+pub enum ReadingConn {
+    Branch(PendingBranchConn),
+    Registry(crate::db::RegistryConn),
+}
+
+impl ReadingConn {
+    /// The statements of the request; on a branch connection the first of them carries the
+    /// switch to the branch's schema.
     pub fn reads(&self) -> Reads<'_> {
         match self {
             Self::Branch(c) => c.reads(),
@@ -123,12 +141,14 @@ impl Context {
     }
 
     /// Like [`Context::conn`] for a request whose first statement is a read through
-    /// [`Conn::reads`]: a branch connection's switch to the branch's schema goes in that
-    /// statement's round trip. Anything else before it panics (see `BranchConn`).
-    pub async fn reading_conn(&self, scope: Scope) -> ApiResult<Conn> {
+    /// [`ReadingConn::reads`]: a branch connection's switch to the branch's schema goes in
+    /// that statement's round trip.
+    pub async fn reading_conn(&self, scope: Scope) -> ApiResult<ReadingConn> {
         match scope {
-            Scope::Branch => Ok(Conn::Branch(self.state.directory.connect_deferred(self.branch()?).await?)),
-            Scope::Registry => Ok(Conn::Registry(self.state.registry.get().await?)),
+            Scope::Branch => {
+                Ok(ReadingConn::Branch(self.state.directory.connect_deferred(self.branch()?).await?))
+            }
+            Scope::Registry => Ok(ReadingConn::Registry(self.state.registry.get().await?)),
         }
     }
 

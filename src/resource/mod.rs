@@ -28,7 +28,7 @@ pub mod unit;
 pub mod validate;
 
 pub use actions::{Action, StateLock};
-pub use context::{Conn, Context, Scope, Writer};
+pub use context::{Conn, Context, ReadingConn, Scope, Writer};
 pub use field::{Calculated, Field, Kind, Rule, Target};
 pub use hooks::Hooks;
 pub use numbers::Numbering;

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::Resource;
 use super::actions::{Action, Verb};
-use super::context::Context;
+use super::context::{Context, ReadingConn};
 use super::etag::{IfMatch, etag, tag_of};
 use super::idempotency::Answer;
 use super::print;
@@ -15,6 +15,7 @@ use super::reads::{audit_seen, record_read, write_queued_reads};
 use super::store::{self, Conn, Within};
 use super::unit::Written;
 use super::validate::{check_fields, validate_fields};
+use crate::db::Reads;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::guard::{JSON_OR_PDF, Produces};
 use crate::http::{self as web, list};
@@ -137,22 +138,27 @@ impl ResourceHandler {
 
     /// A connection to the resource's rows, once the parent in the path is known to exist.
     async fn connect(&self, ctx: &Context, within: Within<'_>) -> ApiResult<Conn> {
-        self.parent_checked(ctx.conn(self.resource.scope).await?, within).await
+        let conn = ctx.conn(self.resource.scope).await?;
+        self.check_parent(&conn.reads(), within).await?;
+        Ok(conn)
     }
 
     /// Like `connect`, for a request that reads first: the switch to the branch's schema
     /// goes with the first statement (the parent's check or the read itself).
-    async fn connect_to_read(&self, ctx: &Context, within: Within<'_>) -> ApiResult<Conn> {
-        self.parent_checked(ctx.reading_conn(self.resource.scope).await?, within).await
+    async fn connect_to_read(&self, ctx: &Context, within: Within<'_>) -> ApiResult<ReadingConn> {
+        let conn = ctx.reading_conn(self.resource.scope).await?;
+        self.check_parent(&conn.reads(), within).await?;
+        Ok(conn)
     }
 
-    async fn parent_checked(&self, conn: Conn, within: Within<'_>) -> ApiResult<Conn> {
+    /// 404 unless the parent in the path exists.
+    async fn check_parent(&self, reads: &Reads<'_>, within: Within<'_>) -> ApiResult<()> {
         if let Some((_, parent_id)) = within.parent
-            && !store::parent_exists(&conn.reads(), self.resource, parent_id).await?
+            && !store::parent_exists(reads, self.resource, parent_id).await?
         {
             return Err(ApiError::NotFound);
         }
-        Ok(conn)
+        Ok(())
     }
 
     async fn list(

@@ -159,8 +159,8 @@ async fn a_read_carries_the_switch_to_its_branch_and_a_failed_switch_runs_nothin
     let statement = reads.prepare_cached(code_of).await.unwrap();
     let row = reads.read(&statement, &[]).await.unwrap();
     assert_eq!(row[0].get::<_, String>(0), other.code);
-    assert_eq!(conn.schema().as_deref(), Some(&*other.schema));
-    drop(conn);
+    assert!(!conn.switch_pending(), "the read carried the switch");
+    assert_eq!(conn.switched().await.unwrap().schema().as_deref(), Some(&*other.schema));
 
     // A switch that fails (here: the connection is in an aborted transaction) lets the
     // statement sent with it run nowhere, and stays pending until it succeeds.
@@ -173,8 +173,10 @@ async fn a_read_carries_the_switch_to_its_branch_and_a_failed_switch_runs_nothin
     let statement = reads.prepare_cached(code_of).await.unwrap();
     let refused = reads.read(&statement, &[]).await.expect_err("the switch failed");
     assert_eq!(refused.code(), Some(&tokio_postgres::error::SqlState::IN_FAILED_SQL_TRANSACTION));
+    assert!(conn.switch_pending(), "a failed switch stays to be sent");
     assert_eq!(conn.reads().read(&statement, &[]).await.unwrap()[0].get::<_, String>(0), other.code);
-    assert_eq!(conn.schema().as_deref(), Some(&*other.schema));
+    assert!(!conn.switch_pending(), "the read carried the switch");
+    assert_eq!(conn.switched().await.unwrap().schema().as_deref(), Some(&*other.schema));
 }
 
 #[tokio::test]
