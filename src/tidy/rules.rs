@@ -23,44 +23,10 @@ fn only_the_mechanism_reaches_into_its_store() {
     );
 }
 
-/// A route and its description are registered in one call (`http::endpoints`), or come
-/// from a declaration: outside the route table, the HTTP layer and the mechanism's own router
-/// and describer, nothing builds a router or starts an operation by itself.
-#[test]
-fn routes_are_registered_with_their_description() {
+/// Where in `src/` each needle is found outside the places allowed to hold it (tidy's own files
+/// aside), as `file: needle`.
+fn needles_outside(rules: &[(&str, &[&str])]) -> Vec<String> {
     let (src, files) = source_files();
-    let allowed = ["app.rs", "http/", "resource/routes.rs", "resource/docs", "tidy/"];
-    let mut found = Vec::new();
-    for file in &files {
-        let name = shown(&src, file);
-        if allowed.iter().any(|a| name.starts_with(a)) {
-            continue;
-        }
-        let text = std::fs::read_to_string(file).expect("source is readable");
-        for needle in ["Router::with_path", "Router::new(", "Doc::operation(", "doc.add("] {
-            if text.contains(needle) {
-                found.push(format!("{name}: {needle}"));
-            }
-        }
-    }
-    assert!(found.is_empty(), "register routes with http::endpoints::Endpoints:\n{}", found.join("\n"));
-}
-
-/// A hand-written route's JSON body is declared once (`resource::input::Input`) and registered
-/// with its route (`Endpoints::add_taking`): its check, typed value and schema cannot disagree.
-/// Only the HTTP layer and the mechanism read or describe a body by hand.
-#[test]
-fn bodies_are_read_through_their_declarations() {
-    let (src, files) = source_files();
-    let rules: [(&str, &[&str]); 4] = [
-        (
-            "json_object(",
-            &["http/mod.rs", "resource/context.rs", "resource/input.rs", "resource/idempotency.rs"],
-        ),
-        ("check_fields(", &["resource/"]),
-        ("with_body(", &["http/", "resource/docs"]),
-        ("with_optional_body(", &["http/", "resource/docs"]),
-    ];
     let mut found = Vec::new();
     for file in &files {
         let name = shown(&src, file);
@@ -74,6 +40,34 @@ fn bodies_are_read_through_their_declarations() {
             }
         }
     }
+    found
+}
+
+/// A route and its description are registered in one call (`http::endpoints`), or come
+/// from a declaration: outside the route table, the HTTP layer and the mechanism's own router
+/// and describer, nothing builds a router or starts an operation by itself.
+#[test]
+fn routes_are_registered_with_their_description() {
+    let allowed: &[&str] = &["app.rs", "http/", "resource/routes.rs", "resource/docs"];
+    let needles = ["Router::with_path", "Router::new(", "Doc::operation(", "doc.add("];
+    let found = needles_outside(&needles.map(|needle| (needle, allowed)));
+    assert!(found.is_empty(), "register routes with http::endpoints::Endpoints:\n{}", found.join("\n"));
+}
+
+/// A hand-written route's JSON body is declared once (`resource::input::Input`) and registered
+/// with its route (`Endpoints::add_taking`): its check, typed value and schema cannot disagree.
+/// Only the HTTP layer and the mechanism read or describe a body by hand.
+#[test]
+fn bodies_are_read_through_their_declarations() {
+    let found = needles_outside(&[
+        (
+            "json_object(",
+            &["http/mod.rs", "resource/context.rs", "resource/input.rs", "resource/idempotency.rs"],
+        ),
+        ("check_fields(", &["resource/"]),
+        ("with_body(", &["http/", "resource/docs"]),
+        ("with_optional_body(", &["http/", "resource/docs"]),
+    ]);
     assert!(
         found.is_empty(),
         "declare the body as a resource::input::Input and register it with Endpoints::add_taking:\n{}",
