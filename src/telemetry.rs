@@ -2,6 +2,11 @@
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` is set (http or https: rustls on ring, the collector's
 //! certificate checked against `OTEL_EXPORTER_OTLP_CERTIFICATE` or the public roots).
 //! Incoming W3C `traceparent` headers are honoured. (Metrics are `crate::metrics`.)
+//!
+//! Telemetry carries no patient data: a span's attributes and a metric's labels hold a route
+//! template (never the path with its ids), a method, a status, a user, branch or pool by id,
+//! code or server; never a name, a PIN, a body, a query string or a credential (a token, a
+//! display key).
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};

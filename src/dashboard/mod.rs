@@ -1,6 +1,26 @@
 //! The branch dashboards: a few set-based queries each over the daily rollups the branch
 //! schema keeps (`tenants/V10__dashboard_rollups.sql`), dates in the branch's time zone, one
 //! "now" per request (read once from the database and passed to every query).
+//!
+//! A rollup always equals a recount of its rows. A branch schema keeps visits by visit date
+//! and status, tickets by queue date and status (with their waits), posted money by
+//! transaction date, and live patients by sex, civil status, status, city and birth year, in
+//! all and per local day and month of registration. Statement-level triggers on the base
+//! tables write them in the writing transaction (soft deletes, status and date changes
+//! included): the old rows' keys are taken away and the new rows' added, netted per key,
+//! upserted in key order, so concurrent writers cannot deadlock on shared rows; a write that
+//! changes no counted column touches none. `dashboard_recount_differences()` lists every key
+//! whose kept figures differ from a recount; `tests/api/dashboard_rollups.rs` holds it empty.
+//! Age bands move with today: the rollup holds birth years, and only the eight years where a
+//! band's birthday falls read the patients.
+//!
+//! Registration days are in one zone, the branch's. `created_at` is an instant and the zone
+//! lives in the registry (maybe another database), so the schema records the zone its
+//! registration rollups are in (`dashboard_zone`, none until the first dashboard read). Every
+//! read of them also answers that zone; when it is not the branch's, `common` recounts them in
+//! the branch's zone (`dashboard_rezone`, holding patients' writers off meanwhile, so none is
+//! counted in the old zone after it) and reads again: a zone change costs one recount, on the
+//! first dashboard read after it.
 
 mod common;
 mod demographics;

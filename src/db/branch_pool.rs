@@ -13,6 +13,23 @@
 //! Every slot is open to every schema, so one busy branch may still use the whole pool (less
 //! its share, see `Directory::connect`), and the pool never holds more than `max_size`
 //! connections. Waiting is first come, first served, and bounded by the wait timeout.
+//!
+//! A connection keeps what it learnt of a schema: [`super::client`] caches its prepared
+//! statements per schema (at most 1,000, least recently used first out), so a statement only
+//! runs under the search_path it was planned for (PostgreSQL re-analyses and re-plans one that
+//! meets another). A migration of a schema with live connections clears every cache of its
+//! pool (a generation counter).
+//!
+//! This is not deadpool-postgres, unlike the registry's pool: deadpool hands out whichever
+//! connection is idle, and its `get()` has no way to be told which schema the checkout is
+//! for. Without that choice nearly every request with more than one branch would pay the
+//! switch, and every backend would warm to every schema. On one connection, a list statement
+//! took 64 µs on the schema the connection was on, 70 µs with the switch in its round trip
+//! (as `db::Reads` sends it) and 78 µs with the switch sent alone (median of 5 rounds of 5 s
+//! each, `DURATION=5 ops/bench/schema_switch.sh`, pgbench against PostgreSQL 15 on loopback).
+//! Over 1,000 branches, round-robin lists ran at 0.25 to 0.30 of one branch's rate before
+//! branch-affine connections and 0.52 to 0.62 after (`ops/bench/branches.sh`,
+//! `ops/SCALING.md`).
 
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -11,6 +11,23 @@
 //! 300 relations, 150 of them B-tree indexes that version 15 syncs to disk as each build
 //! ends. So a few schemas are built ahead as spares ([`build_spare_schema`]) and a create
 //! renames one ([`adopt_spare_schema`]); `tenancy::spares` keeps them.
+//! Anything else (an existing branch, a schema a create left half built, a restore at its
+//! backup's version) goes through refinery; both ways take the same advisory locks.
+//!
+//! A released migration never changes: refinery refuses to start on a database whose history
+//! a migration no longer matches, and the tests below pin every one's checksum. SQL that the
+//! registry and every branch schema both run (the audit log's months,
+//! `audit_log_add_months`; its hash chain, `audit_log_chain`) is written once in
+//! `sql/shared/` and put into each migration by a line `-- #include sql/shared/<file>.sql`,
+//! which `build.rs` replaces by the file, byte for byte (a file no migration includes fails
+//! the build). A shared file is then part of every migration that includes it and as frozen
+//! as they are: a change is a new file included by new migrations. It is written to be right
+//! in both databases (a function's search_path from `current_schema()`, as the tenant
+//! migrations do; the registry's is `public`), so that the include is all the two migrations
+//! share; the older pairs differ in that line alone, which each migration keeps. The
+//! patient-merge triggers are not shared: the registry's (`migrations/V11`, `V12`) keys a
+//! patient by branch and refuses by the merges it recorded, a branch's (`tenants/V15`,
+//! `V19`) reads the patient's own row; alike in shape, different SQL.
 
 use anyhow::Context;
 use refinery::{Migration, Runner};

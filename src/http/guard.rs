@@ -29,7 +29,8 @@ pub const JSON: &[&str] = &["application/json"];
 /// A record that prints: JSON by default, a PDF document when asked for.
 pub const JSON_OR_PDF: &[&str] = &["application/json", "application/pdf"];
 
-/// The route a request reached, as `GET /api/v1/patients/{id}`: what its audit records name.
+/// The route a request reached, as `GET /api/v1/patients/{id}`: what its audit records name,
+/// written by the unit and the read audit. Work no request did (the day closer) names none.
 #[derive(Clone, Debug)]
 pub struct Endpoint(pub Arc<str>);
 

@@ -1,6 +1,8 @@
 //! The fonts compiled in (under `assets/fonts/`, licences beside them) and which one prints a
 //! character: the family of its script first, then every family in turn, so that a name in
 //! any of the scripts names are written in finds its glyphs.
+//! A character no font has prints as a visible `�`: no text is cut or dropped, and no glyph
+//! drawn is a font's `.notdef` (`layout_tests`).
 
 use std::sync::LazyLock;
 

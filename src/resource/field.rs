@@ -44,7 +44,8 @@ pub struct Structure {
 /// A value the server computes from sent ones and writes: an amount, a line total, a stock
 /// level. It is held to its declared bounds like a sent value, so that whatever the server
 /// writes fits its column; when it does not, the request is 422 on `from`, the sent field
-/// whose value makes it too large, and nothing is written.
+/// whose value makes it too large, and nothing is written. Sums over many rows (summaries,
+/// dashboards, a kept balance) are unbounded `numeric` instead, never narrowed to a column.
 #[derive(Debug, Clone, Copy)]
 pub struct Calculated {
     pub name: &'static str,

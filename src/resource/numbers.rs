@@ -6,6 +6,7 @@
 //! the document, so numbers are unique under concurrency and gapless (a rolled-back document
 //! rolls its number back too). Branch resources count in their branch schema; registry
 //! resources that belong to a branch count per branch in the registry.
+//! No hook makes a number: a resource declares its series, and the unit gives it.
 
 use crate::db::Queries;
 use crate::http::error::ApiResult;

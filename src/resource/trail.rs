@@ -3,6 +3,18 @@
 //! Appending takes a lane of the audit log's hash chain (migrations V13, tenants V21), held
 //! until the commit: a unit appends its records as the last thing before `COMMIT`, so that
 //! it holds the lane for that step only, never for the rest of its work.
+//!
+//! Each log is 32 lanes: a `BEFORE INSERT` trigger gives every record a lane no other writer
+//! holds (advisory locks tried in turn, so writers of one branch do not commit one at a
+//! time), the lane's next position and SHA-256(previous hash || the record's columns as a
+//! jsonb array, `at` in UTC), moving the lane's head row, held to the commit. A trigger rather
+//! than hashing here keeps every writer (units, auth, the read audit's batches, the day
+//! closer's one statement) chained with no change of theirs. It chains only the server's own
+//! connections (`clinic.audit_chain=on` in their startup options, `db::link`): a record
+//! inserted by any other session gets no link and `clinic-server audit verify`
+//! (`tenancy::audit_chain`) names it; a setting rather than a role, because the server and
+//! an operator often share one. Copies (move, backup, restore) carry rows and heads as they
+//! are, triggers off.
 
 use serde_json::Value;
 

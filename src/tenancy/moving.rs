@@ -13,6 +13,12 @@
 //!
 //! Any failure before the switch thaws the branch where it was and drops what the new
 //! server received. The retired schema stays until `branch drop`.
+//!
+//! The lock of step 2 is `LOCK ... EXCLUSIVE NOWAIT`, retried while running writes drain, so a
+//! move never deadlocks with a write; the rows of step 3 are those whose `xmin` the last
+//! snapshot did not see. The rename of step 4 is in the same transaction as the lock: a write
+//! that still reaches the old schema finds no table and answers 503 `branch_moved`, never
+//! writes there. After the route switches, nothing is undone.
 
 use std::time::{Duration, Instant};
 

@@ -9,6 +9,9 @@
 //! A spare is no branch's: it is in no registry row, no route reaches it, and it holds no
 //! rows but the seeded counters a new schema holds. What makes it a branch's schema is the
 //! renaming, in the same transaction as its marker and its functions' search_path.
+//! Each spare is taken under an advisory lock, so two creates never take the same one, and
+//! only a spare whose history is this server's migrations (versions and checksums) is taken:
+//! two versions serving during an upgrade do not take, nor drop, each other's.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -26,7 +26,7 @@ mod summary;
 const VISITS: &str = "/api/v1/patient-visits";
 const AUDIT: &str = "/api/v1/audit-logs";
 
-/// Every examination's path, in the order of the contract.
+/// Every examination's path, in the order of `exams::RESOURCES` (`src/exams/types.rs`).
 const EXAMS: [&str; 14] = [
     "visual-acuities",
     "refractions",

@@ -1,7 +1,7 @@
 //! Patients: the full record, validation, PINs, word search, the type-ahead lookup, the
 //! export, soft delete and safe concurrent edits. One rule per test, over HTTP against a
 //! real server and a fresh database. (Generic list/envelope/error rules are in
-//! contract.rs; visit records and the audit log are in visits.rs.)
+//! contract/; visit records and the audit log are in visits.rs.)
 //!
 //! This file holds the helpers; the tests are in the modules below, one theme each.
 

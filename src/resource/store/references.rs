@@ -1,6 +1,10 @@
 //! References from a record to other rows: derived fields (a record's patient from its
 //! visit), ids that must name live rows, and guarded fields that may not change while
 //! dependent rows exist.
+//!
+//! A reference across databases is checked on write against the target's own declaration:
+//! the target must be live, active and valid today. A registry resource checks on its own
+//! transaction.
 
 use crate::db::Queries;
 use crate::resource::row::Fields;

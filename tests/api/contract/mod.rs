@@ -1,4 +1,4 @@
-//! The interface contract (envelopes, errors, lists, limits, documentation), one rule per test, checked over HTTP
+//! What every route answers alike (envelopes, errors, lists, limits, documentation), one rule per test, checked over HTTP
 //! against a real server and a fresh database.
 //!
 //! The helpers shared by the topics are here; the tests are in the modules below, one topic each.

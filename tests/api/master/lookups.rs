@@ -105,7 +105,7 @@ async fn enums_answer_every_enumeration_in_order() {
     let data = r.body["data"].as_object().unwrap();
     let names: BTreeSet<&str> = data.keys().map(String::as_str).collect();
     let expected: BTreeSet<&str> = ENUMS.iter().map(|(n, _)| *n).collect();
-    assert_eq!(names, expected, "exactly the enumerations of the contract");
+    assert_eq!(names, expected, "exactly the enumerations ENUMS lists");
     for (name, values) in ENUMS {
         assert_eq!(data[*name], json!(values), "{name}");
     }

@@ -31,7 +31,7 @@ async fn fifty_concurrent_tickets_are_numbered_one_to_fifty_and_the_next_day_sta
 }
 
 /// The tickets' state machine: from each state, each move.
-/// A ticket's visit must be its patient's; the 422 names the visit, as the contract does.
+/// A ticket's visit must be its patient's; the 422 names `patient_visit_id`, the field at fault.
 #[tokio::test]
 async fn a_ticket_for_another_patients_visit_is_422_on_the_visit() {
     let clinic = Clinic::open().await;
