@@ -91,4 +91,8 @@ CREATE TABLE appointments (
     ) WHERE (status IN ('booked', 'arrived', 'in_progress') AND NOT overbooked AND deleted_at IS NULL)
 );
 CREATE INDEX appointments_starts_idx ON appointments (starts_at) WHERE deleted_at IS NULL;
-CREATE INDEX appointments_patient_idx ON appointments (patient_id, starts_at) WHERE deleted_at IS NULL;
+-- Over all rows, deleted ones too: a merge of patients moves them all.
+CREATE INDEX appointments_patient_idx ON appointments (patient_id, starts_at);
+-- No row is written for a patient merged into another (tenants/V15).
+CREATE TRIGGER appointments_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON appointments
+    FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
