@@ -143,8 +143,9 @@ pub static APPOINTMENTS: Resource = Resource {
     ..Resource::DEFAULTS
 };
 
-/// Fields whose change moves the appointment in the doctor's day.
-const TIMING: &[&str] = &["doctor_id", "starts_at", "ends_at", "duration_minutes"];
+/// Fields whose change moves the appointment in the doctor's day (an overbooking taken
+/// back puts it under the hours again).
+const TIMING: &[&str] = &["doctor_id", "starts_at", "ends_at", "duration_minutes", "overbook"];
 
 pub struct BookingHooks;
 
@@ -185,7 +186,9 @@ impl Hooks for BookingHooks {
         record: &Map<String, Value>,
         input: &mut Map<String, Value>,
     ) -> ApiResult<()> {
-        let (starts_at, ends_at) = timing(id, record, input)?;
+        // A change of notes alone neither recomputes the times nor checks the hours again.
+        let moved = id.is_none() || TIMING.iter().any(|f| input.contains_key(*f));
+        let times = if moved { Some(timing(id, record, input)?) } else { None };
         let overbooked = if input.is_true("overbook") {
             if !unit.writer().can(APPOINTMENTS_OVERBOOK) {
                 return Err(ApiError::forbidden("You do not have permission to overbook appointments."));
@@ -204,10 +207,7 @@ impl Hooks for BookingHooks {
         } else {
             record.is_true("overbooked")
         };
-        let moved = id.is_none() || TIMING.iter().any(|f| input.contains_key(*f));
-        if overbooked || !moved {
-            return Ok(());
-        }
+        let Some((starts_at, ends_at)) = times.filter(|_| !overbooked) else { return Ok(()) };
         let doctor = record.integer("doctor_id").unwrap_or_default();
         let zone = unit.writer().branch_route()?.timezone.clone();
         let stmt = unit.prepare_cached(&within_hours_sql()).await?;

@@ -103,6 +103,14 @@ async fn outside_the_doctors_hours_is_refused_on_the_start() {
     let booked = desk.book(&at(MONDAY, "10:00"), json!({})).await;
     let r = desk.reschedule(id_of(&booked), 1, json!({ "starts_at": at(MONDAY, "13:00") })).await;
     outside(&r);
+    // A change of notes alone is not held to hours changed since; a move is.
+    let schedules = app.get(SCHEDULES, desk.branch()).await;
+    for id in crate::support::ids(&schedules.body) {
+        assert_status(&app.delete(&format!("{SCHEDULES}/{id}"), desk.branch()).await, 200);
+    }
+    let r = desk.reschedule(id_of(&booked), 1, json!({ "notes": "Bring the old glasses" })).await;
+    assert_status(&r, 200);
+    outside(&desk.reschedule(id_of(&booked), 2, json!({ "duration_minutes": 20 })).await);
 }
 
 #[tokio::test]
