@@ -28,8 +28,8 @@ use crate::resource::{self, Resource, Scope};
 use crate::state::AppState;
 use crate::tenancy::branches;
 use crate::{
-    admin, auth, billing, bootstrap, clinical, dashboard, db, exams, health, master, notify, permissions,
-    pharmacy, queue,
+    admin, appointments, auth, billing, bootstrap, clinical, dashboard, db, exams, health, master, notify,
+    permissions, pharmacy, queue,
 };
 
 /// A domain: the resources it declares, served by the shared handlers and described from
@@ -49,6 +49,7 @@ static DOMAINS: &[Domain] = &[
     Domain { resources: exams::RESOURCES, endpoints: exams::endpoints },
     Domain { resources: billing::RESOURCES, endpoints: billing::endpoints },
     Domain { resources: queue::RESOURCES, endpoints: queue::endpoints },
+    Domain { resources: appointments::RESOURCES, endpoints: Vec::new },
     Domain { resources: pharmacy::RESOURCES, endpoints: Vec::new },
     Domain { resources: &[], endpoints: dashboard::endpoints },
 ];

@@ -190,6 +190,10 @@ pub static QUEUE_STATUS: Enumeration = Enumeration {
     name: "queue_status",
     values: &["waiting", "called", "serving", "completed", "skipped", "no_show", "transferred"],
 };
+pub static APPOINTMENT_STATUS: Enumeration = Enumeration {
+    name: "appointment_status",
+    values: &["booked", "arrived", "in_progress", "completed", "cancelled", "no_show"],
+};
 
 /// All of them, in the order `GET /enums` answers.
 pub static ALL: &[&Enumeration] = &[
@@ -238,4 +242,5 @@ pub static ALL: &[&Enumeration] = &[
     &BILLING_STATUS,
     &QUEUE_PRIORITY,
     &QUEUE_STATUS,
+    &APPOINTMENT_STATUS,
 ];

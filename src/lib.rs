@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod appointments;
 pub mod auth;
 pub mod billing;
 pub mod bootstrap;

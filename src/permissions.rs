@@ -13,6 +13,9 @@ pub const BILLING_READ: &str = "billing.read";
 pub const BILLING_WRITE: &str = "billing.write";
 pub const QUEUE_READ: &str = "queue.read";
 pub const QUEUE_WRITE: &str = "queue.write";
+pub const APPOINTMENTS_READ: &str = "appointments.read";
+pub const APPOINTMENTS_WRITE: &str = "appointments.write";
+pub const APPOINTMENTS_OVERBOOK: &str = "appointments.overbook";
 pub const DASHBOARD_READ: &str = "dashboard.read";
 pub const MASTER_DATA_READ: &str = "master_data.read";
 pub const MASTER_DATA_WRITE: &str = "master_data.write";
@@ -31,6 +34,9 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     (BILLING_WRITE, "Create and edit billing transactions"),
     (QUEUE_READ, "View the service queue"),
     (QUEUE_WRITE, "Issue, call and move queue tickets"),
+    (APPOINTMENTS_READ, "View doctors' hours and appointments"),
+    (APPOINTMENTS_WRITE, "Keep doctors' hours, book and move appointments"),
+    (APPOINTMENTS_OVERBOOK, "Book an appointment over another or outside a doctor's hours"),
     (DASHBOARD_READ, "View dashboard statistics"),
     (MASTER_DATA_READ, "View master data"),
     (MASTER_DATA_WRITE, "Edit master data"),
@@ -57,6 +63,9 @@ pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
             BILLING_READ,
             QUEUE_READ,
             QUEUE_WRITE,
+            APPOINTMENTS_READ,
+            APPOINTMENTS_WRITE,
+            APPOINTMENTS_OVERBOOK,
             DASHBOARD_READ,
             MASTER_DATA_READ,
             PHARMACY_READ,
@@ -72,6 +81,8 @@ pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
             CLINICAL_WRITE,
             QUEUE_READ,
             QUEUE_WRITE,
+            APPOINTMENTS_READ,
+            APPOINTMENTS_WRITE,
             DASHBOARD_READ,
             MASTER_DATA_READ,
         ],
@@ -84,6 +95,9 @@ pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
             PATIENTS_WRITE,
             QUEUE_READ,
             QUEUE_WRITE,
+            APPOINTMENTS_READ,
+            APPOINTMENTS_WRITE,
+            APPOINTMENTS_OVERBOOK,
             BILLING_READ,
             DASHBOARD_READ,
             MASTER_DATA_READ,
@@ -92,7 +106,15 @@ pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
     (
         "cashier",
         "Billing",
-        &[PATIENTS_READ, BILLING_READ, BILLING_WRITE, QUEUE_READ, DASHBOARD_READ, MASTER_DATA_READ],
+        &[
+            PATIENTS_READ,
+            BILLING_READ,
+            BILLING_WRITE,
+            QUEUE_READ,
+            APPOINTMENTS_READ,
+            DASHBOARD_READ,
+            MASTER_DATA_READ,
+        ],
     ),
     (
         "pharmacist",

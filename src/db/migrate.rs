@@ -60,7 +60,8 @@ const EXTENSIONS_LOCK: &str = "clinic_extensions";
 /// Extensions branch schemas use (all trusted: a database owner may create them).
 const EXTENSIONS: &str = "CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public;
                           CREATE EXTENSION IF NOT EXISTS unaccent WITH SCHEMA public;
-                          CREATE EXTENSION IF NOT EXISTS fuzzystrmatch WITH SCHEMA public;";
+                          CREATE EXTENSION IF NOT EXISTS fuzzystrmatch WITH SCHEMA public;
+                          CREATE EXTENSION IF NOT EXISTS btree_gist WITH SCHEMA public;";
 
 pub fn tenant_runner() -> Runner {
     runner_of(sets::TENANT)

@@ -60,6 +60,10 @@ pub enum ApiError {
     UnsupportedMediaType,
     #[error("validation failed")]
     Validation(FieldErrors),
+    /// A 422 on a field whose `code` says why, for clients that act on the reason (an
+    /// appointment outside the doctor's hours is `outside_hours`).
+    #[error("{code}")]
+    Refused { code: &'static str, errors: FieldErrors },
     #[error("rate limited")]
     RateLimited { limit: u32, retry_after_secs: u64 },
     #[error("not acceptable")]
@@ -108,6 +112,13 @@ impl ApiError {
         Self::Validation(errors)
     }
 
+    /// A 422 with one message on one field, under its own `code`.
+    pub fn refused(code: &'static str, field: impl Into<String>, message: impl Into<String>) -> Self {
+        let mut errors = FieldErrors::new();
+        errors.entry(field.into()).or_default().push(message.into());
+        Self::Refused { code, errors }
+    }
+
     pub fn conflict_with(
         code: &'static str,
         message: impl Into<String>,
@@ -143,7 +154,7 @@ impl ApiError {
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::Validation(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Validation(_) | Self::Refused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::NotAcceptable | Self::NotPrintable(_) => StatusCode::NOT_ACCEPTABLE,
             Self::Unavailable { .. } | Self::Contended => StatusCode::SERVICE_UNAVAILABLE,
@@ -161,6 +172,11 @@ impl ApiError {
             Self::Validation(errors) => json!({
                 "message": validation_message(errors),
                 "code": "validation_failed",
+                "errors": errors,
+            }),
+            Self::Refused { code, errors } => json!({
+                "message": validation_message(errors),
+                "code": code,
                 "errors": errors,
             }),
             Self::Merged { into, location, write } => {
@@ -216,6 +232,7 @@ impl ApiError {
                     Self::Internal(_) => ("internal_error", "Internal server error.".into()),
                     Self::InvalidCredentials
                     | Self::Validation(_)
+                    | Self::Refused { .. }
                     | Self::ConflictWith { .. }
                     | Self::Merged { .. }
                     | Self::Replayed { .. } => unreachable!(),

@@ -80,12 +80,19 @@ pub struct Writer {
     pub branches: Arc<BTreeSet<i64>>,
     /// The route of the request (`PUT /api/v1/patients/{id}`), named by its audit records.
     pub endpoint: Option<Arc<str>>,
+    /// What the writer may do: a field only some may set (an overbooking) asks it.
+    pub permissions: Arc<BTreeSet<String>>,
 }
 
 impl Writer {
     /// The branch being written, on branch routes.
     pub fn branch_id(&self) -> Option<i64> {
         self.route.as_ref().map(|route| route.id)
+    }
+
+    /// Whether the writer holds `permission`.
+    pub fn can(&self, permission: &str) -> bool {
+        self.permissions.contains(permission)
     }
 
     /// The route of the branch being written, on branch routes.
@@ -170,6 +177,7 @@ impl Context {
             idempotency: self.idempotency.clone(),
             branches: self.user.branch_ids.clone(),
             endpoint: self.endpoint.clone(),
+            permissions: self.user.permissions.clone(),
         }
     }
 

@@ -71,6 +71,7 @@ pub enum Shape {
     Quantity,
     Date,
     Timestamp,
+    Boolean,
     Ids,
     Names,
     /// Any JSON (audit snapshots).
@@ -98,7 +99,8 @@ pub struct Condition {
     pub sql: &'static str,
 }
 
-/// A unique index whose violation is the client's mistake: a 422 on `field`.
+/// A unique index (or an exclusion constraint) whose violation is the client's mistake: a
+/// 422 on `field`.
 #[derive(Debug, Clone, Copy)]
 pub struct Unique {
     pub index: &'static str,

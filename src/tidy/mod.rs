@@ -28,6 +28,7 @@ const LAYERS: &[(u8, &[&str])] = &[
             "billing",
             "pharmacy",
             "queue",
+            "appointments",
             "dashboard",
             "admin",
             "health",

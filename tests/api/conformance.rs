@@ -137,6 +137,21 @@ pub fn sample(path: &str, w: &World) -> Option<Sample> {
                     "eye": "left", "scheduled_at": "2027-06-01T09:00:00+08:00" }),
             json!({ "notes": "fasting" }),
         ),
+        "doctor-schedules" => plain(
+            json!({ "doctor_id": w.doctor, "weekday": 1, "start_time": "08:00", "end_time": "12:00" }),
+            json!({ "slot_minutes": 20 }),
+        ),
+        "schedule-exceptions" => plain(
+            json!({ "starts_on": "2027-01-01", "ends_on": "2027-01-01", "reason": "New Year" }),
+            json!({ "reason": "Holiday" }),
+        ),
+        // Overbooked: the doctor keeps no hours in this world.
+        "appointments" => plain(
+            json!({ "patient_id": w.patient, "doctor_id": w.doctor, "branch_service_id": w.service,
+                    "starts_at": "2027-06-01T09:00:00+08:00", "duration_minutes": 20,
+                    "overbook": true, "overbook_reason": "squeezed in" }),
+            json!({ "notes": "bring glasses" }),
+        ),
         "bill-item-categories" => plain(json!({ "name": "Contact lenses" }), json!({ "description": "x" })),
         "payment-methods" => {
             plain(json!({ "code": "voucher", "name": "Voucher" }), json!({ "requires_reference": true }))

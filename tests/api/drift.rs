@@ -40,6 +40,7 @@ fn shape_types(shape: Shape) -> &'static [&'static str] {
         Shape::Date => &["date"],
         Shape::Timestamp => &["timestamp with time zone"],
         Shape::Json => &["jsonb"],
+        Shape::Boolean => &["boolean"],
         // Computed only.
         Shape::Ids | Shape::Names => &[],
     }

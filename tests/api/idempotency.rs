@@ -81,6 +81,14 @@ async fn case_for(app: &TestApp, w: &World, template: &str) -> Option<Case> {
                 json!({})
             }
             ("purchase-orders", "cancel") => json!({ "reason": "not needed" }),
+            ("appointments", "cancel") => json!({ "reason": "travelling" }),
+            ("appointments", "start" | "complete") => {
+                let before: &[&str] = if segment == "start" { &["arrive"] } else { &["arrive", "start"] };
+                for step in before {
+                    assert_status(&app.post(&format!("{member}/{step}"), branch, json!({})).await, 200);
+                }
+                json!({})
+            }
             ("transactions", "void") => {
                 let done = app.post(&format!("{member}/complete"), None, json!({})).await;
                 assert_status(&done, 200);

@@ -271,6 +271,7 @@ fn shape_schema(shape: Shape) -> RefOr<Schema> {
         Shape::Quantity => typed(BasicType::String, true).pattern("^-?[0-9]+\\.[0-9]{3}$"),
         Shape::Date => typed(BasicType::String, true).format(formatted(KnownFormat::Date)),
         Shape::Timestamp => typed(BasicType::String, true).format(formatted(KnownFormat::DateTime)),
+        Shape::Boolean => typed(BasicType::Boolean, true),
         Shape::Ids => return Array::new().items(docs::integer()).into(),
         Shape::Names => return Array::new().items(docs::string()).into(),
         Shape::Json => Object::new().schema_type(SchemaType::AnyValue),

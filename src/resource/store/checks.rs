@@ -13,9 +13,11 @@ use crate::resource::actions::{Amend, Exclusion, Stamp};
 use crate::resource::etag::IfMatch;
 use crate::resource::field::{Calculated, Kind};
 
-/// A unique violation the resource declared is the client's mistake (422), not a 500.
+/// A unique (or exclusion) violation the resource declared is the client's mistake (422),
+/// not a 500.
 pub(super) fn unique_violation(resource: &Resource, e: tokio_postgres::Error) -> ApiError {
-    if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
+    use tokio_postgres::error::SqlState;
+    if e.code().is_some_and(|c| [SqlState::UNIQUE_VIOLATION, SqlState::EXCLUSION_VIOLATION].contains(c))
         && let Some(db) = e.as_db_error()
         && let Some(rule) = resource.unique.iter().find(|u| Some(u.index) == db.constraint())
     {

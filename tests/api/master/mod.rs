@@ -165,6 +165,7 @@ const ENUMS: &[(&str, &[&str])] = &[
     ("billing_status", &["open", "posted", "voided"]),
     ("queue_priority", &["normal", "priority", "urgent"]),
     ("queue_status", &["waiting", "called", "serving", "completed", "skipped", "no_show", "transferred"]),
+    ("appointment_status", &["booked", "arrived", "in_progress", "completed", "cancelled", "no_show"]),
 ];
 
 // ---------------------------------------------------------------------------------------

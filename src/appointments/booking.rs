@@ -1,0 +1,298 @@
+//! `/appointments`: a patient's time with a doctor at a branch service, and its moves.
+
+use crate::resource::row::Fields;
+use salvo::async_trait;
+use serde_json::{Map, Value};
+use time::format_description::well_known::Rfc3339;
+use time::{Duration, OffsetDateTime};
+
+use crate::enums::APPOINTMENT_STATUS;
+use crate::http::error::{ApiError, ApiResult};
+use crate::permissions::{APPOINTMENTS_OVERBOOK, APPOINTMENTS_READ, APPOINTMENTS_WRITE};
+use crate::resource::actions::{Action, Exclusion, Move, Stamp, Verb};
+use crate::resource::field::{
+    Field, Kind, boolean, branch_ref, integer, long_text, registry_ref, text, timestamp,
+};
+use crate::resource::hooks::Hooks;
+use crate::resource::{Resource, Scope, Shape, StateLock, Unit, Writer};
+
+/// A move of an appointment, by POST.
+const fn move_appointment(
+    name: &'static str,
+    segment: &'static str,
+    moves: &'static [Move],
+    stamps: &'static [Stamp],
+    input: &'static [Field],
+    done: &'static str,
+) -> Action {
+    Action { name, segment, verb: Verb::Post, permission: None, field: "status", moves, stamps, input, done }
+}
+
+const REASON: &[Field] = &[text("reason", 500).required()];
+
+/// The active appointments of the record's doctor overlapping it (neither overbooked).
+const OVERLAPPING: &str = "
+    SELECT coalesce(array_agg(a.id ORDER BY a.id), '{}')
+      FROM appointments a, jsonb_populate_record(NULL::appointments, $2) r
+     WHERE a.id <> $1 AND a.deleted_at IS NULL AND a.status IN ('booked', 'arrived', 'in_progress')
+       AND NOT a.overbooked AND NOT coalesce(r.overbooked, false)
+       AND coalesce(r.status, 'booked') IN ('booked', 'arrived', 'in_progress')
+       AND a.doctor_id = r.doctor_id
+       AND tstzrange(a.starts_at, a.ends_at) && tstzrange(r.starts_at, r.ends_at)";
+
+pub static APPOINTMENTS: Resource = Resource {
+    path: "appointments",
+    table: "appointments",
+    label: "Appointment",
+    plural: "appointments",
+    scope: Scope::Branch,
+    fields: &[
+        branch_ref("patient_id", "patients").required(),
+        registry_ref("doctor_id", "doctors").required(),
+        registry_ref("branch_service_id", "branch_services").required(),
+        timestamp("starts_at").required(),
+        // Either the end or the length; the other follows.
+        timestamp("ends_at"),
+        integer("duration_minutes", 5, 720),
+        text("reason", 500),
+        long_text("notes"),
+        text("overbook_reason", 500),
+    ],
+    write_only: &[boolean("overbook")],
+    read_only: &[
+        ("status", Shape::Text),
+        ("overbooked", Shape::Boolean),
+        ("arrived_at", Shape::Timestamp),
+        ("started_at", Shape::Timestamp),
+        ("completed_at", Shape::Timestamp),
+        ("cancelled_at", Shape::Timestamp),
+        ("cancelled_by", Shape::Integer),
+        ("cancel_reason", Shape::Text),
+    ],
+    server_written: &["overbooked"],
+    actions: &[
+        move_appointment(
+            "arrive",
+            "arrive",
+            &[Move { from: &["booked"], to: "arrived" }],
+            &[Stamp::Now("arrived_at")],
+            &[],
+            "Appointment arrived.",
+        ),
+        move_appointment(
+            "start",
+            "start",
+            &[Move { from: &["arrived"], to: "in_progress" }],
+            &[Stamp::Now("started_at")],
+            &[],
+            "Appointment started.",
+        ),
+        move_appointment(
+            "complete",
+            "complete",
+            &[Move { from: &["in_progress"], to: "completed" }],
+            &[Stamp::Now("completed_at")],
+            &[],
+            "Appointment completed.",
+        ),
+        move_appointment(
+            "cancel",
+            "cancel",
+            &[Move { from: &["booked"], to: "cancelled" }],
+            &[
+                Stamp::Now("cancelled_at"),
+                Stamp::User("cancelled_by"),
+                Stamp::Sent("reason", "cancel_reason"),
+            ],
+            REASON,
+            "Appointment cancelled.",
+        ),
+        move_appointment(
+            "no_show",
+            "no-show",
+            &[Move { from: &["booked"], to: "no_show" }],
+            &[],
+            &[],
+            "Appointment marked no-show.",
+        ),
+    ],
+    lock: Some(StateLock {
+        field: "status",
+        states: &["completed", "cancelled", "no_show"],
+        editable: &["notes"],
+        amend: None,
+        conflict: "not_editable",
+        delete: Some("not_editable"),
+    }),
+    exclusions: &[Exclusion {
+        constraints: &["appointments_doctor_overlap"],
+        code: "slot_taken",
+        message: "The doctor already has an appointment at that time.",
+        overlapping: OVERLAPPING,
+    }],
+    search: &["reason", "notes"],
+    sort_fields: &["starts_at", "status", "created_at"],
+    default_sort: "starts_at",
+    filter_only: &[Field::new("status", Kind::Enum(&APPOINTMENT_STATUS))],
+    filters: &["doctor_id", "patient_id", "branch_service_id", "status"],
+    filter_aliases: &["doctor_id", "patient_id", "status"],
+    date_range: Some("starts_at"),
+    read_permission: APPOINTMENTS_READ,
+    write_permission: APPOINTMENTS_WRITE,
+    hooks: &BookingHooks,
+    ..Resource::DEFAULTS
+};
+
+/// Fields whose change moves the appointment in the doctor's day (an overbooking taken
+/// back puts it under the hours again).
+const TIMING: &[&str] = &["doctor_id", "starts_at", "ends_at", "duration_minutes", "overbook"];
+
+pub struct BookingHooks;
+
+#[async_trait]
+impl Hooks for BookingHooks {
+    /// The branch service is one of this branch's.
+    async fn prepare(
+        &self,
+        writer: &Writer,
+        _: Option<i64>,
+        input: &mut Map<String, Value>,
+    ) -> ApiResult<()> {
+        let Some(service) = input.integer("branch_service_id") else { return Ok(()) };
+        let branch = writer.branch_route()?.id;
+        let client = writer.state.registry.get().await?;
+        let stmt = client
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM branch_services
+                                 WHERE id = $1 AND branch_id = $2 AND deleted_at IS NULL AND active)",
+            )
+            .await?;
+        if client.query_one(&stmt, &[&service, &branch]).await?.get::<_, bool>(0) {
+            Ok(())
+        } else {
+            Err(ApiError::field(
+                "branch_service_id",
+                "The branch service is not an active service of this branch.",
+            ))
+        }
+    }
+
+    /// The end and the length follow each other; an overbooking is allowed and explained; an
+    /// appointment that is not overbooked lies within the doctor's hours.
+    async fn resolve(
+        &self,
+        unit: &Unit<'_>,
+        id: Option<i64>,
+        record: &Map<String, Value>,
+        input: &mut Map<String, Value>,
+    ) -> ApiResult<()> {
+        // A change of notes alone neither recomputes the times nor checks the hours again.
+        let moved = id.is_none() || TIMING.iter().any(|f| input.contains_key(*f));
+        let times = if moved { Some(timing(id, record, input)?) } else { None };
+        let overbooked = if input.is_true("overbook") {
+            if !unit.writer().can(APPOINTMENTS_OVERBOOK) {
+                return Err(ApiError::forbidden("You do not have permission to overbook appointments."));
+            }
+            if record.text("overbook_reason").is_none_or(|r| r.trim().is_empty()) {
+                return Err(ApiError::field(
+                    "overbook_reason",
+                    "The overbook reason is required to overbook.",
+                ));
+            }
+            input.insert("overbooked".into(), Value::Bool(true));
+            true
+        } else if input.is_false("overbook") {
+            input.insert("overbooked".into(), Value::Bool(false));
+            false
+        } else {
+            record.is_true("overbooked")
+        };
+        let Some((starts_at, ends_at)) = times.filter(|_| !overbooked) else { return Ok(()) };
+        let doctor = record.integer("doctor_id").unwrap_or_default();
+        let zone = unit.writer().branch_route()?.timezone.clone();
+        let stmt = unit.prepare_cached(&within_hours_sql()).await?;
+        let within: bool = unit.query_one(&stmt, &[&doctor, &starts_at, &ends_at, &zone]).await?.get(0);
+        if within {
+            Ok(())
+        } else {
+            Err(ApiError::refused(
+                "outside_hours",
+                "starts_at",
+                "The appointment is outside the doctor's hours at this branch.",
+            ))
+        }
+    }
+}
+
+/// The appointment's start and end, with whichever of `ends_at` and `duration_minutes` was
+/// not sent (or no longer holds) put into `input`.
+fn timing(
+    id: Option<i64>,
+    record: &Map<String, Value>,
+    input: &mut Map<String, Value>,
+) -> ApiResult<(OffsetDateTime, OffsetDateTime)> {
+    let instant = |name: &str| record.text(name).and_then(|s| OffsetDateTime::parse(s, &Rfc3339).ok());
+    let starts_at =
+        instant("starts_at").ok_or_else(|| ApiError::field("starts_at", "The starts at is required."))?;
+    let sent_duration = input.integer("duration_minutes");
+    let sent_end = input.contains_key("ends_at").then(|| instant("ends_at")).flatten();
+    let minutes = match (sent_duration, sent_end) {
+        (Some(minutes), _) => minutes,
+        (None, Some(end)) => {
+            let minutes = (end - starts_at).whole_minutes();
+            if end <= starts_at || !(5..=720).contains(&minutes) {
+                return Err(ApiError::field("ends_at", "The end must be 5 to 720 minutes after the start."));
+            }
+            input.insert("duration_minutes".into(), Value::from(minutes));
+            minutes
+        }
+        (None, None) => match record.integer("duration_minutes") {
+            Some(minutes) if id.is_some() => minutes,
+            _ => {
+                return Err(ApiError::field(
+                    "duration_minutes",
+                    "Send the end or the duration of the appointment.",
+                ));
+            }
+        },
+    };
+    let ends_at = starts_at + Duration::minutes(minutes);
+    let formatted = ends_at.format(&Rfc3339).map_err(|e| ApiError::Internal(e.into()))?;
+    input.insert("ends_at".into(), Value::String(formatted));
+    Ok((starts_at, ends_at))
+}
+
+/// Minutes after midnight of an "HH:MM" column.
+fn minutes(column: &str) -> String {
+    format!("(split_part({column}, ':', 1)::int * 60 + split_part({column}, ':', 2)::int)")
+}
+
+/// Whether `[$2, $3)` of doctor `$1` lies within their hours in zone `$4`: inside a weekly
+/// schedule valid that day or open hours of an exception, and clear of closed ones (a closed
+/// exception without hours closes the day; without a doctor, for every doctor).
+fn within_hours_sql() -> String {
+    let (d_start, d_end) = (minutes("d.start_time"), minutes("d.end_time"));
+    let (x_start, x_end) = (minutes("x.start_time"), minutes("x.end_time"));
+    format!(
+        "WITH slot AS (SELECT ($2::timestamptz AT TIME ZONE $4::text) AS s, ($3::timestamptz AT TIME ZONE $4::text) AS e),
+              l AS (SELECT s::date AS day, extract(isodow FROM s)::int AS weekday,
+                           extract(epoch FROM s - s::date) / 60 AS from_min,
+                           extract(epoch FROM e - s::date) / 60 AS to_min
+                      FROM slot)
+         SELECT (EXISTS (SELECT 1 FROM doctor_schedules d
+                          WHERE d.deleted_at IS NULL AND d.doctor_id = $1::bigint AND d.weekday = l.weekday
+                            AND l.day BETWEEN coalesce(d.effective_from, l.day) AND coalesce(d.effective_to, l.day)
+                            AND {d_start} <= l.from_min AND l.to_min <= {d_end})
+                 OR EXISTS (SELECT 1 FROM schedule_exceptions x
+                             WHERE x.deleted_at IS NULL AND NOT x.closed
+                               AND (x.doctor_id IS NULL OR x.doctor_id = $1::bigint)
+                               AND l.day BETWEEN x.starts_on AND x.ends_on
+                               AND {x_start} <= l.from_min AND l.to_min <= {x_end}))
+            AND NOT EXISTS (SELECT 1 FROM schedule_exceptions x
+                             WHERE x.deleted_at IS NULL AND x.closed
+                               AND (x.doctor_id IS NULL OR x.doctor_id = $1::bigint)
+                               AND l.day BETWEEN x.starts_on AND x.ends_on
+                               AND (x.start_time IS NULL OR ({x_start} < l.to_min AND l.from_min < {x_end})))
+           FROM l"
+    )
+}

@@ -1,0 +1,22 @@
+//! Appointments: the hours each doctor keeps at a branch (`/doctor-schedules`), the days
+//! those hours do not hold (`/schedule-exceptions`), and the appointments booked in them
+//! (`/appointments`), all in the branch's schema.
+//!
+//! - A doctor's weekly hours never overlap (an exclusion constraint; 422 on `start_time`).
+//! - Two active appointments of one doctor never overlap (an exclusion constraint, so that
+//!   of concurrent bookings of one slot exactly one wins; the others are 409 `slot_taken`),
+//!   unless one was overbooked, with a reason, by a holder of `appointments.overbook`.
+//! - An appointment lies within the doctor's hours in the branch's time zone, unless
+//!   overbooked (422 on `starts_at`).
+//! - An appointment moves `booked -> arrived -> in_progress -> completed`, or from `booked`
+//!   to `cancelled` (with a reason) or `no_show`, each a declared action; a reschedule is
+//!   the declared PUT under `If-Match`.
+
+mod booking;
+mod hours;
+
+use crate::resource::Resource;
+pub use booking::APPOINTMENTS;
+pub use hours::{DOCTOR_SCHEDULES, SCHEDULE_EXCEPTIONS};
+
+pub static RESOURCES: &[&Resource] = &[&DOCTOR_SCHEDULES, &SCHEDULE_EXCEPTIONS, &APPOINTMENTS];
