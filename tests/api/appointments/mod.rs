@@ -4,7 +4,9 @@
 //!
 //! The helpers shared by the topics are here; the tests are in the modules below.
 
-use crate::support::{Clinic, Reply, TestApp, assert_error, assert_invalid, assert_status, id_of, reply};
+use crate::support::{
+    Clinic, Reply, TestApp, assert_error, assert_invalid, assert_status, conflict_ids, id_of, reply,
+};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -131,11 +133,5 @@ fn merged(mut body: Value, extra: Value) -> Value {
 
 /// The ids a 409 `slot_taken` names as in the way.
 fn slot_taken(r: &Reply) -> Vec<i64> {
-    assert_error(r, 409, "slot_taken");
-    r.body["conflicts"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no conflicts: {}", r.text))
-        .iter()
-        .map(|v| v.as_i64().unwrap())
-        .collect()
+    conflict_ids(r, "slot_taken")
 }

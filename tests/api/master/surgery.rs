@@ -2,6 +2,7 @@
 //! concurrent bookings included.
 
 use super::*;
+use crate::support::conflict_ids;
 
 /// The booking of a surgery in `branch`.
 struct Booking {
@@ -37,16 +38,6 @@ async fn booking(clinic: &Clinic) -> Booking {
         procedure: id_of(&procedure),
         doctor: id_of(&doctor),
     }
-}
-
-fn conflicts(r: &Reply) -> Vec<i64> {
-    assert_error(r, 409, "schedule_conflict");
-    r.body["conflicts"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no conflicts: {}", r.text))
-        .iter()
-        .map(|v| v.as_i64().unwrap())
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -279,7 +270,7 @@ async fn one_doctor_or_theatre_is_never_double_booked() {
             b.body(json!({ "branch_id": north, "patient_id": north_patient, "scheduled_at": at(60) })),
         )
         .await;
-    assert_eq!(conflicts(&r), vec![first]);
+    assert_eq!(conflict_ids(&r, "schedule_conflict"), vec![first]);
     // The same theatre of the branch, spelled otherwise, another doctor.
     let r = app
         .post(
@@ -288,7 +279,7 @@ async fn one_doctor_or_theatre_is_never_double_booked() {
             b.body(json!({ "doctor_id": other_doctor, "scheduled_at": at(-30), "theatre": " or 1 " })),
         )
         .await;
-    assert_eq!(conflicts(&r), vec![first]);
+    assert_eq!(conflict_ids(&r, "schedule_conflict"), vec![first]);
     // The same theatre name at another branch is another theatre; back to back is no overlap.
     app.created(
         SCHEDULES,
@@ -300,7 +291,7 @@ async fn one_doctor_or_theatre_is_never_double_booked() {
         app.created(SCHEDULES, None, b.body(json!({ "scheduled_at": at(90), "theatre": "OR 1" }))).await;
     // Moving a booking into another one conflicts too.
     let r = app.put(&format!("{SCHEDULES}/{}", id_of(&next)), None, json!({ "scheduled_at": at(45) })).await;
-    assert_eq!(conflicts(&r), vec![first]);
+    assert_eq!(conflict_ids(&r, "schedule_conflict"), vec![first]);
     let r = app
         .put(
             &format!("{SCHEDULES}/{}", id_of(&next)),
@@ -317,7 +308,7 @@ async fn one_doctor_or_theatre_is_never_double_booked() {
     let taken =
         app.created(SCHEDULES, None, b.body(json!({ "scheduled_at": at(0), "theatre": "or 1" }))).await;
     let r = app.put(&format!("{SCHEDULES}/{first}"), None, json!({ "status": "scheduled" })).await;
-    assert_eq!(conflicts(&r), vec![id_of(&taken)]);
+    assert_eq!(conflict_ids(&r, "schedule_conflict"), vec![id_of(&taken)]);
 }
 
 #[tokio::test]

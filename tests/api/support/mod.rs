@@ -402,6 +402,13 @@ pub fn assert_handled(r: &Reply, what: &str) {
 
 /// An error answer: the status, a JSON body with a non-empty `message` and the given `code`.
 #[track_caller]
+/// The ids a 409 `code` names as in the way (`conflicts`: overlapping bookings).
+pub fn conflict_ids(r: &Reply, code: &str) -> Vec<i64> {
+    assert_error(r, 409, code);
+    let ids = r.body["conflicts"].as_array().unwrap_or_else(|| panic!("no conflicts: {}", r.text));
+    ids.iter().map(|v| v.as_i64().unwrap()).collect()
+}
+
 pub fn assert_error(r: &Reply, status: u16, code: &str) {
     assert_eq!(r.status, status, "unexpected status; body: {}", r.text);
     let content_type = r.header("content-type").unwrap_or_default();
