@@ -54,6 +54,10 @@ static DOMAINS: &[Domain] = &[
     Domain { resources: &[], endpoints: dashboard::endpoints },
 ];
 
+/// What closes at the end of a branch's day: tickets and appointments nobody came to.
+static PAST_DAYS: &[&resource::day_close::PastDays] =
+    &[&queue::PAST_QUEUE_DAYS, &appointments::PAST_APPOINTMENT_DAYS];
+
 /// Every declared resource, for documentation and checks.
 pub fn resources() -> Vec<&'static Resource> {
     DOMAINS.iter().flat_map(|d| d.resources.iter().copied()).collect()
@@ -98,7 +102,7 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
         state.settings.database_tls.clone(),
         state.clone(),
     ));
-    state.keep(queue::spawn_day_closer(state.clone()));
+    state.keep(resource::day_close::spawn_day_closer(state.clone(), PAST_DAYS.to_vec()));
     state.keep(crate::tenancy::audit_months::spawn(state.clone()));
     state.keep(state.metrics.watch_branches());
     Ok(state)

@@ -10,11 +10,13 @@ use crate::enums::APPOINTMENT_STATUS;
 use crate::http::error::{ApiError, ApiResult};
 use crate::permissions::{APPOINTMENTS_OVERBOOK, APPOINTMENTS_READ, APPOINTMENTS_WRITE};
 use crate::resource::actions::{Action, Exclusion, Move, Stamp, Verb};
+use crate::resource::day_close::{self, Day, PastDays};
 use crate::resource::field::{
     Field, Kind, boolean, branch_ref, integer, long_text, registry_ref, text, timestamp,
 };
 use crate::resource::hooks::Hooks;
 use crate::resource::{Resource, Scope, Shape, StateLock, Unit, Writer};
+use crate::state::AppState;
 
 /// A move of an appointment, by POST.
 const fn move_appointment(
@@ -39,6 +41,20 @@ const OVERLAPPING: &str = "
        AND coalesce(r.status, 'booked') IN ('booked', 'arrived', 'in_progress')
        AND a.doctor_id = r.doctor_id
        AND tstzrange(a.starts_at, a.ends_at) && tstzrange(r.starts_at, r.ends_at)";
+
+/// Appointments still booked after their local day (nobody came) become no-shows.
+pub static PAST_APPOINTMENT_DAYS: PastDays = PastDays {
+    resource: &APPOINTMENTS,
+    open: &["booked"],
+    ends_in: "no_show",
+    day: Day::Instant("starts_at"),
+};
+
+/// Marks the appointments of past days still booked `no_show`, in every active branch, each
+/// audited `auto_no_show` without a user. Answers how many.
+pub async fn close_past_days(state: &AppState) -> anyhow::Result<u64> {
+    day_close::close_past_days(state, &[&PAST_APPOINTMENT_DAYS]).await
+}
 
 pub static APPOINTMENTS: Resource = Resource {
     path: "appointments",

@@ -10,13 +10,14 @@
 //!   overbooked (422 on `starts_at`).
 //! - An appointment moves `booked -> arrived -> in_progress -> completed`, or from `booked`
 //!   to `cancelled` (with a reason) or `no_show`, each a declared action; a reschedule is
-//!   the declared PUT under `If-Match`.
+//!   the declared PUT under `If-Match`. The day closer marks those still booked after their
+//!   local day `no_show` (`auto_no_show`).
 
 mod booking;
 mod hours;
 
 use crate::resource::Resource;
-pub use booking::APPOINTMENTS;
+pub use booking::{APPOINTMENTS, PAST_APPOINTMENT_DAYS, close_past_days};
 pub use hours::{DOCTOR_SCHEDULES, SCHEDULE_EXCEPTIONS};
 
 pub static RESOURCES: &[&Resource] = &[&DOCTOR_SCHEDULES, &SCHEDULE_EXCEPTIONS, &APPOINTMENTS];

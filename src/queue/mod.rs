@@ -31,7 +31,7 @@ use crate::permissions::ADMIN_ACCESS;
 use crate::resource::Resource;
 use crate::resource::context::Require;
 use crate::resource::idempotency::Unkeyed;
-pub use day_closer::{close_past_days, spawn_day_closer};
+pub use day_closer::{PAST_QUEUE_DAYS, close_past_days};
 pub use display_keys::DISPLAY_KEYS;
 use handlers::{CHECK_IN, TRANSFER_TO, create_ticket, create_visit, show_queue, transfer};
 use issuing::TICKET_HOLDER;

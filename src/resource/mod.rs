@@ -8,6 +8,7 @@
 pub mod actions;
 pub mod check;
 pub mod context;
+pub mod day_close;
 pub mod decimal;
 pub mod docs;
 pub mod etag;

@@ -83,3 +83,37 @@ async fn a_reschedule_under_if_match_frees_the_old_slot() {
     assert_status(&r, 200);
     assert_eq!(desk.overlapping_pairs().await, 0);
 }
+
+#[tokio::test]
+async fn appointments_still_booked_after_their_day_become_no_shows() {
+    let desk = Desk::with_monday_hours().await;
+    let missed = id_of(&desk.book(&at(MONDAY, "09:00"), json!({})).await);
+    let came = id_of(&desk.book(&at(MONDAY, "09:30"), json!({})).await);
+    let ahead = id_of(&desk.book(&at(MONDAY, "10:00"), json!({})).await);
+    assert_status(&desk.act(came, "arrive", json!({})).await, 200);
+    // The first two were yesterday's.
+    let client = desk.app().state.registry.get().await.unwrap();
+    let sql = format!(
+        "UPDATE branch_{b}.appointments
+            SET starts_at = starts_at - (date_trunc('day', starts_at) - date_trunc('day', now())) - interval '1 day',
+                ends_at = ends_at - (date_trunc('day', starts_at) - date_trunc('day', now())) - interval '1 day'
+          WHERE id IN ({missed}, {came})",
+        b = desk.clinic.branch
+    );
+    client.batch_execute(&sql).await.unwrap();
+
+    assert_eq!(clinic_server::appointments::close_past_days(&desk.app().state).await.unwrap(), 1);
+    let desk = &desk;
+    let status = |id: i64| async move {
+        desk.app().get(&format!("{APPOINTMENTS}/{id}"), desk.branch()).await.body["data"]["status"].clone()
+    };
+    assert_eq!(status(missed).await, "no_show");
+    assert_eq!(status(came).await, "arrived");
+    assert_eq!(status(ahead).await, "booked");
+    let audit = desk.app().audit_rows("/api/v1/audit-logs", desk.branch(), "appointments", missed).await;
+    let last = audit.last().unwrap();
+    assert_eq!(last["action"], "auto_no_show");
+    assert!(last["user_id"].is_null(), "{last}");
+    // Nothing left to close; the queue's closing leaves appointments alone.
+    assert_eq!(clinic_server::appointments::close_past_days(&desk.app().state).await.unwrap(), 0);
+}
