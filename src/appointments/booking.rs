@@ -226,7 +226,7 @@ impl Hooks for BookingHooks {
         let Some((starts_at, ends_at)) = times.filter(|_| !overbooked) else { return Ok(()) };
         let doctor = record.integer("doctor_id").unwrap_or_default();
         let zone = unit.writer().branch_route()?.timezone.clone();
-        let stmt = unit.prepare_cached(&within_hours_sql()).await?;
+        let stmt = unit.prepare_cached(&WITHIN_HOURS).await?;
         let within: bool = unit.query_one(&stmt, &[&doctor, &starts_at, &ends_at, &zone]).await?.get(0);
         if within {
             Ok(())
@@ -277,6 +277,9 @@ fn timing(
     input.insert("ends_at".into(), Value::String(formatted));
     Ok((starts_at, ends_at))
 }
+
+/// [`within_hours_sql`], written once (every booking prepares it by its text).
+static WITHIN_HOURS: std::sync::LazyLock<String> = std::sync::LazyLock::new(within_hours_sql);
 
 /// Minutes after midnight of an "HH:MM" column.
 fn minutes(column: &str) -> String {
