@@ -3,6 +3,7 @@
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::permissions::ADMIN_ACCESS;
+use crate::resource::row::Fields;
 
 /// The advisory lock changes of who administers take turns on (`hashtext` of this).
 pub const ADMINISTRATORS_LOCK: &str = "clinic:administrators";
@@ -36,5 +37,5 @@ pub(super) async fn an_administrator_remains(tx: &crate::db::Transaction<'_>) ->
 
 /// Ids from a validated id-list field.
 pub(super) fn ids(input: &serde_json::Map<String, serde_json::Value>, field: &str) -> Option<Vec<i64>> {
-    input.get(field).and_then(|v| v.as_array()).map(|a| a.iter().filter_map(|v| v.as_i64()).collect())
+    input.list(field).map(|a| a.iter().filter_map(|v| v.as_i64()).collect())
 }

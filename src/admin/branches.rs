@@ -1,6 +1,7 @@
 //! `/branches`: creating provisions the branch's schema; deleting archives it (the schema
 //! and its records stay); the code is fixed once created.
 
+use crate::resource::row::Fields;
 use salvo::prelude::*;
 use serde_json::{Map, Value};
 
@@ -55,7 +56,7 @@ pub static BRANCHES: Resource = Resource {
 };
 
 fn text_of(input: &serde_json::Map<String, Value>, field: &str) -> Option<String> {
-    input.get(field).and_then(Value::as_str).map(str::to_owned)
+    input.text(field).map(str::to_owned)
 }
 
 #[handler]

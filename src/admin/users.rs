@@ -165,8 +165,8 @@ impl Hooks for UserHooks {
         // The account as it is after this write, for the rules that compare with it.
         let now = |field: &str| {
             input
-                .get(field)
-                .or_else(|| before.and_then(|b| b.get(field)))
+                .field(field)
+                .or_else(|| before.and_then(|b| b.field(field)))
                 .and_then(Value::as_str)
                 .unwrap_or_default()
         };

@@ -4,7 +4,7 @@ use crate::resource::row::Fields;
 use serde_json::{Map, Value};
 
 use crate::permissions::{APPOINTMENTS_READ, APPOINTMENTS_WRITE};
-use crate::resource::field::{boolean, date, integer, registry_ref, text, time};
+use crate::resource::field::{boolean, date, days_in_order, integer, registry_ref, text, time};
 use crate::resource::{Resource, Scope, Unique};
 
 /// A range of clock times ends after it starts ("HH:MM" compares as text).
@@ -20,24 +20,17 @@ fn ends_after_start(record: &mut Map<String, Value>) -> Vec<(String, String)> {
     }
 }
 
-/// A range of days ends on or after it starts.
-fn days_in_order(record: &Map<String, Value>, from: &str, to: &str) -> Vec<(String, String)> {
-    match (record.text(from), record.text(to)) {
-        // ISO dates compare as text.
-        (Some(start), Some(end)) if end < start => {
-            let (to_name, from_name) = (to.replace('_', " "), from.replace('_', " "));
-            vec![(to.into(), format!("The {to_name} must not be before the {from_name}."))]
-        }
-        _ => Vec::new(),
-    }
-}
-
 fn effective_in_order(record: &mut Map<String, Value>) -> Vec<(String, String)> {
-    days_in_order(record, "effective_from", "effective_to")
+    days_in_order(
+        record,
+        "effective_from",
+        "effective_to",
+        "The effective to must not be before the effective from.",
+    )
 }
 
 fn exception_days_in_order(record: &mut Map<String, Value>) -> Vec<(String, String)> {
-    days_in_order(record, "starts_on", "ends_on")
+    days_in_order(record, "starts_on", "ends_on", "The ends on must not be before the starts on.")
 }
 
 /// Hours that are open rather than closed say which hours.

@@ -139,11 +139,6 @@ fn money_value(amount: Decimal) -> Value {
     Value::String(format!("{:.2}", to_cents(amount)))
 }
 
-/// The record's field, when it holds something.
-fn given<'a>(record: &'a Map<String, Value>, field: &str) -> Option<&'a Value> {
-    record.get(field).filter(|v| !v.is_null() && v.as_str() != Some(""))
-}
-
 fn problem(errors: &mut FieldErrors, field: &str, message: impl Into<String>) {
     errors.entry(field.into()).or_default().push(message.into());
 }
@@ -186,7 +181,7 @@ async fn referenced_price(
         ("service_id", "SELECT price, true FROM services WHERE id = $1"),
     ];
     for (field, sql) in named {
-        if let Some(id) = given(record, field).and_then(Value::as_i64) {
+        if let Some(id) = record.given(field).and_then(Value::as_i64) {
             return Ok(registry_row(writer, sql, id).await?.map(|r| (r.get(0), r.get(1))));
         }
     }
@@ -204,14 +199,14 @@ impl BillingHooks {
     ) -> ApiResult<()> {
         let named: Vec<&str> = ["bill_item_id", "procedure_id", "service_id"]
             .into_iter()
-            .filter(|f| given(record, f).is_some())
+            .filter(|f| record.given(f).is_some())
             .collect();
         if named.len() > 1 {
             problem(errors, named[1], "A charge names at most one of a bill item, a procedure or a service.");
             return Ok(());
         }
-        let quantity = given(record, "quantity").and_then(decimal::of).unwrap_or(Decimal::ONE);
-        if given(record, "quantity").is_none() {
+        let quantity = record.given("quantity").and_then(decimal::of).unwrap_or(Decimal::ONE);
+        if record.given("quantity").is_none() {
             input.insert("quantity".into(), Value::String("1.000".into()));
         }
         if quantity <= Decimal::ZERO {
@@ -221,7 +216,7 @@ impl BillingHooks {
         if let Some((_, false)) = referenced {
             problem(errors, "procedure_id", "The procedure is not billable.");
         }
-        let price = match (given(record, "unit_price").and_then(decimal::of), referenced) {
+        let price = match (record.given("unit_price").and_then(decimal::of), referenced) {
             (Some(price), _) => price,
             (None, Some((price, _))) => {
                 input.insert("unit_price".into(), money_value(price));
@@ -250,13 +245,13 @@ impl BillingHooks {
         input: &mut Map<String, Value>,
         errors: &mut FieldErrors,
     ) -> ApiResult<()> {
-        let Some(insurance) = given(record, "insurance_id").and_then(Value::as_i64) else {
-            if given(record, "covered_amount").is_some() {
+        let Some(insurance) = record.given("insurance_id").and_then(Value::as_i64) else {
+            if record.given("covered_amount").is_some() {
                 problem(errors, "covered_amount", "The covered amount goes with an insurance.");
             }
             return Ok(());
         };
-        match given(record, "covered_amount").and_then(decimal::of) {
+        match record.given("covered_amount").and_then(decimal::of) {
             Some(covered) if covered > amount => {
                 problem(errors, "covered_amount", "The covered amount may not exceed the amount.");
             }
@@ -282,10 +277,10 @@ impl BillingHooks {
         record: &Map<String, Value>,
         errors: &mut FieldErrors,
     ) -> ApiResult<()> {
-        let Some(method) = given(record, "payment_method_id").and_then(Value::as_i64) else { return Ok(()) };
+        let Some(method) = record.given("payment_method_id").and_then(Value::as_i64) else { return Ok(()) };
         let sql = "SELECT requires_reference FROM payment_methods WHERE id = $1";
         let requires = registry_row(writer, sql, method).await?.is_some_and(|r| r.get::<_, bool>(0));
-        if requires && given(record, "reference").is_none() {
+        if requires && record.given("reference").is_none() {
             problem(errors, "reference", "The payment method requires a reference.");
         }
         Ok(())
@@ -295,10 +290,10 @@ impl BillingHooks {
 /// What each kind may and must carry, apart from prices.
 fn check_kind(kind: &str, record: &Map<String, Value>, errors: &mut FieldErrors) {
     if kind != "charge" {
-        for field in CHARGE_ONLY.into_iter().filter(|f| given(record, f).is_some()) {
+        for field in CHARGE_ONLY.into_iter().filter(|f| record.given(f).is_some()) {
             problem(errors, field, format!("The {} is only for charges.", field.replace('_', " ")));
         }
-        match given(record, "amount").and_then(decimal::of) {
+        match record.given("amount").and_then(decimal::of) {
             None => problem(errors, "amount", "The amount field is required."),
             Some(amount) if amount <= Decimal::ZERO => {
                 problem(errors, "amount", "The amount must be greater than 0.")
@@ -307,14 +302,14 @@ fn check_kind(kind: &str, record: &Map<String, Value>, errors: &mut FieldErrors)
         }
     }
     let paid = matches!(kind, "payment" | "refund");
-    match (paid, given(record, "payment_method_id").is_some()) {
+    match (paid, record.given("payment_method_id").is_some()) {
         (true, false) => problem(errors, "payment_method_id", "The payment method id field is required."),
         (false, true) => {
             problem(errors, "payment_method_id", "The payment method is only for payments and refunds.")
         }
         _ => {}
     }
-    if matches!(kind, "discount" | "refund") && given(record, "description").is_none() {
+    if matches!(kind, "discount" | "refund") && record.given("description").is_none() {
         problem(errors, "description", "The description field is required for a discount or a refund.");
     }
 }
@@ -463,7 +458,7 @@ impl Hooks for BillingHooks {
             "posted" => {}
             other => return Err(state_conflict(&BILLING_TRANSACTIONS, "invalid_transition", Some(other))),
         }
-        let reason = given(input, "void_reason").and_then(Value::as_str).map_or("", str::trim);
+        let reason = input.given("void_reason").and_then(Value::as_str).map_or("", str::trim);
         if reason.is_empty() || reason.chars().count() > 500 {
             return Err(ApiError::field("void_reason", "A void reason of 1 to 500 characters is required."));
         }

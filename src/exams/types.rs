@@ -11,7 +11,7 @@ use crate::enums::{
     NUCLEAR_CATARACT, PERIPHERY_FINDING, PRISM_BASE, PUNCTUM_STATE, REFRACTION_KIND, REGURGITATION,
     STRUCTURE_STATUS, TONOMETRY_METHOD, VA_CORRECTION, VA_DISTANCE, VA_NOTATION, VITREOUS_STATE,
 };
-use crate::resource::decimal::{self, exact};
+use crate::resource::decimal::exact;
 use crate::resource::field::{
     Kind, Structure, boolean, distinct_list, integer, list, long_text, num, object, one_of, past_date, text,
     time,
@@ -20,7 +20,7 @@ use crate::resource::{Resource, Shape};
 
 /// A decimal field of an object, when it holds one.
 fn decimal_of(object: &Map<String, Value>, field: &str) -> Option<Decimal> {
-    object.get(field).and_then(decimal::of)
+    object.decimal(field)
 }
 
 fn problem(field: &str, message: &str) -> Vec<(String, String)> {

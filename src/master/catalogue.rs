@@ -7,7 +7,8 @@ use crate::enums::{MEDICINE_FORM, MEDICINE_ROUTE, PROCEDURE_CATEGORY, RECORD_STA
 use crate::permissions::{MASTER_DATA_READ, MASTER_DATA_WRITE};
 use crate::resource::actions::TOGGLE_STATUS;
 use crate::resource::field::{
-    Field, Kind, boolean, code, date, integer, money, num, one_of, plain_code, registry_ref, text,
+    Field, Kind, boolean, code, date, days_in_order, integer, money, num, one_of, plain_code, registry_ref,
+    text,
 };
 use crate::resource::{Resource, Scope, Unique};
 
@@ -96,13 +97,12 @@ pub static PROCEDURES: Resource = Resource {
 
 /// A plan's validity ends on or after it starts.
 fn valid_in_order(record: &mut Map<String, Value>) -> Vec<(String, String)> {
-    let date = |f: &str| record.get(f).and_then(Value::as_str).map(str::to_owned);
-    match (date("valid_from"), date("valid_to")) {
-        (Some(from), Some(to)) if to < from => {
-            vec![("valid_to".into(), "The valid to date must be on or after the valid from date.".into())]
-        }
-        _ => Vec::new(),
-    }
+    days_in_order(
+        record,
+        "valid_from",
+        "valid_to",
+        "The valid to date must be on or after the valid from date.",
+    )
 }
 
 pub static INSURANCES: Resource = Resource {

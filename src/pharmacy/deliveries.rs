@@ -12,8 +12,7 @@ use salvo::async_trait;
 use serde_json::{Map, Value};
 
 use super::document::{
-    Header, ItemLine, PHARMACY, branch_today, decimal_of, given, lines_of, problem, replace_lines,
-    with_totals,
+    Header, ItemLine, PHARMACY, branch_today, decimal_of, lines_of, problem, replace_lines, with_totals,
 };
 use super::ledger::{self, Entry};
 use crate::enums::DELIVERY_STATUS;
@@ -191,7 +190,7 @@ impl Hooks for DeliveryHooks {
             let item = typed::<ItemLine>(&line)?.pharmacy_item_id;
             let Value::Object(mut line) = line else { continue };
             let on_order = order.as_ref().map(|o| o.get(&item).copied());
-            match (on_order, given(&line, "unit_cost").is_some()) {
+            match (on_order, line.given("unit_cost").is_some()) {
                 (Some(None), _) => problem(
                     &mut errors,
                     &format!("lines.{i}.pharmacy_item_id"),

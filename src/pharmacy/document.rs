@@ -39,11 +39,6 @@ pub(super) struct ItemLine {
     pub pharmacy_item_id: i64,
 }
 
-/// The record's field, when it holds something.
-pub(super) fn given<'a>(record: &'a Map<String, Value>, field: &str) -> Option<&'a Value> {
-    record.get(field).filter(|v| !v.is_null() && v.as_str() != Some(""))
-}
-
 pub(super) fn problem(errors: &mut FieldErrors, field: &str, message: impl Into<String>) {
     errors.entry(field.into()).or_default().push(message.into());
 }
@@ -98,7 +93,6 @@ pub(super) fn with_totals(
 
 /// A line's decimal field, which its declaration or the hooks made sure is there.
 pub(super) fn decimal_of(line: &Map<String, Value>, field: &str) -> ApiResult<Decimal> {
-    line.get(field)
-        .and_then(crate::resource::decimal::of)
+    line.decimal(field)
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("a document line has no {field} to compute with")))
 }

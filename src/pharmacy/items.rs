@@ -2,12 +2,13 @@
 //! movements (`/stock-movements`).
 
 use crate::db::Transaction;
+use crate::resource::row::Fields;
 use rust_decimal::Decimal;
 use salvo::async_trait;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::document::{PHARMACY, given, problem};
+use super::document::{PHARMACY, problem};
 use super::ledger::{self, Entry};
 use crate::enums::{RECORD_STATUS, STOCK_MOVEMENT_KIND};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
@@ -137,7 +138,7 @@ impl Hooks for LotHooks {
     ) -> ApiResult<()> {
         let tx = &**unit;
         let item = typed::<ItemOf>(record)?.pharmacy_item_id;
-        if given(record, "expiry_date").is_none() && has_expiry(tx, item).await? {
+        if record.given("expiry_date").is_none() && has_expiry(tx, item).await? {
             return Err(ApiError::field("expiry_date", "The expiry date is required for this item."));
         }
         Ok(())

@@ -10,8 +10,7 @@ use salvo::async_trait;
 use serde_json::{Map, Value};
 
 use super::document::{
-    Header, ItemLine, PHARMACY, branch_today, decimal_of, given, lines_of, problem, replace_lines,
-    with_totals,
+    Header, ItemLine, PHARMACY, branch_today, decimal_of, lines_of, problem, replace_lines, with_totals,
 };
 use crate::enums::PURCHASE_ORDER_STATUS;
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
@@ -20,7 +19,8 @@ use crate::notify::Topic;
 use crate::resource::Unit;
 use crate::resource::actions::{Action, Move, Stamp, StateLock, Verb};
 use crate::resource::field::{
-    Field, Kind, Rule, Structure, calculated_money, date, list, long_text, money, qty, registry_ref, text,
+    Field, Kind, Rule, Structure, calculated_money, date, days_in_order, list, long_text, money, qty,
+    registry_ref, text,
 };
 use crate::resource::hooks::Hooks;
 use crate::resource::{Numbering, Resource, Shape, typed};
@@ -63,13 +63,12 @@ fn each_item_once(record: &mut Map<String, Value>) -> Vec<(String, String)> {
 
 /// An order is expected on or after its date.
 fn expected_after_order(record: &mut Map<String, Value>) -> Vec<(String, String)> {
-    let day = |f: &str| record.get(f).and_then(Value::as_str).map(str::to_owned);
-    match (day("order_date"), day("expected_date")) {
-        (Some(ordered), Some(expected)) if expected < ordered => {
-            vec![("expected_date".into(), "The expected date may not be before the order date.".into())]
-        }
-        _ => Vec::new(),
-    }
+    days_in_order(
+        record,
+        "order_date",
+        "expected_date",
+        "The expected date may not be before the order date.",
+    )
 }
 
 /// An order's lines as answered.
@@ -245,7 +244,7 @@ impl Hooks for OrderHooks {
             input,
             |line| Ok(decimal_of(line, "quantity_ordered")? * decimal_of(line, "unit_cost")?),
         )?;
-        if given(record, "order_date").is_none() {
+        if record.given("order_date").is_none() {
             let branch = typed::<Header>(record)?.branch_id;
             let today = branch_today(tx, branch).await?;
             input.insert("order_date".into(), Value::String(today.to_string()));

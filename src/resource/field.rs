@@ -219,6 +219,21 @@ impl Field {
     }
 }
 
+/// The rule that the day in `to` is not before the day in `from` (ISO dates compare as text):
+/// `message` on `to` when it is.
+pub fn days_in_order(
+    record: &Map<String, Value>,
+    from: &str,
+    to: &str,
+    message: &str,
+) -> Vec<(String, String)> {
+    use super::row::Fields;
+    match (record.text(from), record.text(to)) {
+        (Some(start), Some(end)) if end < start => vec![(to.into(), message.into())],
+        _ => Vec::new(),
+    }
+}
+
 /// Shorthands that keep resource declarations one line per field.
 pub const fn text(name: &'static str, max: usize) -> Field {
     Field::new(name, Kind::Text { max })

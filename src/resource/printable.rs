@@ -46,7 +46,7 @@ pub struct Printing<'a> {
 
 /// A text value of `record`, or "" (documents show what is there).
 pub fn text(record: &Value, field: &str) -> String {
-    match record.get(field) {
+    match record.field(field) {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),

@@ -56,6 +56,11 @@ pub trait Fields {
         self.field(name) == Some(&Value::Bool(false))
     }
 
+    /// The field's value when it holds something: not null, not an empty string.
+    fn given(&self, name: &str) -> Option<&Value> {
+        self.field(name).filter(|v| !v.is_null() && v.as_str() != Some(""))
+    }
+
     /// Whether the field is there and not null.
     fn is_set(&self, name: &str) -> bool {
         self.field(name).is_some_and(|v| !v.is_null())

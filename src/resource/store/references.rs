@@ -85,7 +85,7 @@ pub(super) async fn check_references(
     let mut checked: Vec<&str> = Vec::new();
     for rule in resource.derived {
         let effective = |name: &str| {
-            input.get(name).or_else(|| current.and_then(|c| c.get(name))).and_then(Value::as_i64)
+            input.field(name).or_else(|| current.and_then(|c| c.field(name))).and_then(Value::as_i64)
         };
         if !input.contains_key(rule.from) && !input.contains_key(rule.field) {
             continue;
