@@ -49,7 +49,7 @@ static DOMAINS: &[Domain] = &[
     Domain { resources: exams::RESOURCES, endpoints: exams::endpoints },
     Domain { resources: billing::RESOURCES, endpoints: billing::endpoints },
     Domain { resources: queue::RESOURCES, endpoints: queue::endpoints },
-    Domain { resources: appointments::RESOURCES, endpoints: Vec::new },
+    Domain { resources: appointments::RESOURCES, endpoints: appointments::endpoints },
     Domain { resources: pharmacy::RESOURCES, endpoints: Vec::new },
     Domain { resources: &[], endpoints: dashboard::endpoints },
 ];

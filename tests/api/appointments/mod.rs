@@ -10,6 +10,7 @@ use crate::support::{
 use reqwest::Method;
 use serde_json::{Value, json};
 
+mod availability;
 mod booking;
 mod concurrency;
 mod hours;
