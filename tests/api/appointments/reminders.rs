@@ -23,7 +23,7 @@ const EMAIL: &str = "ana.cruz@example.com";
 struct Reminder {
     appointment: i64,
     due_at: OffsetDateTime,
-    status: String,
+    state: String,
     attempts: i32,
     next_attempt_at: OffsetDateTime,
     reason: Option<String>,
@@ -68,7 +68,7 @@ impl Desk {
             .map(|r| Reminder {
                 appointment: r.get(0),
                 due_at: r.get(1),
-                status: r.get(2),
+                state: r.get(2),
                 attempts: r.get(3),
                 next_attempt_at: r.get(4),
                 reason: r.get(5),
@@ -84,7 +84,7 @@ impl Desk {
 }
 
 fn statuses(reminders: &[Reminder]) -> Vec<(&str, Option<&str>)> {
-    reminders.iter().map(|r| (r.status.as_str(), r.reason.as_deref())).collect()
+    reminders.iter().map(|r| (r.state.as_str(), r.reason.as_deref())).collect()
 }
 
 #[tokio::test]
@@ -93,7 +93,7 @@ async fn a_reminder_is_sent_once_at_its_time_and_not_before() {
     let desk = Desk::mailing(&smtp).await;
     let id = id_of(&desk.book(&at(MONDAY, "09:00"), json!({})).await);
     let queued = desk.reminders().await;
-    let due: Vec<_> = queued.iter().map(|r| (r.appointment, r.due_at, r.status.as_str())).collect();
+    let due: Vec<_> = queued.iter().map(|r| (r.appointment, r.due_at, r.state.as_str())).collect();
     assert_eq!(
         due,
         vec![
@@ -145,7 +145,7 @@ async fn cancelling_missing_or_moving_an_appointment_withdraws_its_pending_remin
     let of = |id: i64| rows.iter().filter(|r| r.appointment == id).cloned().collect::<Vec<_>>();
     assert_eq!(statuses(&of(cancelled)), vec![("withdrawn", Some("cancel")); 2]);
     assert_eq!(statuses(&of(missed)), vec![("withdrawn", Some("no_show")); 2]);
-    let moves: Vec<_> = of(moved).iter().map(|r| (r.due_at, r.status.clone(), r.reason.clone())).collect();
+    let moves: Vec<_> = of(moved).iter().map(|r| (r.due_at, r.state.clone(), r.reason.clone())).collect();
     let withdrawn = (String::from("withdrawn"), Some(String::from("moved")));
     let pending = (String::from("pending"), None);
     assert_eq!(
@@ -208,9 +208,9 @@ async fn concurrent_workers_send_each_due_reminder_exactly_once() {
     assert_eq!(sent, vec![due, 0, 0]);
     assert_eq!(smtp.mails().len(), due, "each due reminder is mailed once");
     let rows = desk.reminders().await;
-    assert_eq!(rows.iter().filter(|r| r.status == "sent").count(), due);
-    assert!(rows.iter().filter(|r| r.status == "sent").all(|r| r.attempts == 1), "{rows:?}");
-    assert_eq!(rows.iter().filter(|r| r.status == "pending").count(), 24 - due);
+    assert_eq!(rows.iter().filter(|r| r.state == "sent").count(), due);
+    assert!(rows.iter().filter(|r| r.state == "sent").all(|r| r.attempts == 1), "{rows:?}");
+    assert_eq!(rows.iter().filter(|r| r.state == "pending").count(), 24 - due);
 }
 
 #[tokio::test]
@@ -249,13 +249,13 @@ async fn a_failed_send_is_tried_again_later_and_then_fails_with_its_reason() {
     let mut now = datetime!(2030-01-06 10:00 UTC);
     assert_eq!(desk.pass(now).await, 0);
     let rows = desk.reminders().await;
-    assert_eq!(rows[0].status, "pending");
+    assert_eq!(rows[0].state, "pending");
     assert_eq!(rows[0].attempts, 1);
     assert_eq!(rows[0].next_attempt_at, now + Duration::from_secs(60));
     assert!(rows[0].reason.as_deref().is_some_and(|r| r.contains("sending mail")), "{rows:?}");
     let failed = &rows[2];
     assert_eq!(
-        (failed.status.as_str(), failed.reason.as_deref()),
+        (failed.state.as_str(), failed.reason.as_deref()),
         ("failed", Some("the patient has no e-mail address"))
     );
 
@@ -267,7 +267,7 @@ async fn a_failed_send_is_tried_again_later_and_then_fails_with_its_reason() {
         desk.pass(now).await;
     }
     let first = &desk.reminders().await[0];
-    assert_eq!((first.status.as_str(), first.attempts), ("failed", MAX_ATTEMPTS), "{first:?}");
+    assert_eq!((first.state.as_str(), first.attempts), ("failed", MAX_ATTEMPTS), "{first:?}");
     assert!(first.reason.as_deref().is_some_and(|r| r.contains("sending mail")), "{first:?}");
     assert!(smtp.mails().is_empty());
 }
