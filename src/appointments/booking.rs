@@ -16,7 +16,7 @@ use crate::resource::day_close::{self, Day, PastDays};
 use crate::resource::field::{
     Field, Kind, boolean, branch_ref, integer, long_text, registry_ref, text, timestamp,
 };
-use crate::resource::hooks::Hooks;
+use crate::resource::hooks::{Deleted, Hooks};
 use crate::resource::{Resource, Scope, Shape, StateLock, Unit, Writer};
 use crate::state::AppState;
 
@@ -266,6 +266,18 @@ impl Hooks for BookingHooks {
             reminders::withdraw(unit, id, action.name).await?;
         }
         Ok(Vec::new())
+    }
+
+    /// A deleted appointment withdraws its pending reminders; the delete is the shared one.
+    async fn delete(
+        &self,
+        unit: &Unit<'_>,
+        id: i64,
+        _: &Value,
+        _: &Map<String, Value>,
+    ) -> ApiResult<Option<Deleted>> {
+        reminders::withdraw(unit, id, "deleted").await?;
+        Ok(None)
     }
 }
 

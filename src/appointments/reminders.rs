@@ -5,7 +5,7 @@
 //!   withdraws what was pending. Offsets already past at booking keep one reminder (the
 //!   nearest), due at once; an appointment already begun gets none, nor does a patient who
 //!   opted out.
-//! - Cancelling or marking a no-show withdraws the pending ones ([`withdraw`]).
+//! - Cancelling, marking a no-show or deleting withdraws the pending ones ([`withdraw`]).
 //! - [`send_due`] is one pass of the worker over every active branch: each due row is claimed
 //!   with `FOR UPDATE SKIP LOCKED` and kept locked, in its own transaction, until its outcome
 //!   is written, so however many instances run passes at once, a reminder goes at most once.
@@ -77,7 +77,7 @@ pub async fn booked(unit: &Unit<'_>, id: i64, before: Option<&Value>) -> ApiResu
 }
 
 /// Withdraws the pending reminders of appointment `id` in `unit`'s transaction, saying why
-/// (`cancelled`, `no_show`, `moved`).
+/// (`cancel`, `no_show`, `deleted`, `moved`).
 pub async fn withdraw(unit: &Unit<'_>, id: i64, reason: &str) -> ApiResult<()> {
     let tx = &**unit;
     let stmt = tx

@@ -127,12 +127,14 @@ async fn a_reminder_is_sent_once_at_its_time_and_not_before() {
 }
 
 #[tokio::test]
-async fn cancelling_missing_or_moving_an_appointment_withdraws_its_pending_reminders() {
+async fn cancelling_missing_moving_or_deleting_an_appointment_withdraws_its_pending_reminders() {
     let smtp = SmtpReceiver::start().await;
     let desk = Desk::mailing(&smtp).await;
     let cancelled = id_of(&desk.book(&at(MONDAY, "09:00"), json!({})).await);
     let missed = id_of(&desk.book(&at(MONDAY, "10:00"), json!({})).await);
     let moved = id_of(&desk.book(&at(MONDAY, "11:00"), json!({})).await);
+    let deleted = id_of(&desk.book(&at(MONDAY, "11:45"), json!({})).await);
+    assert_status(&desk.app().delete(&format!("{APPOINTMENTS}/{deleted}"), desk.branch()).await, 200);
     assert_status(&desk.act(cancelled, "cancel", json!({ "reason": "Travelling" })).await, 200);
     assert_status(&desk.act(missed, "no-show", json!({})).await, 200);
     let r = desk.reschedule(moved, 1, json!({ "starts_at": at(MONDAY, "11:30") })).await;
@@ -145,6 +147,7 @@ async fn cancelling_missing_or_moving_an_appointment_withdraws_its_pending_remin
     let of = |id: i64| rows.iter().filter(|r| r.appointment == id).cloned().collect::<Vec<_>>();
     assert_eq!(statuses(&of(cancelled)), vec![("withdrawn", Some("cancel")); 2]);
     assert_eq!(statuses(&of(missed)), vec![("withdrawn", Some("no_show")); 2]);
+    assert_eq!(statuses(&of(deleted)), vec![("withdrawn", Some("deleted")); 2]);
     let moves: Vec<_> = of(moved).iter().map(|r| (r.due_at, r.state.clone(), r.reason.clone())).collect();
     let withdrawn = (String::from("withdrawn"), Some(String::from("moved")));
     let pending = (String::from("pending"), None);
