@@ -6,15 +6,17 @@ use serde_json::{Map, Value};
 use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
 
+use super::reminders;
 use crate::enums::APPOINTMENT_STATUS;
 use crate::http::error::{ApiError, ApiResult};
+use crate::notify::Topic;
 use crate::permissions::{APPOINTMENTS_OVERBOOK, APPOINTMENTS_READ, APPOINTMENTS_WRITE};
 use crate::resource::actions::{Action, Exclusion, Move, Stamp, Verb};
 use crate::resource::day_close::{self, Day, PastDays};
 use crate::resource::field::{
     Field, Kind, boolean, branch_ref, integer, long_text, registry_ref, text, timestamp,
 };
-use crate::resource::hooks::Hooks;
+use crate::resource::hooks::{Deleted, Hooks};
 use crate::resource::{Resource, Scope, Shape, StateLock, Unit, Writer};
 use crate::state::AppState;
 
@@ -245,6 +247,45 @@ impl Hooks for BookingHooks {
                 [("surgeries".to_owned(), Value::from(surgeries))],
             ))
         }
+    }
+
+    /// A booking, or a move of its time or doctor, queues its reminders.
+    async fn written(
+        &self,
+        unit: &Unit<'_>,
+        id: i64,
+        _: &Map<String, Value>,
+        before: Option<&Value>,
+    ) -> ApiResult<Vec<Topic>> {
+        reminders::booked(unit, id, before).await?;
+        Ok(Vec::new())
+    }
+
+    /// A cancellation or a no-show withdraws the reminders still pending.
+    async fn acted(
+        &self,
+        unit: &Unit<'_>,
+        id: i64,
+        action: &Action,
+        _: &Map<String, Value>,
+        _: &Value,
+    ) -> ApiResult<Vec<Topic>> {
+        if matches!(action.name, "cancel" | "no_show") {
+            reminders::withdraw(unit, id, action.name).await?;
+        }
+        Ok(Vec::new())
+    }
+
+    /// A deleted appointment withdraws its pending reminders; the delete is the shared one.
+    async fn delete(
+        &self,
+        unit: &Unit<'_>,
+        id: i64,
+        _: &Value,
+        _: &Map<String, Value>,
+    ) -> ApiResult<Option<Deleted>> {
+        reminders::withdraw(unit, id, "deleted").await?;
+        Ok(None)
     }
 }
 

@@ -12,10 +12,14 @@
 //!   to `cancelled` (with a reason) or `no_show`, each a declared action; a reschedule is
 //!   the declared PUT under `If-Match`. The day closer marks those still booked after their
 //!   local day `no_show` (`auto_no_show`).
+//! - A booking queues its reminders in the branch's outbox in its own transaction; a worker
+//!   sends them by e-mail when due, at most once however many instances run it
+//!   (`reminders.rs`).
 
 mod availability;
 mod booking;
 mod hours;
+mod reminders;
 
 use salvo::oapi::{Object, PathItemType};
 
@@ -25,6 +29,7 @@ use crate::resource::Resource;
 pub use availability::{Asked, MAX_DAYS, Slot, free_slots};
 pub use booking::{APPOINTMENTS, PAST_APPOINTMENT_DAYS, close_past_days};
 pub use hours::{DOCTOR_SCHEDULES, SCHEDULE_EXCEPTIONS};
+pub use reminders::{MAX_ATTEMPTS, send_due, sign, spawn_worker};
 
 pub static RESOURCES: &[&Resource] = &[&DOCTOR_SCHEDULES, &SCHEDULE_EXCEPTIONS, &APPOINTMENTS];
 
