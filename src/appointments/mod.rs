@@ -12,9 +12,12 @@
 //!   to `cancelled` (with a reason) or `no_show`, each a declared action; a reschedule is
 //!   the declared PUT under `If-Match`. The day closer marks those still booked after their
 //!   local day `no_show` (`auto_no_show`).
+//! - `GET /appointments/{id}` answers the appointment slip in PDF when asked for
+//!   `application/pdf` (`slip`), like every other printed record.
 
 mod booking;
 mod hours;
+mod slip;
 
 use crate::resource::Resource;
 pub use booking::{APPOINTMENTS, PAST_APPOINTMENT_DAYS, close_past_days};

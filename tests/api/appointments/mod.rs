@@ -14,6 +14,7 @@ mod booking;
 mod concurrency;
 mod hours;
 mod moves;
+mod slip;
 
 const SCHEDULES: &str = "/api/v1/doctor-schedules";
 const EXCEPTIONS: &str = "/api/v1/schedule-exceptions";
