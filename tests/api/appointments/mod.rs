@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 mod booking;
 mod concurrency;
+mod dashboards;
 mod hours;
 mod moves;
 mod slip;
