@@ -14,6 +14,7 @@ mod booking;
 mod concurrency;
 mod dashboards;
 mod hours;
+mod merging;
 mod moves;
 mod slip;
 
