@@ -21,14 +21,15 @@ CREATE TABLE doctor_schedules (
     CHECK (end_time > start_time),
     CHECK (effective_to >= effective_from),
     -- One doctor's hours on one weekday never overlap while their validity overlaps, even
-    -- under concurrent writes.
+    -- under concurrent writes. Checked after each statement, or (a branch's rows copied
+    -- again during a move, in any order) at commit.
     CONSTRAINT doctor_schedules_overlap EXCLUDE USING gist (
         doctor_id WITH =,
         weekday WITH =,
         int4range(split_part(start_time, ':', 1)::int * 60 + split_part(start_time, ':', 2)::int,
                   split_part(end_time, ':', 1)::int * 60 + split_part(end_time, ':', 2)::int) WITH &&,
         daterange(effective_from, effective_to, '[]') WITH &&
-    ) WHERE (deleted_at IS NULL)
+    ) WHERE (deleted_at IS NULL) DEFERRABLE INITIALLY IMMEDIATE
 );
 
 -- Days a doctor (or, without one, the whole branch) keeps other hours: closed all day or for
@@ -86,9 +87,11 @@ CREATE TABLE appointments (
     CHECK (NOT overbooked OR btrim(overbook_reason) <> ''),
     -- Two active appointments of one doctor never overlap unless one was overbooked, even
     -- under concurrent bookings; a reschedule frees its old range in its own transaction.
+    -- Deferrable like the hours' constraint above.
     CONSTRAINT appointments_doctor_overlap EXCLUDE USING gist (
         doctor_id WITH =, tstzrange(starts_at, ends_at) WITH &&
     ) WHERE (status IN ('booked', 'arrived', 'in_progress') AND NOT overbooked AND deleted_at IS NULL)
+      DEFERRABLE INITIALLY IMMEDIATE
 );
 CREATE INDEX appointments_starts_idx ON appointments (starts_at) WHERE deleted_at IS NULL;
 -- Over all rows, deleted ones too: a merge of patients moves them all.

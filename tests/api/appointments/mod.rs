@@ -11,6 +11,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 mod booking;
+mod branches;
 mod concurrency;
 mod dashboards;
 mod hours;
@@ -40,7 +41,11 @@ struct Desk {
 
 impl Desk {
     async fn open() -> Self {
-        let clinic = Clinic::open().await;
+        Self::at(Clinic::open().await).await
+    }
+
+    /// A doctor and a service for `clinic`.
+    async fn at(clinic: Clinic) -> Self {
         let app = &clinic.app;
         let doctor = json!({ "first_name": "Rosa", "last_name": "Santos", "license_no": "PRC-0001" });
         let doctor = id_of(&app.created("/api/v1/doctors", None, doctor).await);
