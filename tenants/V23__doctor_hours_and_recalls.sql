@@ -84,8 +84,10 @@ END
 $$;
 
 -- A recall: a patient to bring back on a day ("glaucoma check in 12 months"), often made
--- from a visit. It is booked when an appointment is made from it and done when that
--- appointment completes; a booking cancelled or missed puts it back to pending.
+-- from a visit. It is booked when an appointment is made from it (the appointment names it:
+-- the tables do not reference each other both ways, so that a branch's copy can order them)
+-- and done when that appointment completes; a booking cancelled or missed puts it back to
+-- pending.
 CREATE TABLE recalls (
     id                bigserial PRIMARY KEY,
     patient_id        bigint NOT NULL REFERENCES patients,
@@ -96,7 +98,6 @@ CREATE TABLE recalls (
     patient_visit_id  bigint REFERENCES patient_visits,
     status            text NOT NULL DEFAULT 'pending'
         CHECK (status IN ('pending', 'booked', 'done', 'cancelled')),
-    appointment_id    bigint REFERENCES appointments,
     notes             text,
     cancelled_at      timestamptz,
     cancel_reason     text,
@@ -105,8 +106,7 @@ CREATE TABLE recalls (
     updated_by        bigint,
     created_at        timestamptz NOT NULL DEFAULT now(),
     updated_at        timestamptz NOT NULL DEFAULT now(),
-    deleted_at        timestamptz,
-    CHECK ((status = 'booked') <= (appointment_id IS NOT NULL))
+    deleted_at        timestamptz
 );
 CREATE INDEX recalls_due_idx ON recalls (due_on) WHERE deleted_at IS NULL;
 -- Over all rows, deleted ones too: a merge of patients moves them all.
@@ -124,3 +124,23 @@ CREATE UNIQUE INDEX appointments_recall_key ON appointments (recall_id)
     WHERE recall_id IS NOT NULL AND deleted_at IS NULL AND status NOT IN ('cancelled', 'no_show');
 -- The availability search reads one doctor's appointments over a range.
 CREATE INDEX appointments_doctor_starts_idx ON appointments (doctor_id, starts_at) WHERE deleted_at IS NULL;
+
+-- Both overlap constraints become deferrable, still checked after each statement unless a
+-- transaction defers them: a branch move copies the rows written meanwhile again in one
+-- statement, in any order, and two appointments that swapped times would collide halfway
+-- (tenancy/copy.rs checks them at its commit).
+ALTER TABLE doctor_schedules
+    DROP CONSTRAINT doctor_schedules_overlap,
+    ADD CONSTRAINT doctor_schedules_overlap EXCLUDE USING gist (
+        doctor_id WITH =,
+        weekday WITH =,
+        int4range(split_part(start_time, ':', 1)::int * 60 + split_part(start_time, ':', 2)::int,
+                  split_part(end_time, ':', 1)::int * 60 + split_part(end_time, ':', 2)::int) WITH &&,
+        daterange(effective_from, effective_to, '[]') WITH &&
+    ) WHERE (deleted_at IS NULL) DEFERRABLE INITIALLY IMMEDIATE;
+ALTER TABLE appointments
+    DROP CONSTRAINT appointments_doctor_overlap,
+    ADD CONSTRAINT appointments_doctor_overlap EXCLUDE USING gist (
+        doctor_id WITH =, tstzrange(starts_at, ends_at) WITH &&
+    ) WHERE (status IN ('booked', 'arrived', 'in_progress') AND NOT overbooked AND deleted_at IS NULL)
+      DEFERRABLE INITIALLY IMMEDIATE;

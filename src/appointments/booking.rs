@@ -158,6 +158,7 @@ pub static APPOINTMENTS: Resource = Resource {
     read_permission: APPOINTMENTS_READ,
     write_permission: APPOINTMENTS_WRITE,
     hooks: &BookingHooks,
+    printable: Some(&super::slip::SLIP),
     ..Resource::DEFAULTS
 };
 

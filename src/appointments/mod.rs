@@ -15,11 +15,14 @@
 //! - A booking queues its reminders in the branch's outbox in its own transaction; a worker
 //!   sends them by e-mail when due, at most once however many instances run it
 //!   (`reminders.rs`).
+//! - `GET /appointments/{id}` answers the appointment slip in PDF when asked for
+//!   `application/pdf` (`slip`), like every other printed record.
 
 mod availability;
 mod booking;
 mod hours;
 mod reminders;
+mod slip;
 
 use salvo::oapi::{Object, PathItemType};
 

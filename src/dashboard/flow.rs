@@ -1,11 +1,13 @@
 //! `GET /dashboard/patient-flow`: one local day of the queue, read from its tickets (a day
-//! is a few hundred rows; medians need them all).
+//! is a few hundred rows; medians need them all), and the appointments of that day still to
+//! be seen (booked or arrived).
 
 use std::collections::BTreeMap;
 
 use salvo::prelude::*;
 use serde_json::{Value, json};
 
+use super::appointments::expected_on;
 use super::common::{Params, minutes, open, with_total};
 use crate::enums::QUEUE_STATUS;
 use crate::http::error::ApiResult;
@@ -56,6 +58,8 @@ pub async fn patient_flow(req: &mut Request, depot: &mut Depot, res: &mut Respon
         Value::Array(list) => list,
         _ => Vec::new(),
     };
+    let appointments = expected_on(&ctx, &*branch, day, &clock.timezone).await?;
+    drop(conn);
     let ids: Vec<i64> = services.iter().filter_map(|s| s["branch_service_id"].as_i64()).collect();
     let registry = ctx.registry().await?;
     let names: BTreeMap<i64, (String, String)> = registry
@@ -80,6 +84,7 @@ pub async fn patient_flow(req: &mut Request, depot: &mut Depot, res: &mut Respon
         "waiting_minutes": { "average": minutes(row.get(2)), "median": minutes(row.get(3)) },
         "service_minutes": { "average": minutes(row.get(4)), "median": minutes(row.get(5)) },
         "services": services,
+        "appointments": appointments,
     });
     web::ok(res, "Patient flow retrieved.", data);
     Ok(())

@@ -22,6 +22,7 @@
 //! counted in the old zone after it) and reads again: a zone change costs one recount, on the
 //! first dashboard read after it.
 
+mod appointments;
 mod common;
 mod demographics;
 mod figures;
@@ -31,12 +32,13 @@ mod surgeries;
 use salvo::prelude::*;
 
 use crate::http::endpoints::Endpoints;
+use appointments::appointment_calendar;
 use demographics::patient_demographics;
 use figures::stats;
 use flow::patient_flow;
 use surgeries::{calendar, upcoming_surgeries};
 
-/// The five dashboards, each a read over one range or day of the branch.
+/// The six dashboards, each a read over one range or day of the branch.
 pub fn endpoints() -> Vec<Endpoints> {
     use crate::http::docs::{self, Access, Doc};
     use salvo::oapi::{Object, PathItemType};
@@ -72,7 +74,20 @@ pub fn endpoints() -> Vec<Endpoints> {
     let mut branch = Endpoints::new(Access::Branch);
     add(&mut branch, "stats", stats, "Counts and money over a range of local dates", Days::Range);
     add(&mut branch, "calendar", calendar, "Each day of a range: visits and surgeries", Days::Range);
-    add(&mut branch, "patient-flow", patient_flow, "One local day of the queue (parameter date)", Days::Date);
+    add(
+        &mut branch,
+        "appointments",
+        appointment_calendar,
+        "Each day of a range: appointments by status, in all and per doctor",
+        Days::Range,
+    );
+    add(
+        &mut branch,
+        "patient-flow",
+        patient_flow,
+        "One local day of the queue and its appointments booked or arrived (parameter date)",
+        Days::Date,
+    );
     add(
         &mut branch,
         "upcoming-surgeries",

@@ -117,17 +117,19 @@ pub async fn set_sequences(
 }
 
 /// Turns the tables' own triggers (kept counts and totals) off or back on, in one round
-/// trip; the foreign keys stay checked.
+/// trip; the foreign keys stay checked. Turning them on first runs the checks a
+/// [`catch_up`] deferred (a table with checks pending cannot be altered).
 pub async fn set_triggers(
     tx: &Transaction<'_>,
     schema: &str,
     tables: &[Table],
     on: bool,
 ) -> anyhow::Result<()> {
-    let verb = if on { "ENABLE" } else { "DISABLE" };
-    let sql: String = tables
-        .iter()
-        .map(|t| format!("ALTER TABLE {} {verb} TRIGGER USER;", qualified(schema, &t.name)))
+    let (verb, first) = if on { ("ENABLE", "SET CONSTRAINTS ALL IMMEDIATE;") } else { ("DISABLE", "") };
+    let sql: String = std::iter::once(first.to_owned())
+        .chain(
+            tables.iter().map(|t| format!("ALTER TABLE {} {verb} TRIGGER USER;", qualified(schema, &t.name))),
+        )
         .collect();
     tx.batch_execute(&sql).await?;
     Ok(())
@@ -193,6 +195,11 @@ pub async fn copy_table(
 /// Brings `table` in `to_schema` level with `from_schema` for the rows written since the
 /// snapshot `since` (see [`changed_since`]): upserts the changed rows, and removes the rows
 /// deleted meanwhile when the counts say there are any. Answers the rows upserted.
+///
+/// The rows go in one statement, in no particular order: two rows that swapped values held
+/// apart by an exclusion constraint (two appointments that swapped times) would collide
+/// halfway. Such constraints are deferrable (`tenants/V23__doctor_hours_and_recalls.sql`), and
+/// are checked here at commit, once every row has caught up.
 pub async fn catch_up(
     from: &Transaction<'_>,
     from_schema: &str,
@@ -201,6 +208,7 @@ pub async fn catch_up(
     table: &Table,
     since: &str,
 ) -> anyhow::Result<u64> {
+    to.batch_execute("SET CONSTRAINTS ALL DEFERRED").await?;
     let target = qualified(to_schema, &table.name);
     let staged = ident(&format!("staged_{}", table.name));
     to.batch_execute(&format!("CREATE TEMP TABLE {staged} (LIKE {target}) ON COMMIT DROP")).await?;

@@ -513,7 +513,9 @@ async fn dashboards_need_dashboard_read_and_a_branch() {
     let branch = app.main_branch().await;
     let (_, nobody) = app.create_user("nobody", &[], &[branch]).await;
     let (_, cashier) = app.create_user("cashier", &["cashier"], &[branch]).await;
-    for path in ["stats", "calendar", "patient-flow", "upcoming-surgeries", "patient-demographics"] {
+    for path in
+        ["stats", "calendar", "appointments", "patient-flow", "upcoming-surgeries", "patient-demographics"]
+    {
         let url = format!("/api/v1/dashboard/{path}");
         assert_error(
             &app.call_as(&nobody, Method::GET, &url, Some(branch), Value::Null).await,

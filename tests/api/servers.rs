@@ -15,17 +15,17 @@ use serde_json::{Value, json};
 use crate::support::{Reply, TestApp, assert_error, assert_status};
 
 /// A second PostgreSQL cluster of its own, under `var/`, reached by its Unix socket.
-struct SecondServer {
+pub(crate) struct SecondServer {
     cluster: EmbeddedPostgres,
     /// URL of its database `clinic`.
-    url: String,
+    pub(crate) url: String,
     /// Its socket folder: the host a branch URL names.
     host: String,
     dir: std::path::PathBuf,
 }
 
 impl SecondServer {
-    async fn start(name: &str) -> Self {
+    pub(crate) async fn start(name: &str) -> Self {
         let var = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("var");
         let name = format!("second-{name}");
         if var.join(&name).exists() {
@@ -45,11 +45,11 @@ impl SecondServer {
         EmbeddedPostgres::start(var, name).await.expect("the second cluster starts again");
     }
 
-    async fn client(&self) -> tokio_postgres::Client {
+    pub(crate) async fn client(&self) -> tokio_postgres::Client {
         clinic_server::db::connect(&self.url).await.unwrap()
     }
 
-    async fn remove(self) {
+    pub(crate) async fn remove(self) {
         self.cluster.stop().await;
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -69,7 +69,7 @@ fn hosts_of(url: &str) -> Vec<String> {
 }
 
 /// A server that lets branches live on `second` as well as on the registry's server.
-async fn spawn_beside(second: &SecondServer) -> TestApp {
+pub(crate) async fn spawn_beside(second: &SecondServer) -> TestApp {
     let host = second.host.clone();
     let registry_hosts = hosts_of(&crate::support::server_url().await);
     TestApp::spawn_with(move |s| {

@@ -12,10 +12,14 @@ use serde_json::{Value, json};
 
 mod availability;
 mod booking;
+mod branches;
 mod concurrency;
+mod dashboards;
 mod hours;
+mod merging;
 mod moves;
 mod reminders;
+mod slip;
 
 const SCHEDULES: &str = "/api/v1/doctor-schedules";
 const EXCEPTIONS: &str = "/api/v1/schedule-exceptions";
@@ -39,11 +43,15 @@ struct Desk {
 
 impl Desk {
     async fn open() -> Self {
-        Self::open_with(|_| {}).await
+        Self::at(Clinic::open().await).await
     }
 
     async fn open_with(configure: impl FnOnce(&mut clinic_server::config::Settings)) -> Self {
-        let clinic = Clinic::open_with(configure).await;
+        Self::at(Clinic::open_with(configure).await).await
+    }
+
+    /// A doctor and a service for `clinic`.
+    async fn at(clinic: Clinic) -> Self {
         let app = &clinic.app;
         let doctor = json!({ "first_name": "Rosa", "last_name": "Santos", "license_no": "PRC-0001" });
         let doctor = id_of(&app.created("/api/v1/doctors", None, doctor).await);
