@@ -194,6 +194,8 @@ pub static APPOINTMENT_STATUS: Enumeration = Enumeration {
     name: "appointment_status",
     values: &["booked", "arrived", "in_progress", "completed", "cancelled", "no_show"],
 };
+pub static RECALL_STATUS: Enumeration =
+    Enumeration { name: "recall_status", values: &["pending", "booked", "done", "cancelled"] };
 
 /// All of them, in the order `GET /enums` answers.
 pub static ALL: &[&Enumeration] = &[
@@ -243,4 +245,5 @@ pub static ALL: &[&Enumeration] = &[
     &QUEUE_PRIORITY,
     &QUEUE_STATUS,
     &APPOINTMENT_STATUS,
+    &RECALL_STATUS,
 ];

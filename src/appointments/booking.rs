@@ -6,7 +6,8 @@ use serde_json::{Map, Value};
 use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
 
-use super::reminders;
+use super::recalls::{self, RecallMove};
+use super::{arrival, reminders};
 use crate::enums::APPOINTMENT_STATUS;
 use crate::http::error::{ApiError, ApiResult};
 use crate::notify::Topic;
@@ -17,7 +18,7 @@ use crate::resource::field::{
     Field, Kind, boolean, branch_ref, integer, long_text, registry_ref, text, timestamp,
 };
 use crate::resource::hooks::{Deleted, Hooks};
-use crate::resource::{Resource, Scope, Shape, StateLock, Unit, Writer};
+use crate::resource::{Resource, Scope, Shape, StateLock, Unique, Unit, Writer};
 use crate::state::AppState;
 
 /// A move of an appointment, by POST.
@@ -50,6 +51,16 @@ pub static PAST_APPOINTMENT_DAYS: PastDays = PastDays {
     open: &["booked"],
     ends_in: "no_show",
     day: Day::Instant("starts_at"),
+    // Their recalls are to be booked again.
+    follows: Some(
+        "WITH reopened AS (
+             UPDATE recalls r SET status = 'pending', version = r.version + 1, updated_at = now()
+               FROM appointments a
+              WHERE a.id = ANY($1) AND r.id = a.recall_id AND r.status = 'booked'
+             RETURNING r.id)
+         INSERT INTO audit_log (user_id, action, resource, record_id, after)
+         SELECT NULL, 'auto_reopen', 'recalls', id, jsonb_build_object('status', 'pending') FROM reopened",
+    ),
 };
 
 /// Marks the appointments of past days still booked `no_show`, in every active branch, each
@@ -75,6 +86,8 @@ pub static APPOINTMENTS: Resource = Resource {
         text("reason", 500),
         long_text("notes"),
         text("overbook_reason", 500),
+        // The recall it was booked from: booked with it, done when it completes.
+        branch_ref("recall_id", "recalls"),
     ],
     write_only: &[boolean("overbook")],
     read_only: &[
@@ -86,6 +99,9 @@ pub static APPOINTMENTS: Resource = Resource {
         ("cancelled_at", Shape::Timestamp),
         ("cancelled_by", Shape::Integer),
         ("cancel_reason", Shape::Text),
+        // What its arrival made.
+        ("patient_visit_id", Shape::Integer),
+        ("queue_ticket_id", Shape::Integer),
     ],
     server_written: &["overbooked"],
     actions: &[
@@ -147,6 +163,11 @@ pub static APPOINTMENTS: Resource = Resource {
         code: "slot_taken",
         message: "The doctor already has an appointment at that time.",
         overlapping: OVERLAPPING,
+    }],
+    unique: &[Unique {
+        index: "appointments_recall_key",
+        field: "recall_id",
+        message: "An appointment is booked from that recall already.",
     }],
     search: &["reason", "notes"],
     sort_fields: &["starts_at", "status", "created_at"],
@@ -255,10 +276,24 @@ impl Hooks for BookingHooks {
         &self,
         unit: &Unit<'_>,
         id: i64,
-        _: &Map<String, Value>,
+        input: &Map<String, Value>,
         before: Option<&Value>,
     ) -> ApiResult<Vec<Topic>> {
         reminders::booked(unit, id, before).await?;
+        if input.contains_key("recall_id") {
+            let patient =
+                input.integer("patient_id").or_else(|| before.and_then(|b| b.integer("patient_id")));
+            let was = before.and_then(|b| b.integer("recall_id"));
+            let now = input.integer("recall_id");
+            if was != now {
+                if let Some(was) = was {
+                    recalls::follow(unit, was, patient, RecallMove::Reopened).await?;
+                }
+                if let Some(now) = now {
+                    recalls::follow(unit, now, patient, RecallMove::Booked).await?;
+                }
+            }
+        }
         Ok(Vec::new())
     }
 
@@ -269,12 +304,28 @@ impl Hooks for BookingHooks {
         id: i64,
         action: &Action,
         _: &Map<String, Value>,
-        _: &Value,
+        before: &Value,
     ) -> ApiResult<Vec<Topic>> {
         if matches!(action.name, "cancel" | "no_show") {
             reminders::withdraw(unit, id, action.name).await?;
         }
+        if action.name == "arrive" {
+            arrival::arrive(unit, id, before).await?;
+        }
+        if let Some(recall) = before.integer("recall_id") {
+            let patient = before.integer("patient_id");
+            match action.name {
+                "complete" => recalls::follow(unit, recall, patient, RecallMove::Done).await?,
+                "cancel" | "no_show" => recalls::follow(unit, recall, patient, RecallMove::Reopened).await?,
+                _ => {}
+            }
+        }
         Ok(Vec::new())
+    }
+
+    /// An arrival's ticket is shown on the screens once it is written.
+    async fn committed(&self, writer: &Writer, before: Option<&Value>, after: Option<&Value>) {
+        arrival::announce(writer, before, after).await;
     }
 
     /// A deleted appointment withdraws its pending reminders; the delete is the shared one.
@@ -282,10 +333,13 @@ impl Hooks for BookingHooks {
         &self,
         unit: &Unit<'_>,
         id: i64,
-        _: &Value,
+        before: &Value,
         _: &Map<String, Value>,
     ) -> ApiResult<Option<Deleted>> {
         reminders::withdraw(unit, id, "deleted").await?;
+        if let Some(recall) = before.integer("recall_id") {
+            recalls::follow(unit, recall, before.integer("patient_id"), RecallMove::Reopened).await?;
+        }
         Ok(None)
     }
 }

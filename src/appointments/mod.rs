@@ -18,9 +18,11 @@
 //! - `GET /appointments/{id}` answers the appointment slip in PDF when asked for
 //!   `application/pdf` (`slip`), like every other printed record.
 
+mod arrival;
 mod availability;
 mod booking;
 mod hours;
+mod recalls;
 mod reminders;
 mod slip;
 
@@ -32,9 +34,10 @@ use crate::resource::Resource;
 pub use availability::{Asked, MAX_DAYS, Slot, free_slots};
 pub use booking::{APPOINTMENTS, PAST_APPOINTMENT_DAYS, close_past_days};
 pub use hours::{DOCTOR_SCHEDULES, SCHEDULE_EXCEPTIONS};
+pub use recalls::RECALLS;
 pub use reminders::{MAX_ATTEMPTS, send_due, sign, spawn_worker};
 
-pub static RESOURCES: &[&Resource] = &[&DOCTOR_SCHEDULES, &SCHEDULE_EXCEPTIONS, &APPOINTMENTS];
+pub static RESOURCES: &[&Resource] = &[&DOCTOR_SCHEDULES, &SCHEDULE_EXCEPTIONS, &APPOINTMENTS, &RECALLS];
 
 /// The routes beside the declared resources: the free slots.
 pub fn endpoints() -> Vec<Endpoints> {
@@ -77,5 +80,6 @@ pub fn endpoints() -> Vec<Endpoints> {
         "A bad parameter, a span over 31 days, or an unknown doctor or service",
     );
     branch.add(PathItemType::Get, "appointments/availability", availability::availability, op);
+    recalls::add_routes(&mut branch);
     vec![branch]
 }

@@ -10,6 +10,7 @@ pub static PAST_QUEUE_DAYS: PastDays = PastDays {
     open: &["waiting", "called"],
     ends_in: "no_show",
     day: Day::Date("queue_date"),
+    follows: None,
 };
 
 /// Turns tickets still waiting or called after their local day into no-shows, in every

@@ -5,7 +5,6 @@ use salvo::prelude::*;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::clinical::PATIENT_VISITS;
 use crate::enums::{QUEUE_PRIORITY, QUEUE_STATUS, VISIT_TYPE};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::http::{self as web, list};
@@ -17,7 +16,7 @@ use crate::resource::input::Input;
 use crate::resource::routes::{render, set_etag};
 use crate::resource::{Context, Scope, Unit, Within, state_conflict, typed};
 
-use super::issuing::{Holder, TICKET_HOLDER, holder_of, issue, problem};
+use super::issuing::{Holder, TICKET_HOLDER, check_in, holder_of, issue, problem};
 use super::tickets::{QUEUE_TICKETS, TRANSFER, Ticket, path_service, queue_view, service_of, ticket_changed};
 
 /// `POST /queue/branch-services/{id}/queue {patient_id, patient_visit_id, priority}`.
@@ -76,19 +75,8 @@ pub async fn create_visit(req: &mut Request, depot: &mut Depot, res: &mut Respon
     visit.insert("visit_type".into(), Value::from(asked.visit_type));
     visit.insert("reason".into(), Value::from(asked.reason));
     visit.insert("doctor_id".into(), Value::from(asked.doctor_id));
-    visit.insert("visit_date".into(), Value::String(today.to_string()));
-    visit.insert("status".into(), Value::String("checked_in".into()));
-    // Left out, they take the visit's defaults.
-    visit.retain(|_, v| !v.is_null());
-    let visit = unit.insert(&PATIENT_VISITS, Within::default(), visit).await?;
-    let created: Created = typed(&visit)?;
-    let holder = Holder {
-        patient: asked.patient_id,
-        visit: Some(created.id),
-        priority: asked.priority.unwrap_or_else(|| "normal".into()),
-        from: None,
-    };
-    let ticket = issue(&unit, &service, &holder, today).await?;
+    let priority = asked.priority.unwrap_or_else(|| "normal".into());
+    let (visit, ticket) = check_in(&unit, &service, visit, priority, today).await?;
     let answer = Answer::created("Visit checked in and queued.", json!({ "visit": visit, "ticket": ticket }));
     unit.commit(&answer).await?;
     ticket_changed(&ctx.state, route.id, &ticket).await;
@@ -118,12 +106,6 @@ struct CheckIn {
     priority: Option<String>,
     reason: Option<String>,
     doctor_id: Option<i64>,
-}
-
-/// A row just written.
-#[derive(Deserialize)]
-struct Created {
-    id: i64,
 }
 
 /// `POST /queue/queue-tickets/{id}/transfer`'s body.

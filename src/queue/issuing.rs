@@ -2,15 +2,16 @@
 
 use crate::db::Transaction;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use time::Date;
 
-use crate::clinical::PATIENTS;
+use crate::clinical::{PATIENT_VISITS, PATIENTS};
 use crate::enums::QUEUE_PRIORITY;
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
 use crate::resource::field::{branch_ref, one_of};
 use crate::resource::input::Input;
-use crate::resource::{Unit, Within, merged_record};
+use crate::resource::row::Fields;
+use crate::resource::{Unit, Within, merged_record, typed};
 
 use super::tickets::{QUEUE_TICKETS, Service};
 
@@ -51,6 +52,33 @@ pub(super) async fn issue(
     });
     let Value::Object(ticket) = ticket else { unreachable!("a JSON object") };
     unit.insert(&QUEUE_TICKETS, Within::default(), ticket).await
+}
+
+/// A visit dated `today`, checked in, and its ticket for `service`, written in `unit`: what a
+/// check-in at the desk and an appointment's arrival both make. `visit` holds the visit's
+/// other fields (its patient, doctor, reason); those left null take the visit's defaults.
+pub async fn check_in(
+    unit: &Unit<'_>,
+    service: &Service,
+    mut visit: Map<String, Value>,
+    priority: String,
+    today: Date,
+) -> ApiResult<(Value, Value)> {
+    visit.insert("visit_date".into(), Value::String(today.to_string()));
+    visit.insert("status".into(), Value::String("checked_in".into()));
+    visit.retain(|_, v| !v.is_null());
+    let patient = visit.integer("patient_id");
+    let visit = unit.insert(&PATIENT_VISITS, Within::default(), visit).await?;
+    let created: Created = typed(&visit)?;
+    let holder = Holder { patient, visit: Some(created.id), priority, from: None };
+    let ticket = issue(unit, service, &holder, today).await?;
+    Ok((visit, ticket))
+}
+
+/// A row just written.
+#[derive(Deserialize)]
+struct Created {
+    id: i64,
 }
 
 /// Who a ticket is for: `POST /queue/branch-services/{id}/queue`'s body.

@@ -35,7 +35,8 @@ pub use day_closer::{PAST_QUEUE_DAYS, close_past_days};
 pub use display_keys::DISPLAY_KEYS;
 use handlers::{CHECK_IN, TRANSFER_TO, create_ticket, create_visit, show_queue, transfer};
 use issuing::TICKET_HOLDER;
-pub use tickets::QUEUE_TICKETS;
+pub use issuing::check_in;
+pub use tickets::{QUEUE_TICKETS, Service, announce, service_of};
 
 pub static RESOURCES: &[&Resource] = &[&QUEUE_TICKETS, &DISPLAY_KEYS];
 

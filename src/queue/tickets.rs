@@ -272,6 +272,22 @@ pub(super) fn topic(branch: i64, service: i64) -> String {
 }
 
 /// Tells every instance's displays of the ticket's service that it changed.
+/// Tells the screens of ticket `id`, written by another domain's unit (an appointment's
+/// arrival), once that unit committed: read afresh and published like any change of a ticket.
+/// A failure is logged: the screens catch up on their next event.
+pub async fn announce(writer: &Writer, id: i64) {
+    let published = async {
+        let route = writer.branch_route()?;
+        let conn = writer.state.directory.connect(&route).await?;
+        let ticket = crate::resource::reload(&conn.reads(), &QUEUE_TICKETS, id).await?;
+        ticket_changed(&writer.state, route.id, &ticket).await;
+        ApiResult::Ok(())
+    };
+    if let Err(e) = published.await {
+        tracing::warn!(error = %e, ticket = id, "could not announce a ticket");
+    }
+}
+
 pub async fn ticket_changed(state: &AppState, branch: i64, ticket: &Value) {
     let Some(service) = ticket.integer("branch_service_id") else { return };
     state.publish(&topic(branch, service), ticket.clone()).await;

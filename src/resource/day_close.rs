@@ -19,6 +19,9 @@ pub struct PastDays {
     pub ends_in: &'static str,
     /// The column that says the record's day.
     pub day: Day,
+    /// What the close means for other records, run in the same transaction with the closed
+    /// ids as `$1` (`bigint[]`), writing its own audit rows (`auto_` actions, no user).
+    pub follows: Option<&'static str>,
 }
 
 /// How a record's day is written.
@@ -70,6 +73,10 @@ pub async fn close_past_days(state: &AppState, closings: &[&PastDays]) -> anyhow
             );
             let rows = tx.query(&sql, &[before, &closing.ends_in, &open, &closing.resource.path]).await?;
             closed += rows.len() as u64;
+            if let Some(follows) = closing.follows.filter(|_| !rows.is_empty()) {
+                let ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+                tx.execute(follows, &[&ids]).await?;
+            }
         }
         // Each branch in one transaction: its audit rows are the last it writes.
         tx.commit().await?;

@@ -48,6 +48,8 @@ const ALLOWED_ACROSS: &[(&str, &str)] = &[
     ("auth", "admin"),
     // A visit checked in at the queue is a patient visit.
     ("queue", "clinical"),
+    // An appointment's arrival checks the patient in at the queue.
+    ("appointments", "queue"),
     // A full line of password hashes answers as the 503 it is.
     ("security", "http"),
     // A letterhead's logo is drawn from what the bounded decoder read of it.

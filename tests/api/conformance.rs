@@ -152,6 +152,10 @@ pub fn sample(path: &str, w: &World) -> Option<Sample> {
                     "overbook": true, "overbook_reason": "squeezed in" }),
             json!({ "notes": "bring glasses" }),
         ),
+        "recalls" => plain(
+            json!({ "patient_id": w.patient, "due_on": "2027-06-01", "reason": "Glaucoma check" }),
+            json!({ "notes": "call in the morning" }),
+        ),
         "bill-item-categories" => plain(json!({ "name": "Contact lenses" }), json!({ "description": "x" })),
         "payment-methods" => {
             plain(json!({ "code": "voucher", "name": "Voucher" }), json!({ "requires_reference": true }))

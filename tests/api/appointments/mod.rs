@@ -18,6 +18,7 @@ mod dashboards;
 mod hours;
 mod merging;
 mod moves;
+mod recalls;
 mod reminders;
 mod slip;
 
