@@ -49,7 +49,7 @@ static DOMAINS: &[Domain] = &[
     Domain { resources: exams::RESOURCES, endpoints: exams::endpoints },
     Domain { resources: billing::RESOURCES, endpoints: billing::endpoints },
     Domain { resources: queue::RESOURCES, endpoints: queue::endpoints },
-    Domain { resources: appointments::RESOURCES, endpoints: Vec::new },
+    Domain { resources: appointments::RESOURCES, endpoints: appointments::endpoints },
     Domain { resources: pharmacy::RESOURCES, endpoints: Vec::new },
     Domain { resources: &[], endpoints: dashboard::endpoints },
 ];
@@ -206,10 +206,10 @@ pub fn served_routes() -> Vec<(String, String)> {
         for filter in router.filters() {
             let shown = format!("{filter:?}");
             if let Some(segment) = shown.strip_prefix("path:") {
-                // `{id:num}` is `{id}` in the document.
+                // `{id:num}` (and `{id|[0-9]+}`) is `{id}` in the document.
                 let segment: String = segment
                     .split_inclusive('}')
-                    .map(|part| match part.find(':') {
+                    .map(|part| match part.find([':', '|']) {
                         Some(colon) if part.ends_with('}') && part.contains('{') => {
                             format!("{}}}", &part[..colon])
                         }

@@ -11,6 +11,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 mod booking;
+mod calendar;
 mod concurrency;
 mod hours;
 mod moves;
