@@ -7,6 +7,7 @@
 //! The helpers shared by the topics are here; the tests are in the modules below, one topic each.
 
 mod access;
+mod appointments;
 mod edges;
 mod search;
 mod types;

@@ -15,10 +15,15 @@ fn keys_of(doctor: i64) -> String {
     format!("/api/v1/doctors/{doctor}/calendar-keys")
 }
 
+/// The minute the test binary started: every start is counted from it, so that one test's
+/// starts never straddle a minute.
+static STARTED: std::sync::LazyLock<OffsetDateTime> = std::sync::LazyLock::new(|| {
+    OffsetDateTime::now_utc().replace_second(0).unwrap().replace_nanosecond(0).unwrap()
+});
+
 /// A start `days` from now at a whole minute, in UTC, and how the server writes it back.
 fn days_ahead(days: i64) -> (String, OffsetDateTime) {
-    let now = OffsetDateTime::now_utc().replace_second(0).unwrap().replace_nanosecond(0).unwrap();
-    let at = now + Duration::days(days);
+    let at = *STARTED + Duration::days(days);
     (at.format(&Rfc3339).unwrap(), at)
 }
 
