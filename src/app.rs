@@ -386,6 +386,10 @@ pub async fn spawn(state: Arc<AppState>, addr: SocketAddr) -> anyhow::Result<Run
     let task = tokio::spawn(async move { server.serve(service).await });
     // Only a serving instance keeps spare branch schemas, not a one-off command.
     state.keep(crate::tenancy::spares::spawn(state.clone()));
+    // Nor sends reminders; tests send them themselves, at the instants they choose.
+    if state.settings.appointment_reminder_worker {
+        state.keep(appointments::spawn_worker(state.clone()));
+    }
     Ok(Running { addr, handle, task, state, closer })
 }
 

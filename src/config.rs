@@ -178,6 +178,40 @@ pub struct Settings {
     /// `OTEL_EXPORTER_OTLP_CERTIFICATE`: the CAs (PEM) an https OTLP collector is checked
     /// against; `None`: the public roots.
     pub otlp_certificate: Option<std::path::PathBuf>,
+    /// Hours before an appointment its reminders are due, one reminder each (distinct,
+    /// largest first).
+    pub appointment_reminder_hours: Vec<i32>,
+    /// Whether this instance sends due reminders in the background (every
+    /// `REMINDER_POLL`); off, only a caller of `appointments::send_due` sends them.
+    pub appointment_reminder_worker: bool,
+    /// `REMINDER_WEBHOOK_URL`: where each sent reminder is also posted as JSON.
+    pub reminder_webhook_url: Option<String>,
+    /// `REMINDER_WEBHOOK_SECRET`: the key of the posts' `X-Signature-SHA256` (HMAC-SHA256).
+    pub reminder_webhook_secret: Option<String>,
+}
+
+/// How often the reminder worker looks for due reminders.
+pub const REMINDER_POLL: Duration = Duration::from_secs(15);
+
+/// The reminder offsets when `APPOINTMENT_REMINDER_HOURS` is unset: a day and two hours ahead.
+pub const DEFAULT_REMINDER_HOURS: &[i32] = &[24, 2];
+
+/// `APPOINTMENT_REMINDER_HOURS`: whole hours from 1 to 720, comma-separated; distinct,
+/// largest first.
+pub fn reminder_hours(text: &str) -> anyhow::Result<Vec<i32>> {
+    let mut hours = Vec::new();
+    for item in list(text) {
+        match item.parse::<i32>() {
+            Ok(h) if (1..=720).contains(&h) => hours.push(h),
+            _ => bail!("APPOINTMENT_REMINDER_HOURS: {item:?} is not a whole number of hours from 1 to 720"),
+        }
+    }
+    if hours.is_empty() {
+        bail!("APPOINTMENT_REMINDER_HOURS must list at least one offset in hours, e.g. 24,2");
+    }
+    hours.sort_unstable_by(|a, b| b.cmp(a));
+    hours.dedup();
+    Ok(hours)
 }
 
 fn var(name: &str) -> Option<String> {
@@ -277,6 +311,13 @@ impl Settings {
                 require: parsed("REQUIRE_DATABASE_TLS", false)?,
             },
             otlp_certificate: var("OTEL_EXPORTER_OTLP_CERTIFICATE").map(Into::into),
+            appointment_reminder_hours: var("APPOINTMENT_REMINDER_HOURS")
+                .map(|v| reminder_hours(&v))
+                .transpose()?
+                .unwrap_or_else(|| DEFAULT_REMINDER_HOURS.to_vec()),
+            appointment_reminder_worker: parsed("APPOINTMENT_REMINDER_WORKER", true)?,
+            reminder_webhook_url: var("REMINDER_WEBHOOK_URL"),
+            reminder_webhook_secret: var("REMINDER_WEBHOOK_SECRET"),
         };
         settings.check()?;
         Ok(settings)
@@ -325,6 +366,16 @@ impl Settings {
         if self.mfa_issuer.contains(':') {
             bail!("MFA_ISSUER may not contain a colon");
         }
+        if let Some(url) = &self.reminder_webhook_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                bail!("REMINDER_WEBHOOK_URL must be an http:// or https:// URL");
+            }
+            if self.reminder_webhook_secret.is_none() {
+                bail!(
+                    "REMINDER_WEBHOOK_URL needs REMINDER_WEBHOOK_SECRET, the key its posts are signed with"
+                );
+            }
+        }
         for origin in &self.cors_allowed_origins {
             if !(origin.starts_with("http://") || origin.starts_with("https://")) || origin.ends_with('/') {
                 bail!("CORS_ALLOWED_ORIGINS: {origin:?} is not an origin such as https://clinic.example");
@@ -333,8 +384,8 @@ impl Settings {
         Ok(())
     }
 
-    /// Settings for tests and tools: everything at its default but spare branch schemas (none),
-    /// on the given database.
+    /// Settings for tests and tools: everything at its default but spare branch schemas (none)
+    /// and the reminder worker (off), on the given database.
     pub fn for_database(url: &str) -> Self {
         Self {
             database_url: Some(url.to_owned()),
@@ -381,6 +432,11 @@ impl Settings {
             mfa_required_for: Vec::new(),
             database_tls: DatabaseTls::default(),
             otlp_certificate: None,
+            appointment_reminder_hours: DEFAULT_REMINDER_HOURS.to_vec(),
+            // Tests send due reminders themselves, at the instants they choose.
+            appointment_reminder_worker: false,
+            reminder_webhook_url: None,
+            reminder_webhook_secret: None,
         }
     }
 }
@@ -400,5 +456,13 @@ mod tests {
         assert!(!host.contains("127.0.0.2".parse().unwrap()));
         assert!(Cidr::parse("10.0.0.0/33").is_err());
         assert!(Cidr::parse("::/0").unwrap().contains("2001:db8::1".parse().unwrap()));
+    }
+
+    #[test]
+    fn reminder_hours_are_distinct_whole_hours_largest_first() {
+        assert_eq!(reminder_hours("2, 24,2").unwrap(), vec![24, 2]);
+        assert!(reminder_hours("0").is_err());
+        assert!(reminder_hours("1.5").is_err());
+        assert!(reminder_hours(",").is_err());
     }
 }

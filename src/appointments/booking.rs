@@ -6,15 +6,17 @@ use serde_json::{Map, Value};
 use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
 
+use super::reminders;
 use crate::enums::APPOINTMENT_STATUS;
 use crate::http::error::{ApiError, ApiResult};
+use crate::notify::Topic;
 use crate::permissions::{APPOINTMENTS_OVERBOOK, APPOINTMENTS_READ, APPOINTMENTS_WRITE};
 use crate::resource::actions::{Action, Exclusion, Move, Stamp, Verb};
 use crate::resource::day_close::{self, Day, PastDays};
 use crate::resource::field::{
     Field, Kind, boolean, branch_ref, integer, long_text, registry_ref, text, timestamp,
 };
-use crate::resource::hooks::Hooks;
+use crate::resource::hooks::{Deleted, Hooks};
 use crate::resource::{Resource, Scope, Shape, StateLock, Unit, Writer};
 use crate::state::AppState;
 
@@ -226,18 +228,86 @@ impl Hooks for BookingHooks {
         let Some((starts_at, ends_at)) = times.filter(|_| !overbooked) else { return Ok(()) };
         let doctor = record.integer("doctor_id").unwrap_or_default();
         let zone = unit.writer().branch_route()?.timezone.clone();
-        let stmt = unit.prepare_cached(&WITHIN_HOURS).await?;
+        let stmt = unit.prepare_cached(WITHIN_HOURS).await?;
         let within: bool = unit.query_one(&stmt, &[&doctor, &starts_at, &ends_at, &zone]).await?.get(0);
-        if within {
-            Ok(())
-        } else {
-            Err(ApiError::refused(
+        if !within {
+            return Err(ApiError::refused(
                 "outside_hours",
                 "starts_at",
                 "The appointment is outside the doctor's hours at this branch.",
+            ));
+        }
+        let surgeries = surgeries_overlapping(unit.writer(), doctor, starts_at, ends_at).await?;
+        if surgeries.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::conflict_with(
+                "slot_taken",
+                "The doctor is in surgery at that time.",
+                [("surgeries".to_owned(), Value::from(surgeries))],
             ))
         }
     }
+
+    /// A booking, or a move of its time or doctor, queues its reminders.
+    async fn written(
+        &self,
+        unit: &Unit<'_>,
+        id: i64,
+        _: &Map<String, Value>,
+        before: Option<&Value>,
+    ) -> ApiResult<Vec<Topic>> {
+        reminders::booked(unit, id, before).await?;
+        Ok(Vec::new())
+    }
+
+    /// A cancellation or a no-show withdraws the reminders still pending.
+    async fn acted(
+        &self,
+        unit: &Unit<'_>,
+        id: i64,
+        action: &Action,
+        _: &Map<String, Value>,
+        _: &Value,
+    ) -> ApiResult<Vec<Topic>> {
+        if matches!(action.name, "cancel" | "no_show") {
+            reminders::withdraw(unit, id, action.name).await?;
+        }
+        Ok(Vec::new())
+    }
+
+    /// A deleted appointment withdraws its pending reminders; the delete is the shared one.
+    async fn delete(
+        &self,
+        unit: &Unit<'_>,
+        id: i64,
+        _: &Value,
+        _: &Map<String, Value>,
+    ) -> ApiResult<Option<Deleted>> {
+        reminders::withdraw(unit, id, "deleted").await?;
+        Ok(None)
+    }
+}
+
+/// The doctor's surgeries still on (at any branch) overlapping `[starts_at, ends_at)`. They
+/// live in the registry, so no constraint holds an appointment clear of one written at the
+/// same moment: the front desk and the theatre list are seldom booked in the same second.
+async fn surgeries_overlapping(
+    writer: &Writer,
+    doctor: i64,
+    starts_at: OffsetDateTime,
+    ends_at: OffsetDateTime,
+) -> ApiResult<Vec<i64>> {
+    let registry = writer.state.registry.get().await?;
+    let stmt = registry
+        .prepare_cached(
+            "SELECT id FROM surgery_schedules
+              WHERE doctor_id = $1 AND deleted_at IS NULL AND status IN ('scheduled', 'confirmed')
+                AND scheduled_at < $3 AND ends_at > $2
+              ORDER BY id",
+        )
+        .await?;
+    Ok(registry.query(&stmt, &[&doctor, &starts_at, &ends_at]).await?.iter().map(|r| r.get(0)).collect())
 }
 
 /// The appointment's start and end, with whichever of `ends_at` and `duration_minutes` was
@@ -278,40 +348,8 @@ fn timing(
     Ok((starts_at, ends_at))
 }
 
-/// [`within_hours_sql`], written once (every booking prepares it by its text).
-static WITHIN_HOURS: std::sync::LazyLock<String> = std::sync::LazyLock::new(within_hours_sql);
-
-/// Minutes after midnight of an "HH:MM" column.
-fn minutes(column: &str) -> String {
-    format!("(split_part({column}, ':', 1)::int * 60 + split_part({column}, ':', 2)::int)")
-}
-
-/// Whether `[$2, $3)` of doctor `$1` lies within their hours in zone `$4`: inside a weekly
-/// schedule valid that day or open hours of an exception, and clear of closed ones (a closed
-/// exception without hours closes the day; without a doctor, for every doctor).
-fn within_hours_sql() -> String {
-    let (d_start, d_end) = (minutes("d.start_time"), minutes("d.end_time"));
-    let (x_start, x_end) = (minutes("x.start_time"), minutes("x.end_time"));
-    format!(
-        "WITH slot AS (SELECT ($2::timestamptz AT TIME ZONE $4::text) AS s, ($3::timestamptz AT TIME ZONE $4::text) AS e),
-              l AS (SELECT s::date AS day, extract(isodow FROM s)::int AS weekday,
-                           extract(epoch FROM s - s::date) / 60 AS from_min,
-                           extract(epoch FROM e - s::date) / 60 AS to_min
-                      FROM slot)
-         SELECT (EXISTS (SELECT 1 FROM doctor_schedules d
-                          WHERE d.deleted_at IS NULL AND d.doctor_id = $1::bigint AND d.weekday = l.weekday
-                            AND l.day BETWEEN coalesce(d.effective_from, l.day) AND coalesce(d.effective_to, l.day)
-                            AND {d_start} <= l.from_min AND l.to_min <= {d_end})
-                 OR EXISTS (SELECT 1 FROM schedule_exceptions x
-                             WHERE x.deleted_at IS NULL AND NOT x.closed
-                               AND (x.doctor_id IS NULL OR x.doctor_id = $1::bigint)
-                               AND l.day BETWEEN x.starts_on AND x.ends_on
-                               AND {x_start} <= l.from_min AND l.to_min <= {x_end}))
-            AND NOT EXISTS (SELECT 1 FROM schedule_exceptions x
-                             WHERE x.deleted_at IS NULL AND x.closed
-                               AND (x.doctor_id IS NULL OR x.doctor_id = $1::bigint)
-                               AND l.day BETWEEN x.starts_on AND x.ends_on
-                               AND (x.start_time IS NULL OR ({x_start} < l.to_min AND l.from_min < {x_end})))
-           FROM l"
-    )
-}
+/// Whether `[$2, $3)` lies within doctor `$1`'s hours (`doctor_hours`) in zone `$4`, stretches
+/// that meet counted as one.
+const WITHIN_HOURS: &str = "
+    SELECT coalesce(range_agg(h.hours) @> tstzrange($2, $3), false)
+      FROM doctor_hours($1, ($2 AT TIME ZONE $4::text)::date, ($3 AT TIME ZONE $4::text)::date, $4::text) h";

@@ -15,12 +15,17 @@
 //! - A doctor's appointments at a branch are published as an iCalendar feed
 //!   (`/calendar/doctors/{id}.ics`) to whoever holds a calendar key an administrator made
 //!   (`calendar_keys`, `feed`).
+//! - A booking queues its reminders in the branch's outbox in its own transaction; a worker
+//!   sends them by e-mail when due, at most once however many instances run it
+//!   (`reminders.rs`).
 
+mod availability;
 mod booking;
 mod calendar_keys;
 mod feed;
 mod hours;
 mod ical;
+mod reminders;
 
 use salvo::oapi::{Array, Object, PathItemType};
 
@@ -31,9 +36,11 @@ use crate::permissions::ADMIN_ACCESS;
 use crate::resource::Resource;
 use crate::resource::context::Require;
 use crate::resource::idempotency::Unkeyed;
+pub use availability::{Asked, MAX_DAYS, Slot, free_slots};
 pub use booking::{APPOINTMENTS, PAST_APPOINTMENT_DAYS, close_past_days};
 pub use calendar_keys::CALENDAR_KEYS;
 pub use hours::{DOCTOR_SCHEDULES, SCHEDULE_EXCEPTIONS};
+pub use reminders::{MAX_ATTEMPTS, send_due, sign, spawn_worker};
 
 pub static RESOURCES: &[&Resource] = &[&DOCTOR_SCHEDULES, &SCHEDULE_EXCEPTIONS, &APPOINTMENTS];
 
@@ -75,7 +82,8 @@ fn key_schema() -> Object {
         .required("include_patient_names")
 }
 
-/// The calendar keys of a doctor at a branch (administrators), and the feed they open.
+/// The routes beside the declared resources: the free slots, the calendar keys of a doctor at
+/// a branch (administrators), and the feed they open.
 pub fn endpoints() -> Vec<Endpoints> {
     let mut admin = Endpoints::new(Access::Branch).hoop(Require(ADMIN_ACCESS)).hoop(Unkeyed);
     let path = "doctors/{id:num}/calendar-keys";
@@ -147,5 +155,49 @@ pub fn endpoints() -> Vec<Endpoints> {
         feed::feed,
         op,
     );
-    vec![admin, feeds]
+    vec![availability_endpoints(), admin, feeds]
+}
+
+/// The free slots.
+fn availability_endpoints() -> Endpoints {
+    let mut branch = Endpoints::new(Access::Branch);
+    let slot = Object::new()
+        .property("starts_at", docs::timestamp())
+        .property("ends_at", docs::timestamp())
+        .property("doctor_id", docs::id())
+        .required("starts_at")
+        .required("ends_at")
+        .required("doctor_id");
+    let span = "A local date (YYYY-MM-DD, in the branch's zone) or an RFC 3339 date-time";
+    let op = branch
+        .operation("appointments", "The free slots of a doctor, or of every doctor, over at most 31 days")
+        .add_parameter(docs::query(
+            "doctor_id",
+            docs::id(),
+            "One doctor; default every doctor keeping hours here",
+        ))
+        .add_parameter(docs::query(
+            "branch_service_id",
+            docs::id(),
+            "Only doctors serving this service (all, when it names no staff)",
+        ))
+        .add_parameter(docs::query("from", docs::day_or_instant(), &format!("{span}; default now")))
+        .add_parameter(docs::query(
+            "to",
+            docs::day_or_instant(),
+            &format!(
+                "{span}, a date inclusive; default a week after from; at most {MAX_DAYS} days after from"
+            ),
+        ));
+    let op = Doc::invalid(
+        Doc::answers(
+            op,
+            "200",
+            "The free slots, in order of time",
+            docs::envelope(salvo::oapi::Array::new().items(slot)),
+        ),
+        "A bad parameter, a span over 31 days, or an unknown doctor or service",
+    );
+    branch.add(PathItemType::Get, "appointments/availability", availability::availability, op);
+    branch
 }

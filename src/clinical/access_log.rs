@@ -47,6 +47,7 @@ pub const RULES: ListRules<'static> = ListRules {
     default_direction: SortDirection::Desc,
     filters: &["action", "user_id"],
     date_range: true,
+    window: false,
     aliases: &[],
     extra: &[],
 };

@@ -5,7 +5,7 @@ use crate::http::list::SortDirection;
 use crate::permissions::{CLINICAL_WRITE, PATIENTS_MERGE, PATIENTS_READ, PATIENTS_WRITE};
 use crate::resource::actions::{Action, Move, Stamp, StateLock, Verb};
 use crate::resource::field::{
-    Field, Kind, branch_ref, date, integer, long_text, one_of, past_date, registry_ref, text,
+    Field, Kind, boolean, branch_ref, date, integer, long_text, one_of, past_date, registry_ref, text,
 };
 use crate::resource::{Numbering, PATIENT_OF_VISIT, Parent, Resource, Scope, Shape, Unique};
 
@@ -38,6 +38,8 @@ pub static PATIENTS: Resource = Resource {
         registry_ref("insurance_id", "insurances"),
         text("insurance_member_no", 50),
         long_text("notes"),
+        // No appointment reminders are queued or sent to a patient who declined them.
+        boolean("reminders_opt_out").defaulted(),
     ],
     read_only: &[("pin", Shape::Text)],
     computed: &[("age", "extract(year FROM age(current_date, t.birth_date))::int", Shape::Integer)],

@@ -7,8 +7,8 @@ use time::{Date, OffsetDateTime};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
 
-use crate::http::error::{ApiError, ApiResult, FieldErrors};
-use crate::http::list;
+use crate::http::error::ApiResult;
+pub use crate::http::params::Params;
 use crate::permissions::DASHBOARD_READ;
 use crate::resource::Context;
 
@@ -17,79 +17,6 @@ pub struct Clock {
     pub now: OffsetDateTime,
     pub today: Date,
     pub timezone: String,
-}
-
-/// A request's parameters, checked.
-pub struct Params {
-    pairs: Vec<(String, String)>,
-    errors: FieldErrors,
-}
-
-impl Params {
-    /// The request's parameters, any of them not among `takes` already an error.
-    pub fn of(req: &Request, takes: &[&str]) -> Self {
-        let pairs = list::query_pairs(req);
-        let errors = match list::only(&pairs, takes) {
-            Err(ApiError::Validation(errors)) => errors,
-            _ => FieldErrors::new(),
-        };
-        Self { pairs, errors }
-    }
-
-    pub fn last(&self, name: &str) -> Option<String> {
-        self.pairs
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.trim().to_owned())
-            .filter(|v| !v.is_empty())
-    }
-
-    /// A date parameter: absent is none; anything sent, even empty, must be a date.
-    pub fn date(&mut self, name: &str) -> Option<Date> {
-        let raw = self.pairs.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.trim().to_owned())?;
-        let parsed = list::parse_date(&raw);
-        if parsed.is_none() {
-            self.errors
-                .entry(name.into())
-                .or_default()
-                .push(format!("The {name} must be a date (YYYY-MM-DD)."));
-        }
-        parsed
-    }
-
-    /// `start_date`..`end_date`, local, inclusive, each today by default, at most 366 days.
-    pub fn range(&mut self, today: Date) -> (Date, Date) {
-        let start = self.date("start_date").unwrap_or(today);
-        let end = self.date("end_date").unwrap_or(today);
-        if end < start {
-            self.errors
-                .entry("end_date".into())
-                .or_default()
-                .push("The end_date must be on or after the start_date.".into());
-        } else if (end - start).whole_days() >= 366 {
-            self.errors.entry("end_date".into()).or_default().push("A range covers at most 366 days.".into());
-        }
-        (start, end)
-    }
-
-    pub fn days(&mut self) -> i32 {
-        let Some(raw) = self.last("days") else { return 7 };
-        match raw.parse::<i32>() {
-            Ok(days) if (1..=90).contains(&days) => days,
-            _ => {
-                self.errors
-                    .entry("days".into())
-                    .or_default()
-                    .push("The days must be an integer from 1 to 90.".into());
-                7
-            }
-        }
-    }
-
-    pub fn done(self) -> ApiResult<()> {
-        if self.errors.is_empty() { Ok(()) } else { Err(ApiError::Validation(self.errors)) }
-    }
 }
 
 /// The caller's context, checked, and the request's clock.

@@ -497,6 +497,7 @@ mod tests {
         (19, "merge_rows_by_row", 6633453871811342977),
         (20, "duplicates_bounded", 10573123097728128844),
         (21, "audit_chain", 11584049497666584505),
+        (22, "appointments", 1515588883306744217),
     ];
 
     /// What differs between the migrations `set` holds and `released`: a released one changed

@@ -72,6 +72,10 @@ pub fn date() -> Object {
 pub fn timestamp() -> Object {
     string().format(SchemaFormat::KnownFormat(KnownFormat::DateTime))
 }
+/// A local date or an instant (`from` / `to` of a span).
+pub fn day_or_instant() -> RefOr<Schema> {
+    Schema::AnyOf(salvo::oapi::schema::AnyOf::new().item(date()).item(timestamp())).into()
+}
 
 fn error_schema() -> Object {
     Object::new()

@@ -6,6 +6,8 @@
 
 use salvo::prelude::*;
 use serde_json::{Value, json};
+use time::format_description::well_known::Rfc3339;
+use time::{Date, OffsetDateTime};
 
 use super::error::{ApiError, ApiResult, FieldErrors};
 
@@ -22,6 +24,9 @@ pub struct ListRules<'a> {
     pub filters: &'a [&'a str],
     /// Whether `start_date` / `end_date` are accepted.
     pub date_range: bool,
+    /// Whether `from` / `to` are accepted too: the dated column holds instants, which a
+    /// local day (`to` inclusive) or an instant (`to` exclusive) bounds.
+    pub window: bool,
     /// Filters also accepted as plain parameters (`status=` for `filters[status]=`); both
     /// given with different values is a 422.
     pub aliases: &'a [&'a str],
@@ -83,11 +88,61 @@ pub struct ListQuery {
     pub filters: Vec<(String, String)>,
     pub start_date: Option<time::Date>,
     pub end_date: Option<time::Date>,
+    pub from: Option<Bound>,
+    pub to: Option<Bound>,
+    /// The zone whose days the dates mean, for a column of instants (the branch's; UTC when
+    /// none is set).
+    pub zone: Option<String>,
 }
 
 impl ListQuery {
     pub fn offset(&self) -> i64 {
         (self.page - 1) * self.per_page
+    }
+}
+
+/// One end of a span of time: a local day (the branch's) or an instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    Day(Date),
+    Instant(OffsetDateTime),
+}
+
+impl Bound {
+    /// `YYYY-MM-DD` or an RFC 3339 instant.
+    pub fn parse(raw: &str) -> Option<Self> {
+        match parse_date(raw) {
+            Some(day) => Some(Self::Day(day)),
+            None => OffsetDateTime::parse(raw, &Rfc3339).ok().map(Self::Instant),
+        }
+    }
+
+    /// The local day, if this is one.
+    pub fn day(self) -> Option<Date> {
+        match self {
+            Self::Day(day) => Some(day),
+            Self::Instant(_) => None,
+        }
+    }
+
+    /// The instant, if this is one.
+    pub fn instant(self) -> Option<OffsetDateTime> {
+        match self {
+            Self::Day(_) => None,
+            Self::Instant(at) => Some(at),
+        }
+    }
+
+    /// Where this bound lies, a day taken at its start (`end`: its end) in UTC: within a
+    /// day of the truth, enough to hold a span to its limit.
+    pub fn roughly(self, end: bool) -> OffsetDateTime {
+        match self {
+            Self::Day(day) => {
+                let day = if end { day.next_day().unwrap_or(day) } else { day };
+                day.midnight().assume_utc()
+            }
+            Self::Instant(at) => at,
+        }
     }
 }
 
@@ -119,9 +174,22 @@ pub fn parse(pairs: &[(String, String)], rules: &ListRules) -> ApiResult<ListQue
     let sort_direction = params.sort_direction(rules);
     let filters = params.filters(rules);
     let (start_date, end_date) = params.date_range(rules);
+    let (from, to) = params.window(rules);
     params.unknown(rules);
     if params.errors.is_empty() {
-        Ok(ListQuery { page, per_page, search, sort_field, sort_direction, filters, start_date, end_date })
+        Ok(ListQuery {
+            page,
+            per_page,
+            search,
+            sort_field,
+            sort_direction,
+            filters,
+            start_date,
+            end_date,
+            from,
+            to,
+            zone: None,
+        })
     } else {
         Err(ApiError::Validation(params.errors))
     }
@@ -238,7 +306,11 @@ impl Params<'_> {
 
     /// Every parameter the list does not take.
     fn unknown(&mut self, rules: &ListRules) {
-        let dated = if rules.date_range { &["start_date", "end_date"][..] } else { &[] };
+        let dated = match (rules.date_range, rules.window) {
+            (true, true) => &["start_date", "end_date", "from", "to"][..],
+            (true, false) => &["start_date", "end_date"][..],
+            _ => &[],
+        };
         let known = |key: &str| {
             LIST_PARAMETERS.contains(&key)
                 || key.starts_with("filters[")
@@ -281,6 +353,28 @@ impl Params<'_> {
             self.error("end_date", "The end_date must be on or after the start_date.".into());
         }
         (start, end)
+    }
+
+    /// `from` and `to`, each a local day or an instant, for a column of instants.
+    fn window(&mut self, rules: &ListRules) -> (Option<Bound>, Option<Bound>) {
+        if !rules.window {
+            return (None, None);
+        }
+        let mut bound = |name: &str| {
+            let raw = self.last(name)?.trim().to_owned();
+            let parsed = Bound::parse(&raw);
+            if parsed.is_none() {
+                self.error(name, format!("The {name} must be a date (YYYY-MM-DD) or an RFC 3339 date-time."));
+            }
+            parsed
+        };
+        let (from, to) = (bound("from"), bound("to"));
+        if let (Some(from), Some(to)) = (from, to)
+            && to.roughly(true) <= from.roughly(false)
+        {
+            self.error("to", "The to must be after the from.".into());
+        }
+        (from, to)
     }
 }
 
@@ -373,6 +467,7 @@ mod tests {
         default_direction: SortDirection::Asc,
         filters: &["status"],
         date_range: false,
+        window: false,
         aliases: &["status"],
         extra: &[],
     };

@@ -10,6 +10,7 @@ pub mod error;
 pub mod guard;
 pub mod list;
 pub mod listener;
+pub mod params;
 pub mod rate_limit;
 pub mod text;
 pub mod trace;

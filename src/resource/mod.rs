@@ -352,6 +352,19 @@ impl Resource {
         self.all_fields().find(|f| f.name == name)
     }
 
+    /// Whether the `date_range` column holds instants (which `from` / `to` bound too, and
+    /// whose days are the branch's).
+    pub fn dated_by_instants(&self) -> bool {
+        let Some(column) = self.date_range else { return false };
+        match self.field(column) {
+            Some(field) => matches!(field.kind, field::Kind::Timestamp { .. }),
+            None => self
+                .read_only
+                .iter()
+                .any(|(name, shape)| *name == column && matches!(shape, Shape::Timestamp)),
+        }
+    }
+
     /// The declared type of a filterable column.
     pub fn filter_field(&self, name: &str) -> Option<&Field> {
         self.field(name).or_else(|| self.filter_only.iter().find(|f| f.name == name))

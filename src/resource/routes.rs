@@ -107,6 +107,7 @@ pub fn list_rules(resource: &Resource) -> list::ListRules<'static> {
         default_direction: resource.default_direction,
         filters: resource.filters,
         date_range: resource.date_range.is_some(),
+        window: resource.dated_by_instants(),
         aliases: resource.filter_aliases,
         extra: &[],
     }
@@ -169,7 +170,8 @@ impl ResourceHandler {
         within: Within<'_>,
     ) -> ApiResult<()> {
         let pairs = list::query_pairs(req);
-        let query = list::parse(&pairs, &list_rules(self.resource))?;
+        let mut query = list::parse(&pairs, &list_rules(self.resource))?;
+        query.zone = ctx.branch().ok().map(|route| route.timezone.clone());
         if self.resource.shows_reads {
             write_queued_reads(ctx).await;
         }

@@ -403,7 +403,7 @@ async fn rows_of(url: &str, schema: &str, skip: &[&str]) -> Vec<(String, Vec<Val
 }
 
 /// A branch with a little of everything: patients, a visit and its records, a posted
-/// charge, a queue service and a ticket.
+/// charge, a queue service and a ticket, an appointment and its reminders.
 async fn busy_branch(app: &TestApp, code: &str) -> (i64, i64) {
     let branch = app.create_branch(code).await;
     let patient = app.create_patient(branch, "Ana", "Peña").await["id"].as_i64().unwrap();
@@ -446,6 +446,13 @@ async fn busy_branch(app: &TestApp, code: &str) -> (i64, i64) {
         )
         .await;
     assert_status(&r, 201);
+    // An appointment, and the reminders its booking queued.
+    let doctor = json!({ "first_name": "Rosa", "last_name": "Santos", "license_no": "PRC-0001" });
+    let doctor = app.created("/api/v1/doctors", None, doctor).await["id"].clone();
+    let booking = json!({ "patient_id": patient, "doctor_id": doctor, "branch_service_id": service,
+        "starts_at": "2030-01-07T09:00:00Z", "duration_minutes": 15,
+        "overbook": true, "overbook_reason": "Outside hours" });
+    app.created("/api/v1/appointments", Some(branch), booking).await;
     (branch, service)
 }
 
@@ -480,6 +487,8 @@ async fn a_backup_restored_as_a_new_branch_has_every_row_of_every_table() {
     let original = rows_of(&app.db.url, &format!("branch_{north}"), &skip).await;
     let copy = rows_of(&app.db.url, &restored.schema, &skip).await;
     assert_eq!(original.len(), copy.len());
+    let reminders = original.iter().find(|(name, _)| name == "appointment_reminders").map(|(_, r)| r.len());
+    assert_eq!(reminders, Some(2), "the booking's reminders are backed up");
     for ((name, a), (_, b)) in original.iter().zip(&copy) {
         assert_eq!(a, b, "table {name} differs");
     }

@@ -27,6 +27,7 @@ pub const RULES: ListRules<'static> = ListRules {
     default_direction: SortDirection::Desc,
     filters: &["reason", "patient_id"],
     date_range: false,
+    window: false,
     aliases: &[],
     extra: &[],
 };

@@ -497,11 +497,18 @@ fn search_parameter(r: &Resource) -> Option<Parameter> {
 
 fn date_range_parameters(r: &Resource) -> Vec<Parameter> {
     let Some(column) = r.date_range else { return Vec::new() };
-    [("start_date", "on or after"), ("end_date", "on or before")]
+    let (local, instants) = if r.dated_by_instants() { (" (local)", 4) } else { ("", 2) };
+    let bounds = [
+        ("start_date", "on or after this date", docs::date().into()),
+        ("end_date", "on or before this date", docs::date().into()),
+        ("from", "at or after this instant, or on or after this date", docs::day_or_instant()),
+        ("to", "before this instant, or on or before this date", docs::day_or_instant()),
+    ];
+    let said = |bound: &str| format!("Only rows whose {column} is {bound}{local}");
+    bounds
         .into_iter()
-        .map(|(name, bound)| {
-            docs::query(name, docs::date(), &format!("Only rows whose {column} is {bound} this date"))
-        })
+        .take(instants)
+        .map(|(name, bound, schema)| docs::query(name, schema, &said(bound)))
         .collect()
 }
 

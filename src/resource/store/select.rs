@@ -11,6 +11,7 @@ use tracing::Instrument;
 use super::{Conn, Within};
 use crate::db::sql::{PAGE_AGGREGATE, Param, as_refs, db_span, one_row};
 use crate::http::error::{ApiError, ApiResult, FieldErrors};
+use crate::http::list::Bound;
 use crate::http::list::ListQuery;
 use crate::resource::check::parse_date;
 use crate::resource::field::Kind;
@@ -139,15 +140,49 @@ impl Selection {
         if errors.is_empty() { Ok(()) } else { Err(ApiError::Validation(errors)) }
     }
 
-    /// `start_date` / `end_date`, inclusive, on the resource's date column.
+    /// `start_date` / `end_date`, inclusive, on the resource's date column; on a column of
+    /// instants, days of the query's zone, and `from` / `to` too.
     fn add_date_range(&mut self, resource: &Resource, query: &ListQuery) {
         let Some(column) = resource.date_range else { return };
-        if let Some(start) = query.start_date {
-            self.bind(format!("t.{column} >= $?::date"), Box::new(start));
+        if !resource.dated_by_instants() {
+            if let Some(start) = query.start_date {
+                self.bind(format!("t.{column} >= $?::date"), Box::new(start));
+            }
+            if let Some(end) = query.end_date {
+                self.bind(format!("t.{column} < $?::date + 1"), Box::new(end));
+            }
+            return;
         }
-        if let Some(end) = query.end_date {
-            self.bind(format!("t.{column} < $?::date + 1"), Box::new(end));
+        let zone = query.zone.clone().unwrap_or_else(|| "UTC".to_owned());
+        let from = query.start_date.map(Bound::Day).into_iter().chain(query.from);
+        for bound in from {
+            match bound {
+                Bound::Day(day) => self.bind_in_zone(
+                    &format!("t.{column} >= ($?::date)::timestamp AT TIME ZONE $zone"),
+                    day,
+                    &zone,
+                ),
+                Bound::Instant(at) => self.bind(format!("t.{column} >= $?::timestamptz"), Box::new(at)),
+            }
         }
+        let to = query.end_date.map(Bound::Day).into_iter().chain(query.to);
+        for bound in to {
+            match bound {
+                Bound::Day(day) => self.bind_in_zone(
+                    &format!("t.{column} < ($?::date + 1)::timestamp AT TIME ZONE $zone"),
+                    day,
+                    &zone,
+                ),
+                Bound::Instant(at) => self.bind(format!("t.{column} < $?::timestamptz"), Box::new(at)),
+            }
+        }
+    }
+
+    /// Adds a condition whose `$?` is a local day and `$zone` the zone it is a day of.
+    fn bind_in_zone(&mut self, condition: &str, day: time::Date, zone: &str) {
+        self.params.push(Box::new(zone.to_owned()));
+        let zone_param = format!("${}::text", self.params.len());
+        self.bind(condition.replace("$zone", &zone_param), Box::new(day));
     }
 
     fn add_search(&mut self, resource: &Resource, term: &str) {

@@ -10,11 +10,13 @@ use crate::support::{
 use reqwest::Method;
 use serde_json::{Value, json};
 
+mod availability;
 mod booking;
 mod calendar;
 mod concurrency;
 mod hours;
 mod moves;
+mod reminders;
 
 const SCHEDULES: &str = "/api/v1/doctor-schedules";
 const EXCEPTIONS: &str = "/api/v1/schedule-exceptions";
@@ -38,7 +40,11 @@ struct Desk {
 
 impl Desk {
     async fn open() -> Self {
-        let clinic = Clinic::open().await;
+        Self::open_with(|_| {}).await
+    }
+
+    async fn open_with(configure: impl FnOnce(&mut clinic_server::config::Settings)) -> Self {
+        let clinic = Clinic::open_with(configure).await;
         let app = &clinic.app;
         let doctor = json!({ "first_name": "Rosa", "last_name": "Santos", "license_no": "PRC-0001" });
         let doctor = id_of(&app.created("/api/v1/doctors", None, doctor).await);
@@ -50,7 +56,12 @@ impl Desk {
 
     /// A desk whose doctor keeps Monday 08:00 to 12:00.
     async fn with_monday_hours() -> Self {
-        let desk = Self::open().await;
+        Self::with_monday_hours_and(|_| {}).await
+    }
+
+    /// [`Desk::with_monday_hours`] on a server with its own settings.
+    async fn with_monday_hours_and(configure: impl FnOnce(&mut clinic_server::config::Settings)) -> Self {
+        let desk = Self::open_with(configure).await;
         assert_status(&desk.hours(1, "08:00", "12:00", json!({})).await, 201);
         desk
     }
