@@ -498,6 +498,7 @@ mod tests {
         (20, "duplicates_bounded", 10573123097728128844),
         (21, "audit_chain", 11584049497666584505),
         (22, "appointments", 1515588883306744217),
+        (23, "doctor_hours_and_recalls", 9688619916994478367),
     ];
 
     /// What differs between the migrations `set` holds and `released`: a released one changed
