@@ -23,6 +23,7 @@ pub const ACCEPTS: Accepts = Accepts {
     identifier: false,
     practitioner: Some("practitioner"),
     statuses: STATUSES,
+    schedule: false,
 };
 
 /// FHIR's status of an appointment in `status`.

@@ -11,7 +11,7 @@ use super::outcome::{fail, moved, respond};
 use super::patient::Standing;
 use super::search::{self, Accepts, Search, bundle};
 use super::shape::prune;
-use super::{appointment, charge, encounter, observation, patient, registry, schedule, vision};
+use super::{appointment, charge, encounter, observation, patient, registry, schedule, slot, vision};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
 use crate::permissions::PATIENTS_READ;
@@ -40,6 +40,7 @@ async fn rows(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> Ap
         Type::ChargeItem => charge::search(conn, search, &timezone).await,
         Type::Appointment => appointment::search(conn, search, &timezone).await,
         Type::Schedule => schedule::search(conn, search, &timezone).await,
+        Type::Slot => slot::search(ctx, search).await,
     }
 }
 
@@ -70,6 +71,7 @@ async fn find(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> Ap
             let doctors = registry::doctor_names(ctx, rows, "doctor_id").await?;
             rows.iter().map(|row| schedule::resource(row, &doctors)).collect()
         }
+        Type::Slot => rows.iter().map(slot::resource).collect(),
     };
     let mut patients: Vec<i64> = Vec::new();
     for id in rows.iter().filter_map(|row| row["patient_id"].as_i64()) {

@@ -1,7 +1,7 @@
 //! The resource types served, and what each needs and takes.
 
 use super::search::Accepts;
-use super::{appointment, charge, encounter, observation, patient, schedule, vision};
+use super::{appointment, charge, encounter, observation, patient, schedule, slot, vision};
 use crate::permissions::{APPOINTMENTS_READ, BILLING_READ, CLINICAL_READ, PATIENTS_READ};
 
 /// The resource types served.
@@ -14,10 +14,11 @@ pub enum Type {
     ChargeItem,
     Appointment,
     Schedule,
+    Slot,
 }
 
 impl Type {
-    pub const ALL: [Type; 7] = [
+    pub const ALL: [Type; 8] = [
         Type::Patient,
         Type::Encounter,
         Type::Observation,
@@ -25,6 +26,7 @@ impl Type {
         Type::ChargeItem,
         Type::Appointment,
         Type::Schedule,
+        Type::Slot,
     ];
 
     /// The types of a patient's records, in the order `$everything` answers them.
@@ -46,6 +48,7 @@ impl Type {
             Type::ChargeItem => "ChargeItem",
             Type::Appointment => "Appointment",
             Type::Schedule => "Schedule",
+            Type::Slot => "Slot",
         }
     }
 
@@ -55,7 +58,7 @@ impl Type {
             Type::Patient | Type::Encounter => PATIENTS_READ,
             Type::Observation | Type::VisionPrescription => CLINICAL_READ,
             Type::ChargeItem => BILLING_READ,
-            Type::Appointment | Type::Schedule => APPOINTMENTS_READ,
+            Type::Appointment | Type::Schedule | Type::Slot => APPOINTMENTS_READ,
         }
     }
 
@@ -68,6 +71,7 @@ impl Type {
             Type::ChargeItem => charge::ACCEPTS,
             Type::Appointment => appointment::ACCEPTS,
             Type::Schedule => schedule::ACCEPTS,
+            Type::Slot => slot::ACCEPTS,
         }
     }
 
@@ -76,8 +80,9 @@ impl Type {
         format!("/fhir/r4/{}", self.name())
     }
 
-    /// Whether its ids are numbers (an observation's id names its source).
+    /// Whether its ids are numbers (an observation's id names its source, a slot's its doctor
+    /// and start).
     pub fn numeric_ids(self) -> bool {
-        self != Type::Observation
+        !matches!(self, Type::Observation | Type::Slot)
     }
 }

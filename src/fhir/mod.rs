@@ -2,7 +2,8 @@
 //! `Encounter` (visits), `Observation` (intraocular pressure, visual acuity and refraction of
 //! each eye), `VisionPrescription` (final refractions), `ChargeItem` (posted charges),
 //! `Appointment` (searched by `patient`, `practitioner`, `date` and `status` too) and
-//! `Schedule` (a doctor's hours at the branch, one per doctor, searched by `actor`), read by
+//! `Schedule` (a doctor's hours at the branch, one per doctor, searched by `actor`) and `Slot`
+//! (free slots, from the availability search, by `schedule` and `start`), read by
 //! id and searched by `_id`, `patient` and date, plus `Patient/{id}/$everything` and the
 //! CapabilityStatement. It only reads, with its own SQL on the request's branch connection;
 //! each type needs the permission the API's reads of the same records need, and every read
@@ -21,6 +22,7 @@ mod registry;
 mod schedule;
 mod search;
 mod shape;
+mod slot;
 mod sql;
 mod vision;
 
@@ -141,6 +143,13 @@ pub fn endpoints() -> Vec<Endpoints> {
                 name,
                 docs::string().pattern(reference_pattern("Practitioner")).into(),
                 "A doctor's id or reference (Practitioner/4); comma-separated",
+            ));
+        }
+        if accepts.schedule {
+            parameters.push((
+                "schedule",
+                docs::string().pattern(reference_pattern("Schedule")).into(),
+                "A Schedule id or reference (Schedule/4, a doctor's); comma-separated",
             ));
         }
         if !accepts.statuses.is_empty() {

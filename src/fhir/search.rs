@@ -32,12 +32,20 @@ pub struct Accepts {
     pub practitioner: Option<&'static str>,
     /// The FHIR codes its `status` takes, when it takes one.
     pub statuses: &'static [&'static str],
+    /// `schedule` (a Schedule id or reference: a doctor's).
+    pub schedule: bool,
 }
 
 impl Accepts {
     /// `_id` and paging only.
-    pub const NOTHING_MORE: Accepts =
-        Accepts { patient: false, dates: &[], identifier: false, practitioner: None, statuses: &[] };
+    pub const NOTHING_MORE: Accepts = Accepts {
+        patient: false,
+        dates: &[],
+        identifier: false,
+        practitioner: None,
+        statuses: &[],
+        schedule: false,
+    };
 }
 
 /// `eq`, `gt`, `lt`, `ge`, `le` (none is `eq`).
@@ -77,6 +85,8 @@ pub struct Search {
     pub patients: Option<Vec<i64>>,
     /// Doctors named by the type's practitioner parameter.
     pub practitioners: Option<Vec<i64>>,
+    /// Schedules (doctors) named by `schedule`.
+    pub schedules: Option<Vec<i64>>,
     /// FHIR status codes, any of which may match.
     pub statuses: Option<Vec<String>>,
     /// PINs named by `identifier` (a value of another system names none).
@@ -114,6 +124,9 @@ pub fn parse(pairs: &[(String, String)], accepts: Accepts) -> ApiResult<Search> 
     if !accepts.statuses.is_empty() {
         taken.push("status");
     }
+    if accepts.schedule {
+        taken.push("schedule");
+    }
     // Control characters never get here: `http::text::QueryText` refused them in front of
     // the routes.
     for (name, value) in pairs {
@@ -139,6 +152,11 @@ pub fn parse(pairs: &[(String, String)], accepts: Accepts) -> ApiResult<Search> 
                     return Err(invalid(format!("status takes {}, not {bad}.", accepts.statuses.join(", "))));
                 }
                 all_of(&mut search.statuses, items);
+            }
+            "schedule" => {
+                let ids =
+                    items.iter().map(|v| reference(name, "Schedule", v)).collect::<ApiResult<Vec<_>>>()?;
+                all_of(&mut search.schedules, ids);
             }
             name if Some(name) == accepts.practitioner => {
                 let ids = items
@@ -353,8 +371,7 @@ mod tests {
     use super::*;
     use time::macros::{date, datetime};
 
-    const ALL: Accepts =
-        Accepts { patient: true, dates: &["date"], identifier: false, practitioner: None, statuses: &[] };
+    const ALL: Accepts = Accepts { patient: true, dates: &["date"], ..Accepts::NOTHING_MORE };
 
     fn pairs(query: &str) -> Vec<(String, String)> {
         form_urlencoded::parse(query.as_bytes()).into_owned().collect()

@@ -10,6 +10,7 @@ mod access;
 mod appointments;
 mod edges;
 mod search;
+mod slots;
 mod types;
 
 use serde_json::{Value, json};

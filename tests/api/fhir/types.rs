@@ -32,7 +32,8 @@ async fn every_type_answers_fhir_that_validates_with_each_eye_coded() {
             "VisionPrescription",
             "ChargeItem",
             "Appointment",
-            "Schedule"
+            "Schedule",
+            "Slot"
         ]
     );
     answers.push(r.body);
@@ -252,9 +253,16 @@ async fn the_api_document_describes_every_fhir_route_in_fhir_json() {
     let mut described: Vec<String> = paths.keys().filter(|p| p.starts_with("/fhir/r4")).cloned().collect();
     described.sort();
     let mut expected = vec!["/fhir/r4/metadata".to_owned(), "/fhir/r4/Patient/{id}/$everything".to_owned()];
-    for kind in
-        ["Patient", "Encounter", "Observation", "VisionPrescription", "ChargeItem", "Appointment", "Schedule"]
-    {
+    for kind in [
+        "Patient",
+        "Encounter",
+        "Observation",
+        "VisionPrescription",
+        "ChargeItem",
+        "Appointment",
+        "Schedule",
+        "Slot",
+    ] {
         expected.extend([format!("/fhir/r4/{kind}"), format!("/fhir/r4/{kind}/{{id}}")]);
     }
     expected.sort();
