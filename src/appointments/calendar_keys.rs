@@ -173,7 +173,7 @@ pub struct Granted {
 
 /// The live key `presented` is, for doctor `doctor` (live) at an active branch; `None` for
 /// anything else (malformed, unknown, revoked, another doctor's). Marks the key used, at
-/// most once a minute: bookkeeping like a session's, not an administrator's change, so
+/// most once a minute: bookkeeping like a display key's, not an administrator's change, so
 /// neither audited nor versioned.
 pub async fn granted(state: &AppState, presented: &str, doctor: i64) -> ApiResult<Option<Granted>> {
     let Some(secret) = presented.strip_prefix(PREFIX) else { return Ok(None) };
