@@ -206,10 +206,10 @@ pub fn served_routes() -> Vec<(String, String)> {
         for filter in router.filters() {
             let shown = format!("{filter:?}");
             if let Some(segment) = shown.strip_prefix("path:") {
-                // `{id:num}` is `{id}` in the document.
+                // `{id:num}` (and `{id|[0-9]+}`) is `{id}` in the document.
                 let segment: String = segment
                     .split_inclusive('}')
-                    .map(|part| match part.find(':') {
+                    .map(|part| match part.find([':', '|']) {
                         Some(colon) if part.ends_with('}') && part.contains('{') => {
                             format!("{}}}", &part[..colon])
                         }

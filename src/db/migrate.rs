@@ -475,6 +475,7 @@ mod tests {
         (13, "audit_chain", 16591160681200492245),
         (14, "second_factor", 10717133452558879178),
         (15, "sessions", 10311005976225758993),
+        (16, "appointment_permissions", 8302143512423578345),
     ];
     const RELEASED_TENANT: &[(i32, &str, u64)] = &[
         (1, "clinical_base", 762070060115256798),

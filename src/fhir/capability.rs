@@ -19,6 +19,19 @@ fn parameters(kind: Type) -> Vec<(&'static str, &'static str, &'static str)> {
     if accepts.identifier {
         parameters.push(("identifier", "token", "The PIN, as <pin> or urn:clinic-server:pin|<pin>"));
     }
+    if let Some(name) = accepts.practitioner {
+        parameters.push((name, "reference", "The doctor: an id or Practitioner/<id>; several match any"));
+    }
+    if accepts.schedule {
+        parameters.push((
+            "schedule",
+            "reference",
+            "The doctor's Schedule: an id or Schedule/<id>; several match any",
+        ));
+    }
+    if !accepts.statuses.is_empty() {
+        parameters.push(("status", "token", "The status; several, comma-separated, match any"));
+    }
     for name in accepts.dates {
         parameters.push((
             name,

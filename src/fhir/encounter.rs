@@ -3,12 +3,14 @@
 use serde_json::{Value, json};
 
 use super::codes::{self, ACT_CODE};
-use super::search::{Accepts, Page, Search, Sql, page};
+use super::search::{Accepts, Search};
 use super::shape::{meta, reference, text};
+use super::sql::{Page, Sql, page};
 use crate::http::error::ApiResult;
 use crate::resource::Conn;
 
-pub const ACCEPTS: Accepts = Accepts { patient: true, dates: &["date"], identifier: false };
+pub const ACCEPTS: Accepts =
+    Accepts { patient: true, dates: &["date"], identifier: false, ..Accepts::NOTHING_MORE };
 
 pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResult<Page> {
     let mut sql = Sql::default();

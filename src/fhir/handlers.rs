@@ -11,7 +11,7 @@ use super::outcome::{fail, moved, respond};
 use super::patient::Standing;
 use super::search::{self, Accepts, Search, bundle};
 use super::shape::prune;
-use super::{charge, encounter, observation, patient, registry, vision};
+use super::{appointment, charge, encounter, observation, patient, registry, schedule, slot, vision};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
 use crate::permissions::PATIENTS_READ;
@@ -30,7 +30,7 @@ struct Found {
 }
 
 /// The rows of `kind` that `search` finds.
-async fn rows(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> ApiResult<search::Page> {
+async fn rows(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> ApiResult<super::sql::Page> {
     let timezone = ctx.branch()?.timezone.clone();
     match kind {
         Type::Patient => patient::search(conn, search, &timezone).await,
@@ -38,6 +38,9 @@ async fn rows(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> Ap
         Type::Observation => observation::search(conn, search, &timezone).await,
         Type::VisionPrescription => vision::search(conn, search, &timezone).await,
         Type::ChargeItem => charge::search(conn, search, &timezone).await,
+        Type::Appointment => appointment::search(conn, search, &timezone).await,
+        Type::Schedule => schedule::search(conn, search, &timezone).await,
+        Type::Slot => slot::search(ctx, search).await,
     }
 }
 
@@ -59,6 +62,16 @@ async fn find(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> Ap
             let billed = registry::billed_items(ctx, rows).await?;
             rows.iter().map(|row| charge::resource(row, &billed)).collect()
         }
+        Type::Appointment => {
+            let doctors = registry::doctor_names(ctx, rows, "doctor_id").await?;
+            let services = registry::service_names(ctx, rows, "branch_service_id").await?;
+            rows.iter().map(|row| appointment::resource(row, &doctors, &services)).collect()
+        }
+        Type::Schedule => {
+            let doctors = registry::doctor_names(ctx, rows, "doctor_id").await?;
+            rows.iter().map(|row| schedule::resource(row, &doctors)).collect()
+        }
+        Type::Slot => rows.iter().map(slot::resource).collect(),
     };
     let mut patients: Vec<i64> = Vec::new();
     for id in rows.iter().filter_map(|row| row["patient_id"].as_i64()) {
@@ -130,7 +143,7 @@ async fn read_one(kind: Type, req: &Request, depot: &Depot, res: &mut Response) 
     let mut search = Search { ids: Some(vec![id.clone()]), count: 1, ..Search::default() };
     let mut conn = ctx.conn(Scope::Branch).await?;
     let found = find(&ctx, &mut conn, kind, &search).await?;
-    let (Some(resource), Some(patient)) = (found.resources.into_iter().next(), found.patients.first()) else {
+    let Some(resource) = found.resources.into_iter().next() else {
         // FHIR's read tells a resource the server knows was deleted (410) from one it never had.
         search.gone = true;
         if rows(&ctx, &mut conn, kind, &search).await?.total == 0 {
@@ -141,8 +154,11 @@ async fn read_one(kind: Type, req: &Request, depot: &Depot, res: &mut Response) 
         return Ok(());
     };
     drop(conn);
-    let details = json!({ "route": kind.route(), "id": id });
-    record_read(&ctx, PATIENT_RECORDS, "view", Some(*patient), Some(details)).await?;
+    // A read of what is no patient's (a doctor's Schedule) reads no patient data.
+    if let Some(patient) = found.patients.first() {
+        let details = json!({ "route": kind.route(), "id": id });
+        record_read(&ctx, PATIENT_RECORDS, "view", Some(*patient), Some(details)).await?;
+    }
     respond(req, res, &resource);
     Ok(())
 }
@@ -158,11 +174,12 @@ pub async fn everything(req: &mut Request, depot: &mut Depot, res: &mut Response
     ctx.require(PATIENTS_READ)?;
     let patient = web::path_id(req, "id")?;
     let pairs = list::query_pairs(req);
-    let paging = search::parse(&pairs, Accepts { patient: false, dates: &[], identifier: false })?;
+    let paging = search::parse(&pairs, Accepts::NOTHING_MORE)?;
     if paging.ids.is_some() {
         return Err(ApiError::bad_request("invalid_search", "$everything takes only _count and _offset."));
     }
-    let kinds: Vec<Type> = Type::ALL.into_iter().filter(|kind| ctx.user.can(kind.permission())).collect();
+    let kinds: Vec<Type> =
+        Type::EVERYTHING.into_iter().filter(|kind| ctx.user.can(kind.permission())).collect();
     let (mut skip, mut room, mut total, mut resources) = (paging.offset, paging.count, 0, Vec::new());
     let mut conn = ctx.conn(Scope::Branch).await?;
     match patient::standing(&mut conn, patient).await? {

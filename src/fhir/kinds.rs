@@ -1,8 +1,8 @@
 //! The resource types served, and what each needs and takes.
 
 use super::search::Accepts;
-use super::{charge, encounter, observation, patient, vision};
-use crate::permissions::{BILLING_READ, CLINICAL_READ, PATIENTS_READ};
+use super::{appointment, charge, encounter, observation, patient, schedule, slot, vision};
+use crate::permissions::{APPOINTMENTS_READ, BILLING_READ, CLINICAL_READ, PATIENTS_READ};
 
 /// The resource types served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -12,12 +12,32 @@ pub enum Type {
     Observation,
     VisionPrescription,
     ChargeItem,
+    Appointment,
+    Schedule,
+    Slot,
 }
 
 impl Type {
-    /// In the order `$everything` answers them.
-    pub const ALL: [Type; 5] =
-        [Type::Patient, Type::Encounter, Type::Observation, Type::VisionPrescription, Type::ChargeItem];
+    pub const ALL: [Type; 8] = [
+        Type::Patient,
+        Type::Encounter,
+        Type::Observation,
+        Type::VisionPrescription,
+        Type::ChargeItem,
+        Type::Appointment,
+        Type::Schedule,
+        Type::Slot,
+    ];
+
+    /// The types of a patient's records, in the order `$everything` answers them.
+    pub const EVERYTHING: [Type; 6] = [
+        Type::Patient,
+        Type::Encounter,
+        Type::Observation,
+        Type::VisionPrescription,
+        Type::ChargeItem,
+        Type::Appointment,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -26,6 +46,9 @@ impl Type {
             Type::Observation => "Observation",
             Type::VisionPrescription => "VisionPrescription",
             Type::ChargeItem => "ChargeItem",
+            Type::Appointment => "Appointment",
+            Type::Schedule => "Schedule",
+            Type::Slot => "Slot",
         }
     }
 
@@ -35,6 +58,7 @@ impl Type {
             Type::Patient | Type::Encounter => PATIENTS_READ,
             Type::Observation | Type::VisionPrescription => CLINICAL_READ,
             Type::ChargeItem => BILLING_READ,
+            Type::Appointment | Type::Schedule | Type::Slot => APPOINTMENTS_READ,
         }
     }
 
@@ -45,6 +69,9 @@ impl Type {
             Type::Observation => observation::ACCEPTS,
             Type::VisionPrescription => vision::ACCEPTS,
             Type::ChargeItem => charge::ACCEPTS,
+            Type::Appointment => appointment::ACCEPTS,
+            Type::Schedule => schedule::ACCEPTS,
+            Type::Slot => slot::ACCEPTS,
         }
     }
 
@@ -53,8 +80,9 @@ impl Type {
         format!("/fhir/r4/{}", self.name())
     }
 
-    /// Whether its ids are numbers (an observation's id names its source).
+    /// Whether its ids are numbers (an observation's id names its source, a slot's its doctor
+    /// and start).
     pub fn numeric_ids(self) -> bool {
-        self != Type::Observation
+        !matches!(self, Type::Observation | Type::Slot)
     }
 }

@@ -1,11 +1,14 @@
 //! A FHIR R4 read facade over the branch's records, at `/fhir/r4` beside `/api/v1`: `Patient`,
 //! `Encounter` (visits), `Observation` (intraocular pressure, visual acuity and refraction of
-//! each eye), `VisionPrescription` (final refractions) and `ChargeItem` (posted charges), read
-//! by id and searched by `_id`, `patient` and date, plus `Patient/{id}/$everything` and the
+//! each eye), `VisionPrescription` (final refractions), `ChargeItem` (posted charges),
+//! `Appointment` (searched by `patient`, `practitioner`, `date` and `status` too) and
+//! `Schedule` (a doctor's hours at the branch, one per doctor, searched by `actor`) and `Slot`
+//! (free slots, from the availability search, by `schedule` and `start`), read by
+//! id and searched by `_id`, `patient` and date, plus `Patient/{id}/$everything` and the
 //! CapabilityStatement. It only reads, with its own SQL on the request's branch connection;
 //! each type needs the permission the API's reads of the same records need, and every read
 //! of patient data is recorded as the API's patient reads are.
-
+mod appointment;
 mod capability;
 mod charge;
 mod codes;
@@ -16,8 +19,11 @@ mod observation;
 mod outcome;
 mod patient;
 mod registry;
+mod schedule;
 mod search;
 mod shape;
+mod slot;
+mod sql;
 mod vision;
 
 use salvo::oapi::{Object, PathItemType, RefOr, Schema};
@@ -70,7 +76,12 @@ fn bundle_of(resource: Object, what: &str) -> Object {
 /// What a search's `patient` takes: ids or references (`Patient/4`, or a URL ending so),
 /// comma-separated; blank is left out.
 fn patient_pattern() -> String {
-    let item = r"(([^,\x00-\x1f\x7f-\x9f]*/)?Patient/)?\+?0*[1-9][0-9]{0,17}";
+    reference_pattern("Patient")
+}
+
+/// Ids or references to `kind` (`Patient/4`, or a URL ending so), comma-separated.
+fn reference_pattern(kind: &str) -> String {
+    let item = format!(r"(([^,\x00-\x1f\x7f-\x9f]*/)?{kind}/)?\+?0*[1-9][0-9]{{0,17}}");
     format!("^ *({item})? *(, *({item})? *)*$")
 }
 
@@ -125,6 +136,28 @@ pub fn endpoints() -> Vec<Endpoints> {
                 "identifier",
                 text().into(),
                 "The PIN, or urn:clinic-server:pin|PIN; comma-separated (any); may repeat (all)",
+            ));
+        }
+        if let Some(name) = accepts.practitioner {
+            parameters.push((
+                name,
+                docs::string().pattern(reference_pattern("Practitioner")).into(),
+                "A doctor's id or reference (Practitioner/4); comma-separated",
+            ));
+        }
+        if accepts.schedule {
+            parameters.push((
+                "schedule",
+                docs::string().pattern(reference_pattern("Schedule")).into(),
+                "A Schedule id or reference (Schedule/4, a doctor's); comma-separated",
+            ));
+        }
+        if !accepts.statuses.is_empty() {
+            let item = accepts.statuses.join("|");
+            parameters.push((
+                "status",
+                docs::string().pattern(format!("^ *({item})? *(, *({item})? *)*$")).into(),
+                "Statuses, comma-separated (any); may repeat (all)",
             ));
         }
         for date in accepts.dates {
@@ -184,11 +217,11 @@ pub fn endpoints() -> Vec<Endpoints> {
     let op = branch
         .fhir_operation(
             "fhir",
-            "Everything of a patient: the patient, encounters, observations, prescriptions, charges",
+            "Everything of a patient: the patient, encounters, observations, prescriptions, charges, appointments",
         )
         .description(
             "Needs `patients.read`; observations and prescriptions only with `clinical.read`, charges only \
-             with `billing.read`. One searchset, paged with _count and _offset. A patient merged into \
+             with `billing.read`, appointments only with `appointments.read`. One searchset, paged with _count and _offset. A patient merged into \
              another moves (301) to the survivor's.",
         )
         .add_parameter(docs::path_id())
@@ -202,7 +235,7 @@ pub fn endpoints() -> Vec<Endpoints> {
             docs::or_blank(docs::integer().minimum(0).maximum(search::MAX_OFFSET)),
             "Entries to skip",
         ));
-    let kinds: Vec<&str> = Type::ALL.iter().map(|kind| kind.name()).collect();
+    let kinds: Vec<&str> = Type::EVERYTHING.iter().map(|kind| kind.name()).collect();
     let records = bundle_of(resource_of(&kinds, "resource of the patient"), "the patient's records");
     let op = Doc::fhir_answers(op, "200", "The patient's records", records);
     let op =

@@ -10,12 +10,14 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::codes::{self, quantity};
-use super::search::{Accepts, Page, Search, Sql, page};
+use super::search::{Accepts, Search};
 use super::shape::{merge, meta, practitioner, reference};
+use super::sql::{Page, Sql, page};
 use crate::http::error::ApiResult;
 use crate::resource::Conn;
 
-pub const ACCEPTS: Accepts = Accepts { patient: true, dates: &["date"], identifier: false };
+pub const ACCEPTS: Accepts =
+    Accepts { patient: true, dates: &["date"], identifier: false, ..Accepts::NOTHING_MORE };
 
 /// One row per observation, from the three examinations that give them.
 const OBSERVATIONS: &str = "

@@ -3,12 +3,14 @@
 use serde_json::{Value, json};
 
 use super::codes::{self, PIN};
-use super::search::{Accepts, Page, Search, Sql, page};
+use super::search::{Accepts, Search};
 use super::shape::{meta, text};
+use super::sql::{Page, Sql, page};
 use crate::http::error::ApiResult;
 use crate::resource::Conn;
 
-pub const ACCEPTS: Accepts = Accepts { patient: false, dates: &["birthdate"], identifier: true };
+pub const ACCEPTS: Accepts =
+    Accepts { patient: false, dates: &["birthdate"], identifier: true, ..Accepts::NOTHING_MORE };
 
 pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResult<Page> {
     let mut sql = Sql::default();

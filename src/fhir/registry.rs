@@ -51,3 +51,32 @@ pub async fn billed_items(
     };
     Ok(found.into_iter().map(|r| ((kind(r.get(0)), r.get(1)), (r.get(2), r.get(3)))).collect())
 }
+
+/// The names of the doctors in `column` of `rows`.
+pub async fn doctor_names(ctx: &Context, rows: &[Value], column: &str) -> ApiResult<HashMap<i64, String>> {
+    names_in(
+        ctx,
+        rows,
+        column,
+        "SELECT id, concat_ws(' ', first_name, last_name) FROM doctors WHERE id = ANY($1)",
+    )
+    .await
+}
+
+/// The names of the branch services in `column` of `rows`.
+pub async fn service_names(ctx: &Context, rows: &[Value], column: &str) -> ApiResult<HashMap<i64, String>> {
+    names_in(ctx, rows, column, "SELECT id, name FROM branch_services WHERE id = ANY($1)").await
+}
+
+/// `(id, name)` as `sql` answers them for the ids in `column` of `rows`.
+async fn names_in(ctx: &Context, rows: &[Value], column: &str, sql: &str) -> ApiResult<HashMap<i64, String>> {
+    let mut ids: Vec<i64> = rows.iter().filter_map(|r| r[column].as_i64()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let client = ctx.registry().await?;
+    let found = client.query(sql, &[&ids]).await?;
+    Ok(found.iter().map(|r| (r.get(0), r.get(1))).collect())
+}

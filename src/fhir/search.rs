@@ -1,17 +1,14 @@
 //! FHIR search parameters: which ones a type takes, their values (`_id`, `patient`, dates with
-//! their prefixes, `_count` and `_offset`), the SQL conditions they make, one statement for a
-//! page and its total, and the searchset Bundle with links that keep the query.
+//! their prefixes, `_count` and `_offset`), and the searchset Bundle with links that keep the
+//! query. The SQL they make is `sql`'s.
 
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;
 use time::{Date, Duration, Month, OffsetDateTime, PrimitiveDateTime, UtcOffset};
-use tokio_postgres::types::ToSql;
 
 use super::codes::PIN;
-use crate::db::sql::{Param, as_refs};
 use crate::http::error::{ApiError, ApiResult};
-use crate::resource::Conn;
 
 /// Entries per page unless `_count` says otherwise, and the most it may say.
 pub const DEFAULT_COUNT: i64 = 20;
@@ -31,6 +28,24 @@ pub struct Accepts {
     pub dates: &'static [&'static str],
     /// `identifier` (the PIN).
     pub identifier: bool,
+    /// The name of its parameter naming a doctor (`practitioner`, a Schedule's `actor`).
+    pub practitioner: Option<&'static str>,
+    /// The FHIR codes its `status` takes, when it takes one.
+    pub statuses: &'static [&'static str],
+    /// `schedule` (a Schedule id or reference: a doctor's).
+    pub schedule: bool,
+}
+
+impl Accepts {
+    /// `_id` and paging only.
+    pub const NOTHING_MORE: Accepts = Accepts {
+        patient: false,
+        dates: &[],
+        identifier: false,
+        practitioner: None,
+        statuses: &[],
+        schedule: false,
+    };
 }
 
 /// `eq`, `gt`, `lt`, `ge`, `le` (none is `eq`).
@@ -68,6 +83,12 @@ pub struct Search {
     /// `_id` values, as sent (an id that cannot exist matches nothing).
     pub ids: Option<Vec<String>>,
     pub patients: Option<Vec<i64>>,
+    /// Doctors named by the type's practitioner parameter.
+    pub practitioners: Option<Vec<i64>>,
+    /// Schedules (doctors) named by `schedule`.
+    pub schedules: Option<Vec<i64>>,
+    /// FHIR status codes, any of which may match.
+    pub statuses: Option<Vec<String>>,
     /// PINs named by `identifier` (a value of another system names none).
     pub identifiers: Option<Vec<String>>,
     /// Every date parameter must hold, each by any of its comma-separated values.
@@ -97,6 +118,15 @@ pub fn parse(pairs: &[(String, String)], accepts: Accepts) -> ApiResult<Search> 
         taken.push("identifier");
     }
     taken.extend(accepts.dates);
+    if let Some(name) = accepts.practitioner {
+        taken.push(name);
+    }
+    if !accepts.statuses.is_empty() {
+        taken.push("status");
+    }
+    if accepts.schedule {
+        taken.push("schedule");
+    }
     // Control characters never get here: `http::text::QueryText` refused them in front of
     // the routes.
     for (name, value) in pairs {
@@ -116,6 +146,24 @@ pub fn parse(pairs: &[(String, String)], accepts: Accepts) -> ApiResult<Search> 
             "patient" => {
                 let ids = items.iter().map(|v| patient_reference(v)).collect::<ApiResult<Vec<_>>>()?;
                 all_of(&mut search.patients, ids);
+            }
+            "status" => {
+                if let Some(bad) = items.iter().find(|i| !accepts.statuses.contains(&i.as_str())) {
+                    return Err(invalid(format!("status takes {}, not {bad}.", accepts.statuses.join(", "))));
+                }
+                all_of(&mut search.statuses, items);
+            }
+            "schedule" => {
+                let ids =
+                    items.iter().map(|v| reference(name, "Schedule", v)).collect::<ApiResult<Vec<_>>>()?;
+                all_of(&mut search.schedules, ids);
+            }
+            name if Some(name) == accepts.practitioner => {
+                let ids = items
+                    .iter()
+                    .map(|v| reference(name, "Practitioner", v))
+                    .collect::<ApiResult<Vec<_>>>()?;
+                all_of(&mut search.practitioners, ids);
             }
             "_count" => search.count = number(name, value.trim(), 1, MAX_COUNT)?,
             "_offset" => search.offset = number(name, value.trim(), 0, MAX_OFFSET)?,
@@ -167,7 +215,12 @@ fn pin(value: &str) -> Option<String> {
 
 /// `123`, `Patient/123` or an absolute URL ending in `Patient/123`.
 fn patient_reference(value: &str) -> ApiResult<i64> {
-    let id = match value.rsplit_once("Patient/") {
+    reference("patient", "Patient", value)
+}
+
+/// `123`, `<kind>/123` or an absolute URL ending in `<kind>/123`, as parameter `name` takes it.
+fn reference(name: &str, kind: &str, value: &str) -> ApiResult<i64> {
+    let id = match value.rsplit_once(&format!("{kind}/")) {
         Some((before, id)) if before.is_empty() || before.ends_with('/') => id,
         Some(_) => "",
         None => value,
@@ -175,7 +228,7 @@ fn patient_reference(value: &str) -> ApiResult<i64> {
     id.parse::<i64>()
         .ok()
         .filter(|id| *id > 0)
-        .ok_or_else(|| invalid(format!("patient must be a Patient id or reference, not {value}.")))
+        .ok_or_else(|| invalid(format!("{name} must be a {kind} id or reference, not {value}.")))
 }
 
 /// A date parameter: an optional prefix, then a date or a date and time.
@@ -274,170 +327,6 @@ fn span(value: &str) -> Result<Span, Unreadable> {
     }
 }
 
-/// A statement's conditions and their values.
-#[derive(Default)]
-pub struct Sql {
-    pub conditions: Vec<String>,
-    pub params: Vec<Param>,
-}
-
-impl Sql {
-    /// Adds a value; answers its placeholder.
-    pub fn value(&mut self, value: impl ToSql + Sync + Send + 'static) -> String {
-        self.params.push(Box::new(value));
-        format!("${}", self.params.len())
-    }
-
-    pub fn condition(&mut self, condition: impl Into<String>) {
-        self.conditions.push(condition.into());
-    }
-
-    /// `WHERE` with every condition (or none).
-    pub fn filter(&self) -> String {
-        if self.conditions.is_empty() {
-            String::new()
-        } else {
-            format!("WHERE {}", self.conditions.join(" AND "))
-        }
-    }
-
-    /// `patient=`: the rows of these patients.
-    pub fn patients(&mut self, column: &str, search: &Search) {
-        if let Some(patients) = &search.patients {
-            let placeholder = self.value(patients.clone());
-            self.condition(format!("{column} = ANY({placeholder}::bigint[])"));
-        }
-    }
-
-    /// `_id` of a type whose ids are numbers: an id that is not one matches nothing.
-    pub fn numeric_ids(&mut self, column: &str, search: &Search) {
-        if let Some(ids) = &search.ids {
-            let ids: Vec<i64> = ids.iter().filter_map(|id| id.parse::<i64>().ok()).collect();
-            let placeholder = self.value(ids);
-            self.condition(format!("{column} = ANY({placeholder}::bigint[])"));
-        }
-    }
-
-    /// Every date parameter on `column`, a `timestamptz` (a moment) or a `date` (a whole
-    /// local day of the branch, zone `timezone`), as FHIR compares ranges: `eq` when the
-    /// value lies within the parameter's span, `ge`/`le` when it reaches at or after its
-    /// start / before its end, `gt`/`lt` when it reaches after its end / before its start.
-    /// The values of one parameter are alternatives; the parameters must all hold.
-    pub fn dates(&mut self, column: &str, is_day: bool, search: &Search, timezone: &str) {
-        for any_of in &search.dates {
-            let alternatives: Vec<String> = any_of
-                .iter()
-                .map(|param| {
-                    let mut zone = Zone { name: timezone, placeholder: None };
-                    self.date(column, is_day, param, &mut zone)
-                })
-                .collect();
-            self.condition(format!("({})", alternatives.join(" OR ")));
-        }
-    }
-
-    /// The condition of one date value on `column`.
-    fn date(&mut self, column: &str, is_day: bool, param: &DateParam, zone: &mut Zone) -> String {
-        let (first, last) = match param.span {
-            Span::Days(first, after) => (Bound::Day(first), after.map(Bound::Day)),
-            Span::Instants(start, end) => (Bound::Instant(start), end.map(Bound::Instant)),
-            Span::Local(start, end) => (Bound::Local(start), end.map(Bound::Local)),
-        };
-        let days = is_day && matches!(param.span, Span::Days(..));
-        // A moment (or a day against days) lies in [from, to); a whole local day against
-        // a span of time reaches from its start to its end.
-        let (from, to, after, within) = if is_day && !days {
-            let zone = zone.of(self);
-            let from = format!("({column}::timestamp AT TIME ZONE {zone}::text)");
-            (from, format!("(({column} + 1)::timestamp AT TIME ZONE {zone}::text)"), ">", "<=")
-        } else {
-            (column.to_owned(), column.to_owned(), ">=", "<")
-        };
-        // Only the bounds a condition uses become values: a placeholder that no statement
-        // uses has no type.
-        let condition = match param.prefix {
-            Prefix::Eq => {
-                let (start, end) = (self.bound(Some(first), days, zone), self.bound(last, days, zone));
-                format!("{from} >= {start} AND {to} {within} {end}")
-            }
-            Prefix::Gt => format!("{to} {after} {}", self.bound(last, days, zone)),
-            Prefix::Lt => format!("{from} < {}", self.bound(Some(first), days, zone)),
-            Prefix::Ge => format!("{to} {after} {}", self.bound(Some(first), days, zone)),
-            Prefix::Le => format!("{from} < {}", self.bound(last, days, zone)),
-        };
-        format!("({condition})")
-    }
-
-    /// One end of a span as SQL: a `date` when `days` (a day against days), else a
-    /// `timestamptz`. No end (a span that closes past year 9999) is the end of time.
-    fn bound(&mut self, bound: Option<Bound>, days: bool, zone: &mut Zone) -> String {
-        match bound {
-            None if days => "'infinity'::date".to_owned(),
-            None => "'infinity'::timestamptz".to_owned(),
-            Some(Bound::Day(day)) if days => format!("{}::date", self.value(day)),
-            Some(Bound::Day(day)) => {
-                let day = self.value(day);
-                format!("({day}::date::timestamp AT TIME ZONE {}::text)", zone.of(self))
-            }
-            Some(Bound::Instant(at)) => format!("{}::timestamptz", self.value(at)),
-            Some(Bound::Local(at)) => {
-                let at = self.value(at);
-                format!("({at}::timestamp AT TIME ZONE {}::text)", zone.of(self))
-            }
-        }
-    }
-}
-
-/// One end of a date parameter's span.
-#[derive(Clone, Copy)]
-enum Bound {
-    Day(Date),
-    Instant(OffsetDateTime),
-    Local(PrimitiveDateTime),
-}
-
-/// The branch's zone, a value of the statement once a condition uses it.
-struct Zone<'a> {
-    name: &'a str,
-    placeholder: Option<String>,
-}
-
-impl Zone<'_> {
-    fn of(&mut self, sql: &mut Sql) -> String {
-        self.placeholder.get_or_insert_with(|| sql.value(self.name.to_owned())).clone()
-    }
-}
-
-/// One page of a search: how many rows match in all, and the page's rows as JSON objects.
-pub struct Page {
-    pub total: i64,
-    pub rows: Vec<Value>,
-}
-
-/// Runs `matching` (a `SELECT` with `sql`'s values) for a page in `order`, and the count of
-/// every match, in one statement.
-pub async fn page(
-    conn: &mut Conn,
-    matching: &str,
-    order: &str,
-    mut sql: Sql,
-    limit: i64,
-    offset: i64,
-) -> ApiResult<Page> {
-    let (limit, offset) = (sql.value(limit), sql.value(offset));
-    let statement = format!(
-        "WITH m AS ({matching})
-         SELECT (SELECT count(*) FROM m),
-                coalesce((SELECT jsonb_agg(to_jsonb(p) ORDER BY {order})
-                            FROM (SELECT * FROM m ORDER BY {order} LIMIT {limit} OFFSET {offset}) p), '[]')"
-    );
-    let client = conn.client();
-    let prepared = client.prepare_cached(&statement).await?;
-    let row = client.query_one(&prepared, &as_refs(&sql.params)).await?;
-    let rows: Value = row.get(1);
-    Ok(Page { total: row.get(0), rows: rows.as_array().cloned().unwrap_or_default() })
-}
-
 /// A searchset Bundle: `total`, the entries, and `self`, `next` and `previous` links that
 /// keep every parameter but `_offset`.
 pub fn bundle(base: &str, path: &str, search: &Search, total: i64, entries: Vec<Value>) -> Value {
@@ -482,7 +371,7 @@ mod tests {
     use super::*;
     use time::macros::{date, datetime};
 
-    const ALL: Accepts = Accepts { patient: true, dates: &["date"], identifier: false };
+    const ALL: Accepts = Accepts { patient: true, dates: &["date"], ..Accepts::NOTHING_MORE };
 
     fn pairs(query: &str) -> Vec<(String, String)> {
         form_urlencoded::parse(query.as_bytes()).into_owned().collect()
@@ -551,6 +440,14 @@ mod tests {
         assert!(parse(&pairs("_offset=-1"), ALL).is_err());
         assert!(parse(&pairs("patient=Practitioner/4"), ALL).is_err());
         assert!(parse(&pairs("_format=xml"), ALL).is_err());
+        assert!(parse(&pairs("practitioner=1"), ALL).is_err());
+        assert!(parse(&pairs("status=booked"), ALL).is_err());
+        let booked = Accepts { practitioner: Some("practitioner"), statuses: &["booked", "noshow"], ..ALL };
+        let s = parse(&pairs("practitioner=Practitioner/3,4&status=noshow,booked&status=booked"), booked)
+            .unwrap();
+        assert_eq!((s.practitioners, s.statuses), (Some(vec![3, 4]), Some(vec!["booked".to_owned()])));
+        assert!(parse(&pairs("status=gone"), booked).is_err());
+        assert!(parse(&pairs("practitioner=Patient/3"), booked).is_err());
         let no_patient = Accepts { patient: false, ..ALL };
         assert!(parse(&pairs("patient=1"), no_patient).is_err());
         let s = parse(

@@ -16,6 +16,8 @@ use super::text::Lines;
 pub const BEARER: &str = "bearerAuth";
 /// A waiting-room screen's key (`X-Display-Key`): its own stream, nothing else.
 pub const DISPLAY_KEY: &str = "displayKey";
+/// A doctor's calendar key (`?key=`): their appointment feed at one branch, nothing else.
+pub const CALENDAR_KEY: &str = "calendarKey";
 
 pub struct Doc {
     api: OpenApi,
@@ -223,6 +225,13 @@ impl Default for Doc {
                     "X-Display-Key",
                     "A display key of the branch service (`dk_...`), made by an administrator",
                 ))),
+            )
+            .add_security_scheme(
+                CALENDAR_KEY,
+                SecurityScheme::ApiKey(ApiKey::Query(ApiKeyValue::with_description(
+                    "key",
+                    "A calendar key of the doctor at a branch (`ck_...`), made by an administrator",
+                ))),
             );
         api.info.description = Some(
             "Multi-branch clinic records API. Authenticate with `POST /api/v1/auth/login`, then send \
@@ -381,6 +390,13 @@ impl Doc {
     pub fn rejected(op: Operation, unauthenticated: &str, forbidden: &str) -> Operation {
         op.add_response("401", response(unauthenticated, error_schema()))
             .add_response("403", response(forbidden, error_schema()))
+            .add_response("429", response("Too many bad keys or tokens from this address", error_schema()))
+    }
+
+    /// 401 for a route that checks a credential of its own and tells no wrong one from
+    /// another (a calendar key), with the 429 of the bad-credential limit.
+    pub fn unkeyed(op: Operation, unauthenticated: &str) -> Operation {
+        op.add_response("401", response(unauthenticated, error_schema()))
             .add_response("429", response("Too many bad keys or tokens from this address", error_schema()))
     }
 

@@ -233,7 +233,7 @@ fn documented_path_below(base: &str, path: &str) -> String {
     let bare: String = path
         .trim_matches('/')
         .split_inclusive('}')
-        .map(|part| match (part.find('{'), part.find(':')) {
+        .map(|part| match (part.find('{'), part.find([':', '|'])) {
             (Some(open), Some(colon)) if colon > open && part.ends_with('}') => {
                 format!("{}}}", &part[..colon])
             }
@@ -255,6 +255,7 @@ mod tests {
             "/api/v1/branches/{branch_id}/services/{id}/staff/{user}"
         );
         assert_eq!(documented_path("enums"), "/api/v1/enums");
+        assert_eq!(documented_path("calendar/{id|[0-9]+}.ics"), "/api/v1/calendar/{id}.ics");
         assert_eq!(super::documented_path_below("", "metrics"), "/metrics");
     }
 }

@@ -7,8 +7,10 @@
 //! The helpers shared by the topics are here; the tests are in the modules below, one topic each.
 
 mod access;
+mod appointments;
 mod edges;
 mod search;
+mod slots;
 mod types;
 
 use serde_json::{Value, json};

@@ -21,6 +21,10 @@ const UNKEYED: &[(&str, &str)] = &[
         "/api/v1/branch-services/{branch_service_id}/display-keys",
         "its answer holds a key's secret, never stored: a repeat makes another key, which can be revoked",
     ),
+    (
+        "/api/v1/doctors/{id}/calendar-keys",
+        "its answer holds a key's secret, never stored: a repeat makes another key, which can be revoked",
+    ),
 ];
 
 async fn post(app: &TestApp, path: &str, branch: Option<i64>, key: &str, body: &Value) -> Reply {

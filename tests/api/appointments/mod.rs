@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 mod availability;
 mod booking;
 mod branches;
+mod calendar;
 mod concurrency;
 mod dashboards;
 mod hours;

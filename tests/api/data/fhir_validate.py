@@ -33,6 +33,11 @@ REQUIRED = {
     ("ChargeItem", "status"): {
         "planned", "billable", "not-billable", "aborted", "billed", "entered-in-error", "unknown",
     },
+    ("Appointment", "status"): {
+        "proposed", "pending", "booked", "arrived", "fulfilled", "cancelled", "noshow",
+        "entered-in-error", "checked-in", "waitlist",
+    },
+    ("Appointment", "participant.status"): {"accepted", "declined", "tentative", "needs-action"},
     ("Bundle", "type"): {
         "document", "message", "transaction", "transaction-response", "batch", "batch-response",
         "history", "searchset", "collection",

@@ -23,7 +23,19 @@ async fn every_type_answers_fhir_that_validates_with_each_eye_coded() {
         .iter()
         .map(|t| t["type"].as_str().unwrap())
         .collect();
-    assert_eq!(served, ["Patient", "Encounter", "Observation", "VisionPrescription", "ChargeItem"]);
+    assert_eq!(
+        served,
+        [
+            "Patient",
+            "Encounter",
+            "Observation",
+            "VisionPrescription",
+            "ChargeItem",
+            "Appointment",
+            "Schedule",
+            "Slot"
+        ]
+    );
     answers.push(r.body);
 
     let patient = fhir(app, branch, &format!("/fhir/r4/Patient/{p}"), 200).await;
@@ -241,7 +253,16 @@ async fn the_api_document_describes_every_fhir_route_in_fhir_json() {
     let mut described: Vec<String> = paths.keys().filter(|p| p.starts_with("/fhir/r4")).cloned().collect();
     described.sort();
     let mut expected = vec!["/fhir/r4/metadata".to_owned(), "/fhir/r4/Patient/{id}/$everything".to_owned()];
-    for kind in ["Patient", "Encounter", "Observation", "VisionPrescription", "ChargeItem"] {
+    for kind in [
+        "Patient",
+        "Encounter",
+        "Observation",
+        "VisionPrescription",
+        "ChargeItem",
+        "Appointment",
+        "Schedule",
+        "Slot",
+    ] {
         expected.extend([format!("/fhir/r4/{kind}"), format!("/fhir/r4/{kind}/{{id}}")]);
     }
     expected.sort();
