@@ -86,6 +86,7 @@ async fn case_for(app: &TestApp, w: &World, template: &str) -> Option<Case> {
             }
             ("purchase-orders", "cancel") => json!({ "reason": "not needed" }),
             ("appointments", "cancel") => json!({ "reason": "travelling" }),
+            ("recalls", "cancel") => json!({ "reason": "moved away" }),
             ("appointments", "start" | "complete") => {
                 let before: &[&str] = if segment == "start" { &["arrive"] } else { &["arrive", "start"] };
                 for step in before {
@@ -171,6 +172,12 @@ async fn case_for(app: &TestApp, w: &World, template: &str) -> Option<Case> {
                 status: 200,
             })
         }
+        "/api/v1/patients/{id}/recalls" => Some(Case {
+            path: format!("/api/v1/patients/{}/recalls", w.patient),
+            branch: Some(w.branch),
+            body: json!({ "due_on": "2031-01-07", "reason": "Glaucoma check" }),
+            status: 201,
+        }),
         "/api/v1/profile/change-password" => Some(Case {
             path: template.into(),
             branch: None,
