@@ -112,7 +112,7 @@ pub async fn free_slots(ctx: &Context, asked: &Asked) -> ApiResult<Vec<Slot>> {
     }
     let (from_at, from_day) = (asked.from.and_then(Bound::instant), asked.from.and_then(Bound::day));
     let (to_at, to_day) = (asked.to.and_then(Bound::instant), asked.to.and_then(Bound::day));
-    let (surgeons, surgery_starts, surgery_ends) = surgeries(&registry, &doctors).await?;
+    let (surgeons, surgery_starts, surgery_ends) = surgeries(&registry, &doctors, asked).await?;
     drop(registry);
     let stmt = reads.prepare_cached(FREE_SLOTS).await?;
     let rows = reads
@@ -181,20 +181,23 @@ async fn serving(registry: &impl Queries, candidates: &[i64], staff: Option<&[i6
     Ok(registry.query(&stmt, &[&candidates, &staff]).await?.iter().map(|r| r.get(0)).collect())
 }
 
-/// The surgeries of `doctors` still on (at any branch, from yesterday on: the slots searched
-/// start now or later), as three columns.
+/// The surgeries of `doctors` still on (at any branch) around the span `asked` (a day more on
+/// each side: its local days are not known here), as three columns.
 type Surgeries = (Vec<i64>, Vec<OffsetDateTime>, Vec<OffsetDateTime>);
-async fn surgeries(registry: &impl Queries, doctors: &[i64]) -> ApiResult<Surgeries> {
+async fn surgeries(registry: &impl Queries, doctors: &[i64], asked: &Asked) -> ApiResult<Surgeries> {
+    let from = asked.from.map_or_else(OffsetDateTime::now_utc, |b| b.roughly(false)) - Duration::days(1);
+    let to = asked.to.map_or(from + Duration::days(DEFAULT_DAYS.into()), |b| b.roughly(true))
+        + Duration::days(2);
     let stmt = registry
         .prepare_cached(
             "SELECT coalesce(array_agg(doctor_id), '{}'), coalesce(array_agg(scheduled_at), '{}'),
                     coalesce(array_agg(ends_at), '{}')
                FROM surgery_schedules
               WHERE doctor_id = ANY($1) AND deleted_at IS NULL
-                AND status IN ('scheduled', 'confirmed') AND ends_at > now() - interval '1 day'",
+                AND status IN ('scheduled', 'confirmed') AND ends_at > $2 AND scheduled_at < $3",
         )
         .await?;
-    let row = registry.query_one(&stmt, &[&doctors]).await?;
+    let row = registry.query_one(&stmt, &[&doctors, &from, &to]).await?;
     Ok((row.get(0), row.get(1), row.get(2)))
 }
 
