@@ -154,6 +154,8 @@ pub struct Settings {
     pub branch_database_hosts: Option<Vec<String>>,
     /// The time zone of branches created without one (IANA name).
     pub clinic_timezone: String,
+    /// ISO 4217 code of the currency the clinic's amounts are in (FHIR's Money).
+    pub currency: String,
     /// Months of audit records kept in the databases; older whole months are what
     /// `clinic-server audit archive` writes out and removes. 0: none is archived unless
     /// `--before` says so. The server itself never removes audit records.
@@ -192,6 +194,9 @@ pub struct Settings {
 
 /// How often the reminder worker looks for due reminders.
 pub const REMINDER_POLL: Duration = Duration::from_secs(15);
+
+/// The currency of amounts when `CURRENCY` is not set: the Philippine peso.
+pub const DEFAULT_CURRENCY: &str = "PHP";
 
 /// The reminder offsets when `APPOINTMENT_REMINDER_HOURS` is unset: a day and two hours ahead.
 pub const DEFAULT_REMINDER_HOURS: &[i32] = &[24, 2];
@@ -300,6 +305,7 @@ impl Settings {
             branch_database_hosts: var("BRANCH_DATABASE_HOSTS").map(|v| list(&v)),
             cors_allowed_origins: var("CORS_ALLOWED_ORIGINS").map(|v| list(&v)).unwrap_or_default(),
             clinic_timezone: var("CLINIC_TIMEZONE").unwrap_or_else(|| "UTC".into()),
+            currency: var("CURRENCY").unwrap_or_else(|| DEFAULT_CURRENCY.into()),
             audit_retention_months: parsed("AUDIT_RETENTION_MONTHS", 0)?,
             shutdown_grace: Duration::from_secs(parsed("SHUTDOWN_GRACE_SECONDS", 30)?),
             merge_undo_window: Duration::from_secs(parsed::<u64>("MERGE_UNDO_HOURS", 72)? * 3600),
@@ -362,6 +368,9 @@ impl Settings {
         if self.statement_timeout.is_zero() || self.export_statement_timeout.is_zero() {
             bail!("STATEMENT_TIMEOUT_MS and EXPORT_STATEMENT_TIMEOUT_MS must be positive");
         }
+        if self.currency.len() != 3 || !self.currency.bytes().all(|b| b.is_ascii_uppercase()) {
+            bail!("CURRENCY must be an ISO 4217 code of three capital letters, such as PHP");
+        }
         // An authenticator's label is `issuer:account`.
         if self.mfa_issuer.contains(':') {
             bail!("MFA_ISSUER may not contain a colon");
@@ -423,6 +432,7 @@ impl Settings {
             branch_database_hosts: None,
             cors_allowed_origins: Vec::new(),
             clinic_timezone: "UTC".into(),
+            currency: DEFAULT_CURRENCY.into(),
             audit_retention_months: 0,
             shutdown_grace: Duration::from_secs(30),
             merge_undo_window: Duration::from_secs(72 * 3600),
@@ -464,5 +474,15 @@ mod tests {
         assert!(reminder_hours("0").is_err());
         assert!(reminder_hours("1.5").is_err());
         assert!(reminder_hours(",").is_err());
+    }
+
+    #[test]
+    fn the_currency_is_an_iso_4217_code() {
+        let mut settings = Settings::for_database("postgres://localhost/x");
+        assert!(settings.check().is_ok());
+        for bad in ["php", "PESO", "P$", ""] {
+            settings.currency = bad.into();
+            assert!(settings.check().is_err(), "{bad}");
+        }
     }
 }

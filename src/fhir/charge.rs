@@ -43,7 +43,12 @@ pub fn billed(row: &Value) -> Option<(&'static str, i64)> {
         .find_map(|(kind, column)| row[column].as_i64().map(|id| (kind, id)))
 }
 
-pub fn resource(row: &Value, master: &HashMap<(&'static str, i64), (String, String)>) -> Value {
+/// A posted charge; `currency` is the ISO 4217 code of the clinic's amounts (`CURRENCY`).
+pub fn resource(
+    row: &Value,
+    master: &HashMap<(&'static str, i64), (String, String)>,
+    currency: &str,
+) -> Value {
     let description = text(row, "description");
     let code = match billed(row).and_then(|key| master.get(&key).map(|named| (key.0, named))) {
         Some((kind, (code, name))) => json!({
@@ -64,6 +69,6 @@ pub fn resource(row: &Value, master: &HashMap<(&'static str, i64), (String, Stri
         "occurrenceDateTime": row["transaction_date"],
         "enteredDate": row["posted_at"],
         "quantity": { "value": row["quantity"] },
-        "priceOverride": { "value": row["amount"] },
+        "priceOverride": { "value": row["amount"], "currency": currency },
     })
 }

@@ -16,8 +16,6 @@ pub const PIN: &str = "urn:clinic-server:pin";
 pub const USER: &str = "urn:clinic-server:user";
 pub const BILLING_NUMBER: &str = "urn:clinic-server:billing-number";
 pub const ERROR_CODE: &str = "urn:clinic-server:error";
-/// The extension that repeats an eye's laterality as a SNOMED CT qualifier on a body site.
-pub const LATERALITY: &str = "urn:clinic-server:fhir:laterality";
 
 pub fn own(enumeration: &str) -> String {
     format!("urn:clinic-server:{enumeration}")
@@ -34,18 +32,14 @@ pub fn own_concept(enumeration: &str, code: &str) -> Value {
     json!({ "coding": [{ "system": own(enumeration), "code": code }], "text": text })
 }
 
-/// The eye as a SNOMED CT body structure, with its laterality.
+/// The eye as a SNOMED CT body structure (the concept holds its laterality).
 pub fn eye_site(eye: &str) -> Value {
-    let (site, site_name, side, side_name) = if eye == "right" {
-        ("1290043002", "Entire right eye proper", "24028007", "Right")
+    let (site, site_name, text) = if eye == "right" {
+        ("1290043002", "Entire right eye proper", "Right eye")
     } else {
-        ("1290041000", "Entire left eye proper", "7771000", "Left")
+        ("1290041000", "Entire left eye proper", "Left eye")
     };
-    json!({
-        "extension": [{ "url": LATERALITY, "valueCodeableConcept": concept(SNOMED, side, side_name) }],
-        "coding": [{ "system": SNOMED, "code": site, "display": site_name }],
-        "text": format!("{side_name} eye"),
-    })
+    json!({ "coding": [{ "system": SNOMED, "code": site, "display": site_name }], "text": text })
 }
 
 /// A measured value in a UCUM unit.
@@ -63,9 +57,10 @@ pub fn intraocular_pressure(eye: &str) -> Value {
 }
 
 /// Visual acuity of an eye measured with `correction`: LOINC's uncorrected (unaided) and best
-/// corrected (formal refraction) acuity of each eye. LOINC has no eye-level code for an acuity
-/// through the patient's own glasses or contact lenses, a pinhole or an autorefraction, so
-/// those are the server's own `visual-acuity` code, the correction in the observation's method.
+/// corrected (formal refraction) acuity of each eye, whose property is a length ratio (the
+/// value is a Snellen-style ratio, see [`acuity_ratio`]). LOINC has no eye-level code for an
+/// acuity through the patient's own glasses or contact lenses, a pinhole or an autorefraction,
+/// so those are the server's own `visual-acuity` code, the correction in the observation's method.
 pub fn visual_acuity(eye: &str, correction: &str) -> Value {
     let right = eye == "right";
     match correction {
@@ -84,16 +79,49 @@ pub fn visual_acuity(eye: &str, correction: &str) -> Value {
     }
 }
 
-/// A refraction of one eye: LOINC's subjective refraction panel for the subjective kinds
-/// (manifest, cycloplegic, the final prescription), its values as components. An
-/// autorefraction, a retinoscopy or a reading of the patient's own glasses is no subjective
-/// refraction: the server's own `refraction` code, the kind in the observation's method.
-pub fn refraction(kind: &str) -> Value {
-    match kind {
-        "manifest" | "cycloplegic" | "final_rx" => concept(LOINC, "79895-9", "Subjective refraction panel"),
-        other => {
-            concept(&own("observation"), "refraction", &format!("Refraction, {}", other.replace('_', " ")))
+/// A refraction of one eye: the server's own `refraction` code, the kind (manifest,
+/// cycloplegic, final prescription, autorefraction, ...) in the observation's method; its
+/// sphere, cylinder and axis are components under LOINC's per-eye codes ([`refraction_value`]).
+pub fn refraction(kind: &str, eye: &str) -> Value {
+    let display = format!("Refraction, {}, {eye} eye", kind.replace('_', " "));
+    concept(&own("observation"), "refraction", &display)
+}
+
+/// LOINC's method-free code of an eye's sphere, cylinder or axis (the `refraction` field), if
+/// it has one: those of a refraction of any kind.
+pub fn refraction_value(field: &str, eye: &str) -> Option<(&'static str, &'static str)> {
+    let right = eye == "right";
+    Some(match field {
+        "sphere" if right => ("65890-6", "Spherical power [Inverse Length] Right eye"),
+        "sphere" => ("65894-8", "Spherical power [Inverse Length] Left eye"),
+        "cylinder" if right => ("65892-2", "Cylindrical power [Inverse Length] Right eye"),
+        "cylinder" => ("65896-3", "Cylindrical power [Inverse Length] Left eye"),
+        "axis" if right => ("65891-4", "Cylinder axis Right eye"),
+        "axis" => ("65895-5", "Cylinder axis Left eye"),
+        _ => return None,
+    })
+}
+
+/// The value of a visual acuity as the ratio LOINC's acuity codes mean: a Snellen fraction as
+/// written (`6/12`, `20/40`), a decimal acuity over 1, and a logMAR or ETDRS score as its
+/// decimal equivalent (10^-logMAR, two significant digits) over 1. `None` for a value that is
+/// no ratio (N-point, counting fingers, hand motion, light perception).
+pub fn acuity_ratio(notation: &str, value: &str, logmar: Option<f64>) -> Option<Value> {
+    let ratio = |numerator: f64, denominator: f64| json!({ "numerator": { "value": numerator }, "denominator": { "value": denominator } });
+    let positive = |text: &str| text.trim().parse::<f64>().ok().filter(|n| n.is_finite() && *n > 0.0);
+    match notation {
+        "snellen_m" | "snellen_ft" => {
+            let (numerator, denominator) = value.split_once('/')?;
+            Some(ratio(positive(numerator)?, positive(denominator)?))
         }
+        "decimal" => Some(ratio(positive(value)?, 1.0)),
+        // A low-vision level (`CF`, ...) has a logMAR by convention, no ratio.
+        "logmar" | "etdrs_letters" if value.trim().parse::<f64>().is_ok() => {
+            let decimal = 10f64.powf(-logmar?);
+            let scale = 10f64.powi(1 - decimal.log10().floor() as i32);
+            Some(ratio((decimal * scale).round() / scale, 1.0))
+        }
+        _ => None,
     }
 }
 
@@ -149,5 +177,30 @@ pub fn observation_status(status: &str, amended: bool) -> &'static str {
         ("signed", true) => "amended",
         ("signed", false) => "final",
         _ => "preliminary",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::acuity_ratio;
+
+    #[test]
+    fn an_acuity_is_the_ratio_of_its_notation() {
+        let ratio =
+            |n: f64, d: f64| Some(json!({ "numerator": { "value": n }, "denominator": { "value": d } }));
+        assert_eq!(acuity_ratio("snellen_m", "6/12", Some(0.3)), ratio(6.0, 12.0));
+        assert_eq!(acuity_ratio("snellen_ft", "20/40", Some(0.3)), ratio(20.0, 40.0));
+        assert_eq!(acuity_ratio("decimal", "0.5", Some(0.3)), ratio(0.5, 1.0));
+        assert_eq!(acuity_ratio("logmar", "0.3", Some(0.3)), ratio(0.5, 1.0));
+        assert_eq!(acuity_ratio("logmar", "-0.1", Some(-0.1)), ratio(1.3, 1.0));
+        assert_eq!(acuity_ratio("etdrs_letters", "35", Some(1.0)), ratio(0.1, 1.0));
+        assert_eq!(acuity_ratio("logmar", "3.0", Some(3.0)), ratio(0.001, 1.0));
+        for (notation, value, logmar) in
+            [("n_point", "N8", None), ("snellen_m", "CF", Some(1.9)), ("logmar", "HM", Some(2.3))]
+        {
+            assert_eq!(acuity_ratio(notation, value, logmar), None, "{notation} {value}");
+        }
     }
 }

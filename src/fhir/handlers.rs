@@ -60,7 +60,8 @@ async fn find(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> Ap
         }
         Type::ChargeItem => {
             let billed = registry::billed_items(ctx, rows).await?;
-            rows.iter().map(|row| charge::resource(row, &billed)).collect()
+            let currency = &ctx.state.settings.currency;
+            rows.iter().map(|row| charge::resource(row, &billed, currency)).collect()
         }
         Type::Appointment => {
             let doctors = registry::doctor_names(ctx, rows, "doctor_id").await?;

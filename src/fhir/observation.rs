@@ -3,7 +3,8 @@
 //! could not be assessed give none.
 //!
 //! An observation's id names its source: `iop-<tonometry>-<eye>-<reading>`,
-//! `va-<visual acuity>-<eye>`, `refraction-<refraction>-<eye>`.
+//! `va-<visual acuity>-<eye>`, `refraction-<refraction>-<eye>`. Each names its eye in `bodySite`
+//! (a SNOMED CT body structure of that side).
 
 use std::collections::HashMap;
 
@@ -116,32 +117,40 @@ pub fn resource(row: &Value, names: &HashMap<i64, String>) -> Value {
                 "valueString": finding["value"],
             });
             let distance = json!({ "code": codes::test_distance(), "valueCodeableConcept": own("va-distance", "distance") });
-            // logMAR when the notation gives one (N-point does not): the recorded value then.
-            let value = if finding["logmar"].is_number() {
-                json!({ "valueQuantity": quantity(&finding["logmar"], "logMAR", "{logMAR}") })
-            } else {
-                json!({ "valueString": finding["value"] })
+            let mut components = vec![distance, recorded];
+            if finding["logmar"].is_number() {
+                components.push(json!({
+                    "code": codes::own_concept("visual-acuity", "logmar"),
+                    "valueQuantity": quantity(&finding["logmar"], "logMAR", "{logMAR}"),
+                }));
+            }
+            // The ratio LOINC's acuity codes mean, when the value is one; else as recorded.
+            let text = finding["value"].as_str().unwrap_or_default();
+            let value = match codes::acuity_ratio(notation, text, finding["logmar"].as_f64()) {
+                Some(ratio) => json!({ "valueRatio": ratio }),
+                None => json!({ "valueString": finding["value"] }),
             };
             let mut fields = json!({
                 "code": codes::visual_acuity(eye, finding["correction"].as_str().unwrap_or_default()),
                 "method": own("va-correction", "correction"),
-                "component": [distance, recorded],
+                "component": components,
             });
             merge(&mut fields, value);
             fields
         }
         _ => json!({
-            "code": codes::refraction(finding["kind"].as_str().unwrap_or_default()),
+            "code": codes::refraction(finding["kind"].as_str().unwrap_or_default(), eye),
             "method": own("refraction-kind", "kind"),
-            "component": refraction_components(finding),
+            "component": refraction_components(finding, eye),
         }),
     };
     merge(&mut observation, fields);
     observation
 }
 
-/// Sphere, cylinder, axis, addition and prism of one eye, each in its UCUM unit.
-fn refraction_components(eye: &Value) -> Vec<Value> {
+/// Sphere, cylinder, axis, addition and prism of one eye, each in its UCUM unit; sphere,
+/// cylinder and axis coded with LOINC's code for the eye beside the server's own.
+fn refraction_components(eye: &Value, side: &str) -> Vec<Value> {
     let measured = [
         ("sphere", "diopter", "[diop]"),
         ("cylinder", "diopter", "[diop]"),
@@ -153,7 +162,17 @@ fn refraction_components(eye: &Value) -> Vec<Value> {
         .iter()
         .filter(|(field, _, _)| eye[field].is_number())
         .map(|(field, unit, code)| {
-            json!({ "code": codes::own_concept("refraction", field), "valueQuantity": quantity(&eye[field], unit, code) })
+            let concept = match codes::refraction_value(field, side) {
+                Some((loinc, display)) => json!({
+                    "coding": [
+                        { "system": codes::LOINC, "code": loinc, "display": display },
+                        { "system": codes::own("refraction"), "code": field },
+                    ],
+                    "text": display,
+                }),
+                None => codes::own_concept("refraction", field),
+            };
+            json!({ "code": concept, "valueQuantity": quantity(&eye[field], unit, code) })
         })
         .collect();
     if let Some(base) = eye["prism_base"].as_str() {

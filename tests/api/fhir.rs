@@ -90,28 +90,44 @@ fn code_in(concept: &Value, system: &str) -> String {
         .to_owned()
 }
 
-/// Checks every answer with the fhir.resources models (`tests/api/data/fhir_validate.py`).
-/// CI installs fhir.resources and sets `FHIR_RESOURCES=required`; elsewhere the check runs
-/// when the package is present.
+/// The FHIR version the server declares (`CapabilityStatement.fhirVersion`): the answers are
+/// validated against the models of this version and no other.
+const FHIR_VERSION: &str = "4.0.1";
+
+/// The Python that runs the validator: `FHIR_PYTHON` (CI's holds fhir.resources 6.4, whose
+/// models are R4 4.0.1), else `python3`.
+fn fhir_python() -> String {
+    std::env::var("FHIR_PYTHON").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "python3".into())
+}
+
+/// Checks every answer with the fhir.resources models of [`FHIR_VERSION`]
+/// (`tests/api/data/fhir_validate.py`). CI installs them and sets `FHIR_RESOURCES=required`;
+/// elsewhere the check runs when fhir.resources of that version is present.
 fn validate_with_fhir_resources(answers: &[Value]) {
     let required = std::env::var("FHIR_RESOURCES").is_ok_and(|v| v == "required");
-    let present = std::process::Command::new("python3")
-        .args(["-c", "import fhir.resources.R4B"])
+    let python = fhir_python();
+    let version = std::process::Command::new(&python)
+        .args(["-c", "import fhir.resources as f; print(f.__fhir_version__)"])
         .output()
-        .is_ok_and(|o| o.status.success());
-    if !present {
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    if version.as_deref() != Some(FHIR_VERSION) {
         assert!(
             !required,
-            "fhir.resources is required but not installed (pip install 'fhir.resources==8.3.0')"
+            "fhir.resources with FHIR {FHIR_VERSION} models is required, {python} has {version:?} \
+             (pip install 'fhir.resources==6.4.0' 'pydantic<2' in the Python FHIR_PYTHON names)"
         );
-        eprintln!("fhir.resources is not installed; the answers were not validated by it");
+        eprintln!(
+            "{python} has no fhir.resources of FHIR {FHIR_VERSION} ({version:?}); the answers were not validated"
+        );
         return;
     }
     let file =
         std::env::temp_dir().join(format!("clinic-fhir-{}-{}.json", std::process::id(), answers.len()));
     std::fs::write(&file, serde_json::to_vec(answers).unwrap()).unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/api/data/fhir_validate.py");
-    let out = std::process::Command::new("python3").arg(script).arg(&file).output().unwrap();
+    let out = std::process::Command::new(&python).arg(script).arg(&file).arg(FHIR_VERSION).output().unwrap();
     let _ = std::fs::remove_file(&file);
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "fhir.resources refused answers: {}", &said[..said.len().min(4000)]);

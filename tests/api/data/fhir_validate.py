@@ -1,17 +1,19 @@
 """Validates FHIR answers of the server with the fhir.resources models.
 
-Usage: python3 fhir_validate.py FILE, where FILE holds a JSON array of resources (Bundles,
-single resources, OperationOutcomes). fhir.resources checks structure, cardinality, types and
-primitive formats against its R4B models (R4B left Patient, Encounter, Observation,
-VisionPrescription, ChargeItem, Bundle, CapabilityStatement and OperationOutcome as R4 has
-them); it does not check codes, so the codes of R4's required bindings are checked here.
-Prints every problem and exits 1 when there is one.
+Usage: python3 fhir_validate.py FILE VERSION, where FILE holds a JSON array of resources
+(Bundles, single resources, OperationOutcomes) and VERSION is the FHIR version the server
+declares (4.0.1). The models must be of that version: fhir.resources 6.4 (pydantic 1), whose
+default models are R4 4.0.1 (its 6.5 and later are R4B or R5). A CapabilityStatement among
+the answers must declare the same version. fhir.resources checks structure, cardinality,
+types and primitive formats; it does not check codes, so the codes of R4's required bindings
+are checked here. Prints every problem and exits 1 when there is one.
 """
 
 import json
 import sys
 
-from fhir.resources.R4B import get_fhir_model_class
+import fhir.resources
+from fhir.resources import get_fhir_model_class
 
 # Required bindings of R4 on the elements the server fills in: (type, path) -> allowed codes.
 REQUIRED = {
@@ -45,7 +47,6 @@ REQUIRED = {
     ("Bundle", "entry.search.mode"): {"match", "include", "outcome"},
     ("CapabilityStatement", "status"): {"draft", "active", "retired", "unknown"},
     ("CapabilityStatement", "kind"): {"instance", "capability", "requirements"},
-    ("CapabilityStatement", "fhirVersion"): {"4.0.1"},
     ("CapabilityStatement", "rest.mode"): {"client", "server"},
     ("CapabilityStatement", "rest.resource.interaction.code"): {
         "read", "vread", "update", "patch", "delete", "history-instance", "history-type", "create",
@@ -93,15 +94,21 @@ def code_problems(resource, where):
 
 
 def main():
+    version = sys.argv[2]
+    if fhir.resources.__fhir_version__ != version:
+        print(f"the models are FHIR {fhir.resources.__fhir_version__}, the server declares {version}")
+        sys.exit(2)
     with open(sys.argv[1], encoding="utf-8") as answers:
         resources = json.load(answers)
     problems = []
     for number, resource in enumerate(resources):
         where = f"answer {number} ({resource.get('resourceType')})"
         try:
-            get_fhir_model_class(resource["resourceType"]).model_validate(resource)
+            get_fhir_model_class(resource["resourceType"]).parse_obj(resource)
         except Exception as error:  # every kind of refusal is reported the same way
             problems.append(f"{where}: {error}")
+        if resource.get("resourceType") == "CapabilityStatement" and resource.get("fhirVersion") != version:
+            problems.append(f"{where}: declares FHIR {resource.get('fhirVersion')}, not {version}")
         problems += code_problems(resource, where)
     for problem in problems:
         print(problem)

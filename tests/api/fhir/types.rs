@@ -15,7 +15,7 @@ async fn every_type_answers_fhir_that_validates_with_each_eye_coded() {
     assert_fhir(&r, 200);
     assert_eq!(
         (r.body["resourceType"].as_str(), r.body["fhirVersion"].as_str()),
-        (Some("CapabilityStatement"), Some("4.0.1"))
+        (Some("CapabilityStatement"), Some(FHIR_VERSION))
     );
     let served: Vec<&str> = r.body["rest"][0]["resource"]
         .as_array()
@@ -103,19 +103,18 @@ async fn every_type_answers_fhir_that_validates_with_each_eye_coded() {
     found.sort();
     expected.sort();
     assert_eq!(found, expected);
-    for (id, loinc, site, side) in [
-        (format!("iop-{t}-right-2"), "79892-6", "1290043002", "24028007"),
-        (format!("iop-{t}-left-1"), "79893-4", "1290041000", "7771000"),
-        (format!("va-{n}-right"), "98499-7", "1290043002", "24028007"),
-        (format!("refraction-{m}-right"), "79895-9", "1290043002", "24028007"),
-        (format!("refraction-{m}-left"), "79895-9", "1290041000", "7771000"),
+    // The eye is the body site, a SNOMED CT structure of its side, and nothing more.
+    for (id, system, code, site) in [
+        (format!("iop-{t}-right-2"), "http://loinc.org", "79892-6", "1290043002"),
+        (format!("iop-{t}-left-1"), "http://loinc.org", "79893-4", "1290041000"),
+        (format!("va-{n}-right"), "http://loinc.org", "98499-7", "1290043002"),
+        (format!("refraction-{m}-right"), "urn:clinic-server:observation", "refraction", "1290043002"),
+        (format!("refraction-{m}-left"), "urn:clinic-server:observation", "refraction", "1290041000"),
     ] {
         let o = with_id(&observations, &id);
-        assert_eq!(code_in(&o["code"], "http://loinc.org"), loinc, "{o}");
+        assert_eq!(code_in(&o["code"], system), code, "{o}");
         assert_eq!(code_in(&o["bodySite"], "http://snomed.info/sct"), site, "{o}");
-        let laterality = &o["bodySite"]["extension"][0];
-        assert_eq!(laterality["url"], "urn:clinic-server:fhir:laterality");
-        assert_eq!(code_in(&laterality["valueCodeableConcept"], "http://snomed.info/sct"), side);
+        assert_eq!(o["bodySite"].get("extension"), None, "{o}");
         assert_eq!(o["subject"]["reference"], format!("Patient/{p}"));
         assert_eq!(o["encounter"]["reference"], format!("Encounter/{}", clinic.visit));
         assert_eq!(o["category"][0]["coding"][0]["code"], "exam");
@@ -142,35 +141,54 @@ async fn every_type_answers_fhir_that_validates_with_each_eye_coded() {
         );
         assert_eq!(code_in(&o["method"], "urn:clinic-server:va-correction"), "glasses", "{o}");
     }
+    // A Snellen value is the ratio as written; its logMAR a component.
     let acuity = with_id(&observations, &format!("va-{a}-right"));
     assert_eq!(
-        (acuity["valueQuantity"]["value"].as_f64(), acuity["valueQuantity"]["code"].as_str()),
-        (Some(0.3), Some("{logMAR}"))
+        acuity["valueRatio"],
+        json!({ "numerator": { "value": 6.0 }, "denominator": { "value": 12.0 } })
     );
+    assert_eq!(acuity.get("valueQuantity"), None, "{acuity}");
     assert_eq!(acuity["status"], "preliminary");
     assert_eq!(acuity["component"][1]["valueString"], "6/12");
-    assert_eq!(with_id(&observations, &format!("va-{n}-right"))["valueString"], "N8");
-    let refraction = with_id(&observations, &format!("refraction-{m}-right"));
-    let components: Vec<(String, Value, String)> = refraction["component"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["code"]["coding"][0]["code"].as_str().unwrap().to_owned(),
-                c["valueQuantity"]["value"].clone(),
-                c["valueQuantity"]["code"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
+    assert_eq!(code_in(&acuity["component"][2]["code"], "urn:clinic-server:visual-acuity"), "logmar");
     assert_eq!(
-        components,
+        (
+            acuity["component"][2]["valueQuantity"]["value"].as_f64(),
+            acuity["component"][2]["valueQuantity"]["code"].as_str()
+        ),
+        (Some(0.3), Some("{logMAR}"))
+    );
+    assert_eq!(with_id(&observations, &format!("va-{n}-right"))["valueString"], "N8");
+    // Sphere, cylinder and axis under LOINC's method-free code of each eye, and the server's own.
+    let components = |id: String| -> Vec<(String, String, f64, String)> {
+        with_id(&observations, &id)["component"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    code_in(&c["code"], "http://loinc.org"),
+                    code_in(&c["code"], "urn:clinic-server:refraction"),
+                    c["valueQuantity"]["value"].as_f64().unwrap(),
+                    c["valueQuantity"]["code"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let component = |loinc: &str, own: &str, value: f64, unit: &str| {
+        (loinc.to_owned(), own.to_owned(), value, unit.to_owned())
+    };
+    assert_eq!(
+        components(format!("refraction-{m}-right")),
         [
-            ("sphere".into(), json!(-2.25), "[diop]".into()),
-            ("cylinder".into(), json!(-0.75), "[diop]".into()),
-            ("axis".into(), json!(90), "deg".into())
+            component("65890-6", "sphere", -2.25, "[diop]"),
+            component("65892-2", "cylinder", -0.75, "[diop]"),
+            component("65891-4", "axis", 90.0, "deg"),
         ]
     );
+    assert_eq!(components(format!("refraction-{m}-left")), [component("65894-8", "sphere", -1.5, "[diop]")]);
+    let refraction = with_id(&observations, &format!("refraction-{m}-right"));
+    assert_eq!(code_in(&refraction["method"], "urn:clinic-server:refraction-kind"), "manifest");
     answers.push(observations);
     let one = fhir(app, branch, &format!("/fhir/r4/Observation/iop-{t}-left-1"), 200).await;
     assert_eq!(
@@ -211,6 +229,7 @@ async fn every_type_answers_fhir_that_validates_with_each_eye_coded() {
         (Some("billed"), Some("Consultation"))
     );
     assert_eq!(charge["priceOverride"]["value"].to_string(), "150.00");
+    assert_eq!(charge["priceOverride"]["currency"], "PHP", "the default CURRENCY");
     assert_eq!(charge["context"]["reference"], format!("Encounter/{}", clinic.visit));
     assert_eq!(charge["identifier"][0]["system"], "urn:clinic-server:billing-number");
     answers.push(charges);
@@ -329,4 +348,46 @@ async fn a_merged_patient_is_inactive_and_linked_to_the_patient_that_replaced_it
     assert_eq!((back["active"].as_bool(), back.get("link")), (Some(true), None), "{back}");
     let kept = fhir(&app, main, &format!("/fhir/r4/Patient/{survivor}"), 200).await;
     assert_eq!(kept.get("link"), None, "{kept}");
+}
+
+#[tokio::test]
+async fn an_acuity_under_a_loinc_code_is_the_ratio_the_code_means() {
+    let clinic = Clinic::open().await;
+    let (app, branch, p) = (&clinic.app, clinic.branch, clinic.patient);
+    let unaided = exam(
+        &clinic,
+        "visual-acuities",
+        json!({
+            "examined_at": "2025-03-11T08:00:00Z", "distance": "distance", "correction": "unaided",
+            "notation": "snellen_ft", "right_eye": { "value": "20/40" }, "left_eye": { "value": "CF" },
+        }),
+    )
+    .await;
+    let best = exam(
+        &clinic,
+        "visual-acuities",
+        json!({
+            "examined_at": "2025-03-11T08:05:00Z", "distance": "distance", "correction": "formal_refraction",
+            "notation": "logmar", "right_eye": { "value": "0.2" }, "left_eye": { "value": "0.0" },
+        }),
+    )
+    .await;
+    let observations = fhir(app, branch, &format!("/fhir/r4/Observation?patient={p}&_count=100"), 200).await;
+    let ratio = |numerator: f64, denominator: f64| json!({ "numerator": { "value": numerator }, "denominator": { "value": denominator } });
+    for (id, loinc, value) in [
+        (format!("va-{unaided}-right"), "98499-7", json!({ "valueRatio": ratio(20.0, 40.0) })),
+        (format!("va-{unaided}-left"), "98498-9", json!({ "valueString": "CF" })),
+        (format!("va-{best}-right"), "65893-0", json!({ "valueRatio": ratio(0.63, 1.0) })),
+        (format!("va-{best}-left"), "65897-1", json!({ "valueRatio": ratio(1.0, 1.0) })),
+    ] {
+        let o = with_id(&observations, &id);
+        assert_eq!(code_in(&o["code"], "http://loinc.org"), loinc, "{o}");
+        let (key, expected) = value.as_object().unwrap().iter().next().unwrap();
+        assert_eq!(&o[key], expected, "{o}");
+        assert_eq!(o.get("valueQuantity"), None, "{o}");
+    }
+    // Counting fingers keeps its logMAR by convention, as a component.
+    let cf = with_id(&observations, &format!("va-{unaided}-left"));
+    assert_eq!(cf["component"][2]["valueQuantity"]["value"].as_f64(), Some(1.9), "{cf}");
+    validate_with_fhir_resources(&[observations]);
 }
