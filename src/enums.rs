@@ -22,6 +22,8 @@ pub static VISIT_STATUS: Enumeration = Enumeration {
 };
 pub static EYE: Enumeration = Enumeration { name: "eye", values: &["right", "left", "both", "n_a"] };
 pub static SEVERITY: Enumeration = Enumeration { name: "severity", values: &["mild", "moderate", "severe"] };
+pub static ALLERGY_STATUS: Enumeration =
+    Enumeration { name: "allergy_status", values: &["active", "inactive", "resolved"] };
 pub static BRANCH_STATUS: Enumeration =
     Enumeration { name: "branch_status", values: &["provisioning", "active", "archived"] };
 pub static MIGRATION_STATE: Enumeration =
@@ -206,6 +208,7 @@ pub static ALL: &[&Enumeration] = &[
     &VISIT_STATUS,
     &EYE,
     &SEVERITY,
+    &ALLERGY_STATUS,
     &BRANCH_STATUS,
     &MIGRATION_STATE,
     &RECORD_STATUS,

@@ -7,6 +7,7 @@ pub const ADMIN_ACCESS: &str = "admin.access";
 pub const PATIENTS_READ: &str = "patients.read";
 pub const PATIENTS_WRITE: &str = "patients.write";
 pub const PATIENTS_MERGE: &str = "patients.merge";
+pub const ALLERGIES_WRITE: &str = "allergies.write";
 pub const CLINICAL_READ: &str = "clinical.read";
 pub const CLINICAL_WRITE: &str = "clinical.write";
 pub const BILLING_READ: &str = "billing.read";
@@ -21,6 +22,7 @@ pub const MASTER_DATA_READ: &str = "master_data.read";
 pub const MASTER_DATA_WRITE: &str = "master_data.write";
 pub const PHARMACY_READ: &str = "pharmacy.read";
 pub const PHARMACY_WRITE: &str = "pharmacy.write";
+pub const PHARMACY_ALLERGY_OVERRIDE: &str = "pharmacy.allergy_override";
 pub const AUDIT_READ: &str = "audit.read";
 
 pub const CATALOGUE: &[(&str, &str)] = &[
@@ -28,6 +30,7 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     (PATIENTS_READ, "View patients and their visit records"),
     (PATIENTS_WRITE, "Register and edit patients and their visit records"),
     (PATIENTS_MERGE, "Merge duplicate patients and undo merges"),
+    (ALLERGIES_WRITE, "Record and edit patients' allergies"),
     (CLINICAL_READ, "View clinical examination records"),
     (CLINICAL_WRITE, "Record and edit clinical examinations"),
     (BILLING_READ, "View billing transactions"),
@@ -42,6 +45,7 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     (MASTER_DATA_WRITE, "Edit master data"),
     (PHARMACY_READ, "View pharmacy and inventory"),
     (PHARMACY_WRITE, "Edit pharmacy and inventory"),
+    (PHARMACY_ALLERGY_OVERRIDE, "Dispense a medicine the patient is allergic to, giving a reason"),
     // Who read a patient's records is staff activity as much as patient data: the
     // administrators' (and a privacy officer's role, made by them), not the clinic's roles.
     (AUDIT_READ, "View who read or changed a patient's records"),
@@ -60,6 +64,7 @@ pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
             PATIENTS_WRITE,
             CLINICAL_READ,
             CLINICAL_WRITE,
+            ALLERGIES_WRITE,
             BILLING_READ,
             QUEUE_READ,
             QUEUE_WRITE,
@@ -79,6 +84,7 @@ pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
             PATIENTS_WRITE,
             CLINICAL_READ,
             CLINICAL_WRITE,
+            ALLERGIES_WRITE,
             QUEUE_READ,
             QUEUE_WRITE,
             APPOINTMENTS_READ,
@@ -119,7 +125,15 @@ pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
     (
         "pharmacist",
         "Pharmacy and inventory",
-        &[PATIENTS_READ, CLINICAL_READ, PHARMACY_READ, PHARMACY_WRITE, MASTER_DATA_READ, DASHBOARD_READ],
+        &[
+            PATIENTS_READ,
+            CLINICAL_READ,
+            PHARMACY_READ,
+            PHARMACY_WRITE,
+            PHARMACY_ALLERGY_OVERRIDE,
+            MASTER_DATA_READ,
+            DASHBOARD_READ,
+        ],
     ),
 ];
 

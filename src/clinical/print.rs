@@ -147,8 +147,10 @@ impl Printable for VisitSummary {
 
     async fn sheet(&self, printing: &mut Printing<'_>, summary: &Value) -> ApiResult<Sheet> {
         let visit = &summary["visit"];
-        let mut blocks =
-            vec![Block::Fields(printing.patient_fields(self.patient_of(summary).unwrap_or_default()).await?)];
+        let patient = self.patient_of(summary).unwrap_or_default();
+        let mut patient_fields = printing.patient_fields(patient).await?;
+        patient_fields.push(("Allergies".into(), printing.allergies(patient).await?));
+        let mut blocks = vec![Block::Fields(patient_fields)];
         let doctor = printing.doctor(visit["doctor_id"].as_i64()).await?.0;
         blocks.push(Block::Heading("Visit".into()));
         blocks.push(Block::Fields(vec![

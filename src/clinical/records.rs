@@ -298,6 +298,7 @@ pub static RESOURCES: &[&Resource] = &[
     &PRESCRIBED_MEDICINES,
     &COMPLAINTS,
     &MEDICAL_CERTIFICATES,
+    &super::allergies::ALLERGIES,
     &PATIENT_MERGES,
     &AUDIT_LOGS,
 ];

@@ -60,7 +60,9 @@ impl Printable for Prescription {
     }
 
     async fn sheet(&self, printing: &mut Printing<'_>, record: &Value) -> ApiResult<Sheet> {
-        let patient = printing.patient_fields(record["patient_id"].as_i64().unwrap_or_default()).await?;
+        let patient_id = record["patient_id"].as_i64().unwrap_or_default();
+        let mut patient = printing.patient_fields(patient_id).await?;
+        patient.push(("Allergies".into(), printing.allergies(patient_id).await?));
         let examiner = match record["examiner_id"].as_i64() {
             Some(id) => printing.user_name(id).await?,
             None => String::new(),

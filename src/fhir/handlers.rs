@@ -11,7 +11,9 @@ use super::outcome::{fail, moved, respond};
 use super::patient::Standing;
 use super::search::{self, Accepts, Search, bundle};
 use super::shape::prune;
-use super::{appointment, charge, encounter, observation, patient, registry, schedule, slot, vision};
+use super::{
+    allergy, appointment, charge, encounter, observation, patient, registry, schedule, slot, vision,
+};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
 use crate::permissions::PATIENTS_READ;
@@ -41,6 +43,7 @@ async fn rows(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> Ap
         Type::Appointment => appointment::search(conn, search, &timezone).await,
         Type::Schedule => schedule::search(conn, search, &timezone).await,
         Type::Slot => slot::search(ctx, search).await,
+        Type::AllergyIntolerance => allergy::search(conn, search, &timezone).await,
     }
 }
 
@@ -73,6 +76,10 @@ async fn find(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> Ap
             rows.iter().map(|row| schedule::resource(row, &doctors)).collect()
         }
         Type::Slot => rows.iter().map(slot::resource).collect(),
+        Type::AllergyIntolerance => {
+            let medicines = allergy::medicine_names(ctx, rows).await?;
+            rows.iter().map(|row| allergy::resource(row, &medicines)).collect()
+        }
     };
     let mut patients: Vec<i64> = Vec::new();
     for id in rows.iter().filter_map(|row| row["patient_id"].as_i64()) {

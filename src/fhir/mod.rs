@@ -3,11 +3,13 @@
 //! each eye), `VisionPrescription` (final refractions), `ChargeItem` (posted charges),
 //! `Appointment` (searched by `patient`, `practitioner`, `date` and `status` too) and
 //! `Schedule` (a doctor's hours at the branch, one per doctor, searched by `actor`) and `Slot`
-//! (free slots, from the availability search, by `schedule` and `start`), read by
+//! (free slots, from the availability search, by `schedule` and `start`) and
+//! `AllergyIntolerance` (a patient's allergies, `allergy`), read by
 //! id and searched by `_id`, `patient` and date, plus `Patient/{id}/$everything` and the
 //! CapabilityStatement. It only reads, with its own SQL on the request's branch connection;
 //! each type needs the permission the API's reads of the same records need, and every read
 //! of patient data is recorded as the API's patient reads are.
+mod allergy;
 mod appointment;
 mod capability;
 mod charge;

@@ -2,7 +2,8 @@
 //! takes from it, the others first-expiry-first-out (the earliest-expiring unexpired lots,
 //! split across lots; expired lots never). A line that cannot be met is 409
 //! `insufficient_stock` naming every shortage, and nothing is written. A void puts back
-//! exactly what was taken.
+//! exactly what was taken. A medicine the patient is allergic to is dispensed only over a
+//! reason, by whoever may override (`super::allergies`).
 
 use std::collections::BTreeMap;
 
@@ -74,6 +75,7 @@ pub static TRANSACTIONS: Resource = Resource {
         ("completed_at", Shape::Timestamp),
         ("voided_at", Shape::Timestamp),
         ("void_reason", Shape::Text),
+        ("allergy_override_reason", Shape::Text),
     ],
     computed: &[("lines", LINES, Shape::Json)],
     server_written: &["total"],
@@ -103,7 +105,8 @@ pub static TRANSACTIONS: Resource = Resource {
             field: "status",
             moves: &[Move { from: &["draft"], to: "completed" }],
             stamps: &[Stamp::Now("completed_at")],
-            input: &[],
+            // Required to complete over the patient's active allergy (`super::allergies`).
+            input: &[text("override_reason", 500)],
             done: "Transaction completed.",
         },
         Action {
@@ -312,14 +315,17 @@ impl Hooks for DispensingHooks {
         unit: &Unit<'_>,
         id: i64,
         action: &Action,
-        _: &Map<String, Value>,
+        input: &Map<String, Value>,
         before: &Value,
     ) -> ApiResult<Vec<Topic>> {
         let tx = &**unit;
         let writer = unit.writer();
         let branch = typed::<Dispensing>(before)?.branch_id;
         match action.name {
-            "complete" => dispense(tx, writer, id, branch).await?,
+            "complete" => {
+                super::allergies::check(tx, writer, id, before, input).await?;
+                dispense(tx, writer, id, branch).await?
+            }
             "void" => give_back(tx, writer, id).await?,
             _ => {}
         }

@@ -153,6 +153,47 @@ impl Printing<'_> {
         }
     }
 
+    /// The patient's active allergies as documents list them, most recently noted last:
+    /// "Penicillin (severe: rash); Atropine (moderate)", or "None recorded".
+    pub async fn allergies(&mut self, patient: i64) -> ApiResult<String> {
+        let sql = "SELECT medicine_id, substance, severity, reaction FROM allergies
+                    WHERE patient_id = $1 AND status = 'active' AND deleted_at IS NULL ORDER BY id";
+        let client = self.conn.client();
+        let stmt = client.prepare_cached(sql).await?;
+        let rows = client.query(&stmt, &[&patient]).await?;
+        if rows.is_empty() {
+            return Ok("None recorded".into());
+        }
+        let medicines: Vec<i64> = rows.iter().filter_map(|r| r.get::<_, Option<i64>>(0)).collect();
+        let names: BTreeMap<i64, String> = if medicines.is_empty() {
+            BTreeMap::new()
+        } else {
+            let client = self.ctx.registry().await?;
+            let stmt = client
+                .prepare_cached("SELECT id, concat_ws(' ', generic_name, nullif(strength, '')) FROM medicines WHERE id = ANY($1)")
+                .await?;
+            client.query(&stmt, &[&medicines]).await?.iter().map(|r| (r.get(0), r.get(1))).collect()
+        };
+        let listed: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let medicine = r
+                    .get::<_, Option<i64>>(0)
+                    .map(|id| names.get(&id).cloned().unwrap_or(format!("medicine {id}")));
+                let substance: Option<String> = r.get(1);
+                let what = joined([medicine.as_deref().unwrap_or(""), substance.as_deref().unwrap_or("")]);
+                let severity: String = r.get(2);
+                match r.get::<_, Option<String>>(3) {
+                    Some(reaction) if !reaction.trim().is_empty() => {
+                        format!("{what} ({severity}: {reaction})")
+                    }
+                    _ => format!("{what} ({severity})"),
+                }
+            })
+            .collect();
+        Ok(listed.join("; "))
+    }
+
     /// The lines every document shows of its patient: name, PIN, birth date and sex.
     pub async fn patient_fields(&mut self, patient: i64) -> ApiResult<Vec<(String, String)>> {
         let sql =

@@ -105,6 +105,10 @@ pub fn sample(path: &str, w: &World) -> Option<Sample> {
         ),
         "gross-examinations" => Some(exam(json!({ "brow": "normal" }))),
         "indirect-ophthalmoscopies" => Some(exam(json!({ "vitreous": "clear" }))),
+        "patients/{patient_id}/allergies" => plain(
+            json!({ "medicine_id": w.medicine, "severity": "moderate", "reaction": "Eyelid swelling" }),
+            json!({ "status": "resolved" }),
+        ),
         "patients/{patient_id}/billing-transactions" => plain(
             json!({ "kind": "charge", "unit_price": "25", "description": "Consult" }),
             json!({ "quantity": 2 }),

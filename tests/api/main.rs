@@ -7,6 +7,7 @@ mod support;
 mod access_log;
 mod accounts;
 mod admin;
+mod allergies;
 mod appointments;
 mod audit_archive;
 mod audit_chain;

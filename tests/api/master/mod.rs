@@ -45,6 +45,7 @@ const ENUMS: &[(&str, &[&str])] = &[
     ("visit_status", &["scheduled", "checked_in", "in_progress", "completed", "cancelled"]),
     ("eye", &["right", "left", "both", "n_a"]),
     ("severity", &["mild", "moderate", "severe"]),
+    ("allergy_status", &["active", "inactive", "resolved"]),
     ("branch_status", &["provisioning", "active", "archived"]),
     ("migration_state", &["pending", "current", "failed"]),
     ("record_status", &["active", "inactive"]),

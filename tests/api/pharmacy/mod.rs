@@ -1,6 +1,6 @@
 //! Pharmacy and inventory: the stock ledger and its levels,
 //! no overselling under concurrency, FEFO, receiving against purchase orders, voids,
-//! transfers, gapless numbers, branch reach and `clinic-server stock check`. Over HTTP
+//! transfers, gapless numbers, branch reach, the allergy check and `clinic-server stock check`. Over HTTP
 //! against a real server and a fresh database.
 //!
 //! The helpers shared by the topics are here; the tests are in the modules below, one topic each.
@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::support::{Reply, TestApp, assert_error, assert_invalid, assert_status, id_of, ids, reply};
 
+mod allergies;
 mod ledger;
 mod limits;
 mod orders;
