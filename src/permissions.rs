@@ -22,6 +22,7 @@ pub const MASTER_DATA_WRITE: &str = "master_data.write";
 pub const PHARMACY_READ: &str = "pharmacy.read";
 pub const PHARMACY_WRITE: &str = "pharmacy.write";
 pub const AUDIT_READ: &str = "audit.read";
+pub const DIAGNOSES_WRITE: &str = "diagnoses.write";
 
 pub const CATALOGUE: &[(&str, &str)] = &[
     (ADMIN_ACCESS, "Administer branches, branch services, staff, users and roles"),
@@ -42,6 +43,7 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     (MASTER_DATA_WRITE, "Edit master data"),
     (PHARMACY_READ, "View pharmacy and inventory"),
     (PHARMACY_WRITE, "Edit pharmacy and inventory"),
+    (DIAGNOSES_WRITE, "Record diagnoses and keep patients' problem lists"),
     // Who read a patient's records is staff activity as much as patient data: the
     // administrators' (and a privacy officer's role, made by them), not the clinic's roles.
     (AUDIT_READ, "View who read or changed a patient's records"),
@@ -60,6 +62,7 @@ pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
             PATIENTS_WRITE,
             CLINICAL_READ,
             CLINICAL_WRITE,
+            DIAGNOSES_WRITE,
             BILLING_READ,
             QUEUE_READ,
             QUEUE_WRITE,

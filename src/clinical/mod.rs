@@ -2,6 +2,7 @@
 //! serves them. Enumerations are lowercase snake_case, all listed by `/enums`.
 
 mod access_log;
+pub mod diagnoses;
 pub mod merge;
 pub mod patients;
 mod print;

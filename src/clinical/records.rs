@@ -300,4 +300,6 @@ pub static RESOURCES: &[&Resource] = &[
     &MEDICAL_CERTIFICATES,
     &PATIENT_MERGES,
     &AUDIT_LOGS,
+    &super::diagnoses::VISIT_DIAGNOSES,
+    &super::diagnoses::PROBLEMS,
 ];

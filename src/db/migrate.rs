@@ -476,6 +476,7 @@ mod tests {
         (14, "second_factor", 10717133452558879178),
         (15, "sessions", 10311005976225758993),
         (16, "appointment_permissions", 8302143512423578345),
+        (17, "calendar_keys", 10924135444864012900),
     ];
     const RELEASED_TENANT: &[(i32, &str, u64)] = &[
         (1, "clinical_base", 762070060115256798),
@@ -499,6 +500,7 @@ mod tests {
         (21, "audit_chain", 11584049497666584505),
         (22, "appointments", 1515588883306744217),
         (23, "doctor_hours_and_recalls", 18312977244612464081),
+        (24, "appointment_reminders", 8000550159168022264),
     ];
 
     /// What differs between the migrations `set` holds and `released`: a released one changed
