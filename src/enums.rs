@@ -199,7 +199,8 @@ pub static RECALL_STATUS: Enumeration =
 
 pub static LATERALITY: Enumeration =
     Enumeration { name: "laterality", values: &["right", "left", "both", "none"] };
-pub static PROBLEM_STATUS: Enumeration = Enumeration { name: "problem_status", values: &["active", "resolved"] };
+pub static PROBLEM_STATUS: Enumeration =
+    Enumeration { name: "problem_status", values: &["active", "resolved"] };
 
 /// All of them, in the order `GET /enums` answers.
 pub static ALL: &[&Enumeration] = &[

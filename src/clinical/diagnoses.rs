@@ -115,7 +115,12 @@ struct DiagnosisHooks;
 
 #[async_trait]
 impl Hooks for DiagnosisHooks {
-    async fn prepare(&self, writer: &Writer, _: Option<i64>, input: &mut Map<String, Value>) -> ApiResult<()> {
+    async fn prepare(
+        &self,
+        writer: &Writer,
+        _: Option<i64>,
+        input: &mut Map<String, Value>,
+    ) -> ApiResult<()> {
         known_code(writer, input).await.map(|_| ())
     }
 
@@ -164,7 +169,12 @@ struct ProblemHooks;
 #[async_trait]
 impl Hooks for ProblemHooks {
     /// A known code; its title from the registry unless one is sent.
-    async fn prepare(&self, writer: &Writer, _: Option<i64>, input: &mut Map<String, Value>) -> ApiResult<()> {
+    async fn prepare(
+        &self,
+        writer: &Writer,
+        _: Option<i64>,
+        input: &mut Map<String, Value>,
+    ) -> ApiResult<()> {
         let title = known_code(writer, input).await?;
         if let Some(title) = title.filter(|_| input.text("title").is_none()) {
             input.insert("title".into(), Value::String(title));

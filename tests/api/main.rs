@@ -18,6 +18,7 @@ mod conformance;
 mod contract;
 mod dashboard;
 mod dashboard_rollups;
+mod diagnoses;
 mod display;
 mod documents;
 mod drift;
