@@ -6,6 +6,7 @@ use salvo::http::StatusCode;
 use salvo::prelude::*;
 use serde_json::{Value, json};
 
+use super::condition;
 use super::kinds::Type;
 use super::outcome::{fail, moved, respond};
 use super::patient::Standing;
@@ -41,6 +42,7 @@ async fn rows(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> Ap
         Type::Appointment => appointment::search(conn, search, &timezone).await,
         Type::Schedule => schedule::search(conn, search, &timezone).await,
         Type::Slot => slot::search(ctx, search).await,
+        Type::Condition => condition::search(conn, search).await,
     }
 }
 
@@ -72,6 +74,7 @@ async fn find(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> Ap
             rows.iter().map(|row| schedule::resource(row, &doctors)).collect()
         }
         Type::Slot => rows.iter().map(slot::resource).collect(),
+        Type::Condition => rows.iter().map(condition::resource).collect(),
     };
     let mut patients: Vec<i64> = Vec::new();
     for id in rows.iter().filter_map(|row| row["patient_id"].as_i64()) {

@@ -1,7 +1,7 @@
 //! The resource types served, and what each needs and takes.
 
 use super::search::Accepts;
-use super::{appointment, charge, encounter, observation, patient, schedule, slot, vision};
+use super::{appointment, charge, condition, encounter, observation, patient, schedule, slot, vision};
 use crate::permissions::{APPOINTMENTS_READ, BILLING_READ, CLINICAL_READ, PATIENTS_READ};
 
 /// The resource types served.
@@ -15,10 +15,11 @@ pub enum Type {
     Appointment,
     Schedule,
     Slot,
+    Condition,
 }
 
 impl Type {
-    pub const ALL: [Type; 8] = [
+    pub const ALL: [Type; 9] = [
         Type::Patient,
         Type::Encounter,
         Type::Observation,
@@ -27,16 +28,18 @@ impl Type {
         Type::Appointment,
         Type::Schedule,
         Type::Slot,
+        Type::Condition,
     ];
 
     /// The types of a patient's records, in the order `$everything` answers them.
-    pub const EVERYTHING: [Type; 6] = [
+    pub const EVERYTHING: [Type; 7] = [
         Type::Patient,
         Type::Encounter,
         Type::Observation,
         Type::VisionPrescription,
         Type::ChargeItem,
         Type::Appointment,
+        Type::Condition,
     ];
 
     pub fn name(self) -> &'static str {
@@ -49,13 +52,14 @@ impl Type {
             Type::Appointment => "Appointment",
             Type::Schedule => "Schedule",
             Type::Slot => "Slot",
+            Type::Condition => "Condition",
         }
     }
 
     /// The permission of the API's reads of the same records.
     pub fn permission(self) -> &'static str {
         match self {
-            Type::Patient | Type::Encounter => PATIENTS_READ,
+            Type::Patient | Type::Encounter | Type::Condition => PATIENTS_READ,
             Type::Observation | Type::VisionPrescription => CLINICAL_READ,
             Type::ChargeItem => BILLING_READ,
             Type::Appointment | Type::Schedule | Type::Slot => APPOINTMENTS_READ,
@@ -72,6 +76,7 @@ impl Type {
             Type::Appointment => appointment::ACCEPTS,
             Type::Schedule => schedule::ACCEPTS,
             Type::Slot => slot::ACCEPTS,
+            Type::Condition => condition::ACCEPTS,
         }
     }
 
@@ -80,9 +85,9 @@ impl Type {
         format!("/fhir/r4/{}", self.name())
     }
 
-    /// Whether its ids are numbers (an observation's id names its source, a slot's its doctor
-    /// and start).
+    /// Whether its ids are numbers (an observation's or a condition's id names its source, a
+    /// slot's its doctor and start).
     pub fn numeric_ids(self) -> bool {
-        !matches!(self, Type::Observation | Type::Slot)
+        !matches!(self, Type::Observation | Type::Slot | Type::Condition)
     }
 }

@@ -33,7 +33,8 @@ async fn every_type_answers_fhir_that_validates_with_each_eye_coded() {
             "ChargeItem",
             "Appointment",
             "Schedule",
-            "Slot"
+            "Slot",
+            "Condition"
         ]
     );
     answers.push(r.body);
@@ -262,6 +263,7 @@ async fn the_api_document_describes_every_fhir_route_in_fhir_json() {
         "Appointment",
         "Schedule",
         "Slot",
+        "Condition",
     ] {
         expected.extend([format!("/fhir/r4/{kind}"), format!("/fhir/r4/{kind}/{{id}}")]);
     }
