@@ -199,6 +199,11 @@ pub static APPOINTMENT_STATUS: Enumeration = Enumeration {
 pub static RECALL_STATUS: Enumeration =
     Enumeration { name: "recall_status", values: &["pending", "booked", "done", "cancelled"] };
 
+pub static LATERALITY: Enumeration =
+    Enumeration { name: "laterality", values: &["right", "left", "both", "none"] };
+pub static PROBLEM_STATUS: Enumeration =
+    Enumeration { name: "problem_status", values: &["active", "resolved"] };
+
 /// All of them, in the order `GET /enums` answers.
 pub static ALL: &[&Enumeration] = &[
     &SEX,
@@ -249,4 +254,6 @@ pub static ALL: &[&Enumeration] = &[
     &QUEUE_STATUS,
     &APPOINTMENT_STATUS,
     &RECALL_STATUS,
+    &LATERALITY,
+    &PROBLEM_STATUS,
 ];

@@ -24,6 +24,7 @@ pub const PHARMACY_READ: &str = "pharmacy.read";
 pub const PHARMACY_WRITE: &str = "pharmacy.write";
 pub const PHARMACY_ALLERGY_OVERRIDE: &str = "pharmacy.allergy_override";
 pub const AUDIT_READ: &str = "audit.read";
+pub const DIAGNOSES_WRITE: &str = "diagnoses.write";
 
 pub const CATALOGUE: &[(&str, &str)] = &[
     (ADMIN_ACCESS, "Administer branches, branch services, staff, users and roles"),
@@ -46,6 +47,7 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     (PHARMACY_READ, "View pharmacy and inventory"),
     (PHARMACY_WRITE, "Edit pharmacy and inventory"),
     (PHARMACY_ALLERGY_OVERRIDE, "Dispense a medicine the patient is allergic to, giving a reason"),
+    (DIAGNOSES_WRITE, "Record diagnoses and keep patients' problem lists"),
     // Who read a patient's records is staff activity as much as patient data: the
     // administrators' (and a privacy officer's role, made by them), not the clinic's roles.
     (AUDIT_READ, "View who read or changed a patient's records"),
@@ -65,6 +67,7 @@ pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
             CLINICAL_READ,
             CLINICAL_WRITE,
             ALLERGIES_WRITE,
+            DIAGNOSES_WRITE,
             BILLING_READ,
             QUEUE_READ,
             QUEUE_WRITE,

@@ -186,8 +186,8 @@ async fn serving(registry: &impl Queries, candidates: &[i64], staff: Option<&[i6
 type Surgeries = (Vec<i64>, Vec<OffsetDateTime>, Vec<OffsetDateTime>);
 async fn surgeries(registry: &impl Queries, doctors: &[i64], asked: &Asked) -> ApiResult<Surgeries> {
     let from = asked.from.map_or_else(OffsetDateTime::now_utc, |b| b.roughly(false)) - Duration::days(1);
-    let to = asked.to.map_or(from + Duration::days(DEFAULT_DAYS.into()), |b| b.roughly(true))
-        + Duration::days(2);
+    let to =
+        asked.to.map_or(from + Duration::days(DEFAULT_DAYS.into()), |b| b.roughly(true)) + Duration::days(2);
     let stmt = registry
         .prepare_cached(
             "SELECT coalesce(array_agg(doctor_id), '{}'), coalesce(array_agg(scheduled_at), '{}'),

@@ -3,6 +3,7 @@
 
 mod access_log;
 pub mod allergies;
+pub mod diagnoses;
 pub mod merge;
 pub mod patients;
 mod print;

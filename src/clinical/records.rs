@@ -301,4 +301,6 @@ pub static RESOURCES: &[&Resource] = &[
     &super::allergies::ALLERGIES,
     &PATIENT_MERGES,
     &AUDIT_LOGS,
+    &super::diagnoses::VISIT_DIAGNOSES,
+    &super::diagnoses::PROBLEMS,
 ];

@@ -477,6 +477,7 @@ mod tests {
         (15, "sessions", 10311005976225758993),
         (16, "appointment_permissions", 8302143512423578345),
         (17, "calendar_keys", 10924135444864012900),
+        (18, "diagnosis_codes", 9221684837993138931),
     ];
     const RELEASED_TENANT: &[(i32, &str, u64)] = &[
         (1, "clinical_base", 762070060115256798),
@@ -501,6 +502,7 @@ mod tests {
         (22, "appointments", 1515588883306744217),
         (23, "doctor_hours_and_recalls", 18312977244612464081),
         (24, "appointment_reminders", 8000550159168022264),
+        (25, "allergies", 13597016628055747788),
     ];
 
     /// What differs between the migrations `set` holds and `released`: a released one changed

@@ -23,7 +23,7 @@ pub const ACCEPTS: Accepts = Accepts {
     identifier: false,
     practitioner: Some("practitioner"),
     statuses: STATUSES,
-    schedule: false,
+    ..Accepts::NOTHING_MORE
 };
 
 /// FHIR's status of an appointment in `status`.

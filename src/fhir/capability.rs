@@ -29,6 +29,9 @@ fn parameters(kind: Type) -> Vec<(&'static str, &'static str, &'static str)> {
             "The doctor's Schedule: an id or Schedule/<id>; several match any",
         ));
     }
+    if accepts.code.is_some() {
+        parameters.push(("code", "token", "The code, as <code> or <system>|<code>; several match any"));
+    }
     if !accepts.statuses.is_empty() {
         parameters.push(("status", "token", "The status; several, comma-separated, match any"));
     }

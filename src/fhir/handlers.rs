@@ -6,6 +6,7 @@ use salvo::http::StatusCode;
 use salvo::prelude::*;
 use serde_json::{Value, json};
 
+use super::condition;
 use super::kinds::Type;
 use super::outcome::{fail, moved, respond};
 use super::patient::Standing;
@@ -44,6 +45,7 @@ async fn rows(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> Ap
         Type::Schedule => schedule::search(conn, search, &timezone).await,
         Type::Slot => slot::search(ctx, search).await,
         Type::AllergyIntolerance => allergy::search(conn, search, &timezone).await,
+        Type::Condition => condition::search(conn, search).await,
     }
 }
 
@@ -80,6 +82,7 @@ async fn find(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> Ap
             let medicines = allergy::medicine_names(ctx, rows).await?;
             rows.iter().map(|row| allergy::resource(row, &medicines)).collect()
         }
+        Type::Condition => rows.iter().map(condition::resource).collect(),
     };
     let mut patients: Vec<i64> = Vec::new();
     for id in rows.iter().filter_map(|row| row["patient_id"].as_i64()) {

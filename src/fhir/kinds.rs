@@ -1,7 +1,9 @@
 //! The resource types served, and what each needs and takes.
 
 use super::search::Accepts;
-use super::{allergy, appointment, charge, encounter, observation, patient, schedule, slot, vision};
+use super::{
+    allergy, appointment, charge, condition, encounter, observation, patient, schedule, slot, vision,
+};
 use crate::permissions::{APPOINTMENTS_READ, BILLING_READ, CLINICAL_READ, PATIENTS_READ};
 
 /// The resource types served.
@@ -16,10 +18,11 @@ pub enum Type {
     Schedule,
     Slot,
     AllergyIntolerance,
+    Condition,
 }
 
 impl Type {
-    pub const ALL: [Type; 9] = [
+    pub const ALL: [Type; 10] = [
         Type::Patient,
         Type::Encounter,
         Type::Observation,
@@ -29,10 +32,11 @@ impl Type {
         Type::Schedule,
         Type::Slot,
         Type::AllergyIntolerance,
+        Type::Condition,
     ];
 
     /// The types of a patient's records, in the order `$everything` answers them.
-    pub const EVERYTHING: [Type; 7] = [
+    pub const EVERYTHING: [Type; 8] = [
         Type::Patient,
         Type::Encounter,
         Type::Observation,
@@ -40,6 +44,7 @@ impl Type {
         Type::ChargeItem,
         Type::Appointment,
         Type::AllergyIntolerance,
+        Type::Condition,
     ];
 
     pub fn name(self) -> &'static str {
@@ -53,13 +58,14 @@ impl Type {
             Type::Schedule => "Schedule",
             Type::Slot => "Slot",
             Type::AllergyIntolerance => "AllergyIntolerance",
+            Type::Condition => "Condition",
         }
     }
 
     /// The permission of the API's reads of the same records.
     pub fn permission(self) -> &'static str {
         match self {
-            Type::Patient | Type::Encounter | Type::AllergyIntolerance => PATIENTS_READ,
+            Type::Patient | Type::Encounter | Type::AllergyIntolerance | Type::Condition => PATIENTS_READ,
             Type::Observation | Type::VisionPrescription => CLINICAL_READ,
             Type::ChargeItem => BILLING_READ,
             Type::Appointment | Type::Schedule | Type::Slot => APPOINTMENTS_READ,
@@ -77,6 +83,7 @@ impl Type {
             Type::Schedule => schedule::ACCEPTS,
             Type::Slot => slot::ACCEPTS,
             Type::AllergyIntolerance => allergy::ACCEPTS,
+            Type::Condition => condition::ACCEPTS,
         }
     }
 
@@ -85,9 +92,9 @@ impl Type {
         format!("/fhir/r4/{}", self.name())
     }
 
-    /// Whether its ids are numbers (an observation's id names its source, a slot's its doctor
-    /// and start).
+    /// Whether its ids are numbers (an observation's or a condition's id names its source, a
+    /// slot's its doctor and start).
     pub fn numeric_ids(self) -> bool {
-        !matches!(self, Type::Observation | Type::Slot)
+        !matches!(self, Type::Observation | Type::Slot | Type::Condition)
     }
 }

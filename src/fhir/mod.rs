@@ -14,6 +14,7 @@ mod appointment;
 mod capability;
 mod charge;
 mod codes;
+mod condition;
 mod encounter;
 mod handlers;
 mod kinds;
@@ -153,6 +154,9 @@ pub fn endpoints() -> Vec<Endpoints> {
                 docs::string().pattern(reference_pattern("Schedule")).into(),
                 "A Schedule id or reference (Schedule/4, a doctor's); comma-separated",
             ));
+        }
+        if accepts.code.is_some() {
+            parameters.push(("code", text().into(), "Codes, as code or system|code; comma-separated (any)"));
         }
         if !accepts.statuses.is_empty() {
             let item = accepts.statuses.join("|");

@@ -34,6 +34,8 @@ pub struct Accepts {
     pub statuses: &'static [&'static str],
     /// `schedule` (a Schedule id or reference: a doctor's).
     pub schedule: bool,
+    /// `code`, as a token of this system (`system|code`, `|code` or `code`).
+    pub code: Option<&'static str>,
 }
 
 impl Accepts {
@@ -45,6 +47,7 @@ impl Accepts {
         practitioner: None,
         statuses: &[],
         schedule: false,
+        code: None,
     };
 }
 
@@ -91,6 +94,8 @@ pub struct Search {
     pub statuses: Option<Vec<String>>,
     /// PINs named by `identifier` (a value of another system names none).
     pub identifiers: Option<Vec<String>>,
+    /// Codes named by `code` (a value of another system names none).
+    pub codes: Option<Vec<String>>,
     /// Every date parameter must hold, each by any of its comma-separated values.
     pub dates: Vec<Vec<DateParam>>,
     /// The records deleted rather than the live ones: what a read of an id not found asks
@@ -127,6 +132,9 @@ pub fn parse(pairs: &[(String, String)], accepts: Accepts) -> ApiResult<Search> 
     if accepts.schedule {
         taken.push("schedule");
     }
+    if accepts.code.is_some() {
+        taken.push("code");
+    }
     // Control characters never get here: `http::text::QueryText` refused them in front of
     // the routes.
     for (name, value) in pairs {
@@ -143,6 +151,10 @@ pub fn parse(pairs: &[(String, String)], accepts: Accepts) -> ApiResult<Search> 
         match name.as_str() {
             "_id" => all_of(&mut search.ids, items),
             "identifier" => all_of(&mut search.identifiers, items.iter().filter_map(|i| pin(i)).collect()),
+            "code" => {
+                let system = accepts.code.unwrap_or_default();
+                all_of(&mut search.codes, items.iter().filter_map(|i| token(system, i)).collect());
+            }
             "patient" => {
                 let ids = items.iter().map(|v| patient_reference(v)).collect::<ApiResult<Vec<_>>>()?;
                 all_of(&mut search.patients, ids);
@@ -208,6 +220,15 @@ fn format(value: &str) -> ApiResult<()> {
 fn pin(value: &str) -> Option<String> {
     match value.split_once('|') {
         Some((system, pin)) if system.is_empty() || system == PIN => Some(pin.to_owned()),
+        Some(_) => None,
+        None => Some(value.to_owned()),
+    }
+}
+
+/// The code a token names in `system`: `code`, `|code` or `system|code`.
+fn token(system: &str, value: &str) -> Option<String> {
+    match value.split_once('|') {
+        Some((sent, code)) if sent.is_empty() || sent == system => Some(code.to_owned()),
         Some(_) => None,
         None => Some(value.to_owned()),
     }

@@ -1,6 +1,7 @@
 //! Master data and lookups shared by every branch, and the enumerations of the API.
 
 pub mod catalogue;
+pub mod diagnosis_codes;
 pub mod lookups;
 pub mod schedules;
 
@@ -26,6 +27,7 @@ pub static RESOURCES: &[&Resource] = &[
     &lookups::PAYMENT_METHODS,
     &lookups::SUPPLIERS,
     &lookups::PURCHASE_ORDER_STATUSES,
+    &diagnosis_codes::DIAGNOSIS_CODES,
 ];
 
 /// `GET /enums`: every enumeration the API uses, its values in order.

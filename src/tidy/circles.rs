@@ -96,11 +96,11 @@ fn expand(base: &[String], text: &str, out: &mut Vec<Vec<String>>) {
                 })
                 .map_or(group.len(), |(i, _)| i);
             for item in split_top_level(&group[..end]) {
-                let item = item.trim();
-                if item == "self" || item.is_empty() {
-                    out.push(path.clone());
-                } else {
-                    expand(&path, item, out);
+                // A group's trailing comma (one written over several lines) names nothing.
+                match item.trim() {
+                    "" => {}
+                    "self" => out.push(path.clone()),
+                    item => expand(&path, item, out),
                 }
             }
             return;

@@ -113,6 +113,14 @@ pub fn sample(path: &str, w: &World) -> Option<Sample> {
             json!({ "kind": "charge", "unit_price": "25", "description": "Consult" }),
             json!({ "quantity": 2 }),
         ),
+        "patient-visits/{patient_visit_id}/diagnoses" => plain(
+            json!({ "code": "H40.1111", "laterality": "right", "is_primary": true }),
+            json!({ "note": "Stable" }),
+        ),
+        "patients/{patient_id}/problems" => plain(
+            json!({ "code": "H52.13", "onset": "2025-01-02" }),
+            json!({ "status": "resolved", "resolved_on": "2026-01-02" }),
+        ),
         "bill-items" => plain(
             json!({ "code": "cf-1", "name": "Consultation fee", "bill_item_category_id": 1, "unit_price": 500 }),
             json!({ "unit_price": "550.50" }),
@@ -227,6 +235,7 @@ pub fn collection(r: &Resource, w: &World) -> String {
     let path = r
         .path
         .replace("{patient_id}", &w.patient.to_string())
+        .replace("{patient_visit_id}", &w.visit.to_string())
         .replace("{branch_id}", &w.branch.to_string())
         .replace("{branch_service_id}", &w.service.to_string());
     format!("/api/v1/{path}")

@@ -8,6 +8,7 @@
 
 mod access;
 mod appointments;
+mod conditions;
 mod edges;
 mod search;
 mod slots;

@@ -19,6 +19,7 @@ mod conformance;
 mod contract;
 mod dashboard;
 mod dashboard_rollups;
+mod diagnoses;
 mod display;
 mod documents;
 mod drift;

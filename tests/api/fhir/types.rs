@@ -34,7 +34,8 @@ async fn every_type_answers_fhir_that_validates_with_each_eye_coded() {
             "Appointment",
             "Schedule",
             "Slot",
-            "AllergyIntolerance"
+            "AllergyIntolerance",
+            "Condition"
         ]
     );
     answers.push(r.body);
@@ -283,6 +284,7 @@ async fn the_api_document_describes_every_fhir_route_in_fhir_json() {
         "Schedule",
         "Slot",
         "AllergyIntolerance",
+        "Condition",
     ] {
         expected.extend([format!("/fhir/r4/{kind}"), format!("/fhir/r4/{kind}/{{id}}")]);
     }

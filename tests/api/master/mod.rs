@@ -168,6 +168,8 @@ const ENUMS: &[(&str, &[&str])] = &[
     ("queue_status", &["waiting", "called", "serving", "completed", "skipped", "no_show", "transferred"]),
     ("appointment_status", &["booked", "arrived", "in_progress", "completed", "cancelled", "no_show"]),
     ("recall_status", &["pending", "booked", "done", "cancelled"]),
+    ("laterality", &["right", "left", "both", "none"]),
+    ("problem_status", &["active", "resolved"]),
 ];
 
 // ---------------------------------------------------------------------------------------
