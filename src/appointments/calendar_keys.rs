@@ -176,8 +176,7 @@ pub struct Granted {
 /// most once a minute: bookkeeping like a display key's, not an administrator's change, so
 /// neither audited nor versioned.
 pub async fn granted(state: &AppState, presented: &str, doctor: i64) -> ApiResult<Option<Granted>> {
-    let Some(secret) = presented.strip_prefix(PREFIX) else { return Ok(None) };
-    if secret.len() != 64 || !secret.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !tokens::is_prefixed_secret(presented, PREFIX) {
         return Ok(None);
     }
     let client = state.registry.get().await?;

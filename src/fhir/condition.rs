@@ -41,13 +41,7 @@ fn record_of(id: &str) -> Option<i64> {
 
 pub async fn search(conn: &mut Conn, search: &Search) -> ApiResult<Page> {
     let mut sql = Sql::default();
-    if let Some(ids) = &search.ids {
-        let known: Vec<&String> = ids.iter().filter(|id| record_of(id).is_some()).collect();
-        let records: Vec<i64> = known.iter().filter_map(|id| record_of(id)).collect();
-        let names: Vec<String> = known.into_iter().cloned().collect();
-        let (records, names) = (sql.value(records), sql.value(names));
-        sql.condition(format!("c.record_id = ANY({records}::bigint[]) AND c.fhir_id = ANY({names}::text[])"));
-    }
+    sql.composite_ids("c", search, record_of);
     sql.patients("c.patient_id", search);
     if let Some(codes) = &search.codes {
         let codes = sql.value(codes.clone());

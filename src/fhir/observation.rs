@@ -63,14 +63,8 @@ fn record_of(id: &str) -> Option<i64> {
 
 pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResult<Page> {
     let mut sql = Sql::default();
-    if let Some(ids) = &search.ids {
-        let known: Vec<&String> = ids.iter().filter(|id| record_of(id).is_some()).collect();
-        // The record's id first: it reaches each examination's primary key.
-        let records: Vec<i64> = known.iter().filter_map(|id| record_of(id)).collect();
-        let names: Vec<String> = known.into_iter().cloned().collect();
-        let (records, names) = (sql.value(records), sql.value(names));
-        sql.condition(format!("o.record_id = ANY({records}::bigint[]) AND o.fhir_id = ANY({names}::text[])"));
-    }
+    // The record's id first: it reaches each examination's primary key.
+    sql.composite_ids("o", search, record_of);
     sql.patients("o.patient_id", search);
     sql.dates("o.examined_at", false, search, timezone);
     let observations = if search.gone {

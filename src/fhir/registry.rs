@@ -8,18 +8,11 @@ use serde_json::Value;
 use super::charge::billed;
 use crate::http::error::ApiResult;
 use crate::resource::Context;
+use crate::resource::row::Fields;
 
 /// The names of the users in `column` of `rows`.
 pub async fn user_names(ctx: &Context, rows: &[Value], column: &str) -> ApiResult<HashMap<i64, String>> {
-    let mut ids: Vec<i64> = rows.iter().filter_map(|r| r[column].as_i64()).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    if ids.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let client = ctx.registry().await?;
-    let found = client.query("SELECT id, name FROM users WHERE id = ANY($1)", &[&ids]).await?;
-    Ok(found.iter().map(|r| (r.get(0), r.get(1))).collect())
+    names_in(ctx, rows, column, "SELECT id, name FROM users WHERE id = ANY($1)").await
 }
 
 /// `(code, name)` of the master data the charges in `rows` bill.
@@ -70,7 +63,7 @@ pub async fn service_names(ctx: &Context, rows: &[Value], column: &str) -> ApiRe
 
 /// `(id, name)` as `sql` answers them for the ids in `column` of `rows`.
 async fn names_in(ctx: &Context, rows: &[Value], column: &str, sql: &str) -> ApiResult<HashMap<i64, String>> {
-    let mut ids: Vec<i64> = rows.iter().filter_map(|r| r[column].as_i64()).collect();
+    let mut ids: Vec<i64> = rows.iter().filter_map(|r| r.integer(column)).collect();
     ids.sort_unstable();
     ids.dedup();
     if ids.is_empty() {

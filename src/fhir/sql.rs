@@ -37,6 +37,19 @@ impl Sql {
         }
     }
 
+    /// `_id=` of a type whose ids are made of a record's id and more (`problem-7`,
+    /// `va-12-right`): `record_of` reads the record's id out of one (none: not of the type),
+    /// the record's id reaching its primary key and `<alias>.fhir_id` the whole id.
+    pub fn composite_ids(&mut self, alias: &str, search: &Search, record_of: fn(&str) -> Option<i64>) {
+        let Some(ids) = &search.ids else { return };
+        let (records, names): (Vec<i64>, Vec<String>) =
+            ids.iter().filter_map(|id| record_of(id).map(|record| (record, id.clone()))).unzip();
+        let (records, names) = (self.value(records), self.value(names));
+        self.condition(format!(
+            "{alias}.record_id = ANY({records}::bigint[]) AND {alias}.fhir_id = ANY({names}::text[])"
+        ));
+    }
+
     /// `patient=`: the rows of these patients.
     pub fn patients(&mut self, column: &str, search: &Search) {
         if let Some(patients) = &search.patients {

@@ -137,8 +137,7 @@ pub struct Granted {
 /// else (malformed, unknown, revoked). Marks the key used, at most once a minute: bookkeeping
 /// like a session's, not an administrator's change, so neither audited nor versioned.
 pub async fn granted(state: &AppState, presented: &str) -> ApiResult<Option<Granted>> {
-    let Some(secret) = presented.strip_prefix(PREFIX) else { return Ok(None) };
-    if secret.len() != 64 || !secret.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !tokens::is_prefixed_secret(presented, PREFIX) {
         return Ok(None);
     }
     let client = state.registry.get().await?;

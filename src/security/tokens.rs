@@ -19,7 +19,17 @@ pub fn hash_secret(secret: &str) -> Vec<u8> {
 pub fn parse(token: &str) -> Option<(i64, &str)> {
     let (id, secret) = token.split_once('|')?;
     let id = id.parse::<i64>().ok().filter(|id| *id > 0)?;
-    (secret.len() == 64 && secret.bytes().all(|b| b.is_ascii_hexdigit())).then_some((id, secret))
+    is_secret(secret).then_some((id, secret))
+}
+
+/// Whether `presented` is `prefix` and then a secret of [`random_secret`]'s shape (a display
+/// or calendar key): anything else is refused before the database is asked.
+pub fn is_prefixed_secret(presented: &str, prefix: &str) -> bool {
+    presented.strip_prefix(prefix).is_some_and(is_secret)
+}
+
+fn is_secret(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Compares without an early exit, so timing does not reveal a matching prefix.
