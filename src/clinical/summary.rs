@@ -31,7 +31,8 @@ fn records_of(resource: &Resource) -> String {
         "'{key}', (SELECT coalesce(jsonb_agg(to_jsonb(r) ORDER BY r.{order}, r.id), '[]')
                      FROM (SELECT {columns} FROM {table} t
                             WHERE t.patient_visit_id = $1 AND t.deleted_at IS NULL) r)",
-        key = resource.path.replace('-', "_"),
+        // The last segment: a nested kind (`patient-visits/{id}/diagnoses`) by its own name.
+        key = resource.path.rsplit('/').next().unwrap_or(resource.path).replace('-', "_"),
         columns = select_columns(resource),
         table = resource.table,
     )

@@ -2,8 +2,13 @@
 
 use super::*;
 
-const VISIT_RECORD_KEYS: [&str; 4] =
-    ["complaints", "patient_visit_plans", "patient_visit_prescribed_medicines", "medical_certificates"];
+const VISIT_RECORD_KEYS: [&str; 5] = [
+    "complaints",
+    "patient_visit_plans",
+    "patient_visit_prescribed_medicines",
+    "medical_certificates",
+    "diagnoses",
+];
 
 #[tokio::test]
 async fn a_visit_summary_holds_every_live_record_by_kind_in_order() {
