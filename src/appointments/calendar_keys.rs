@@ -192,12 +192,6 @@ pub async fn granted(state: &AppState, presented: &str, doctor: i64) -> ApiResul
         .await?;
     let Some(row) = row else { return Ok(None) };
     let granted = Granted { key_id: row.get(0), branch_id: row.get(1), include_patient_names: row.get(2) };
-    client
-        .execute(
-            "UPDATE calendar_keys SET last_used_at = now()
-              WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
-            &[&granted.key_id],
-        )
-        .await?;
+    crate::db::mark_key_used(&client, "calendar_keys", granted.key_id).await?;
     Ok(Some(granted))
 }

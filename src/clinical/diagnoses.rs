@@ -137,6 +137,14 @@ impl Hooks for DiagnosisHooks {
         else {
             return Ok(Vec::new());
         };
+        // One diagnosis of the patient at a time past this point: two of one code written at
+        // once would each find no problem of it and both add one.
+        unit.execute(
+            "SELECT 1 FROM patients p JOIN patient_visits v ON v.patient_id = p.id
+              WHERE v.id = $1 FOR NO KEY UPDATE OF p",
+            &[&visit],
+        )
+        .await?;
         let row = unit
             .query_one(
                 "SELECT v.patient_id, v.visit_date::text,

@@ -130,6 +130,16 @@ fn pool_link(url: &str, search_path: &str, settings: &Settings) -> anyhow::Resul
     Ok(link)
 }
 
+/// Marks key `id` of `table` (a display or a calendar key, in the registry) used now, at most
+/// once a minute: bookkeeping like a session's, neither audited nor versioned.
+pub async fn mark_key_used(client: &Client, table: &'static str, id: i64) -> Result<u64, PgError> {
+    let sql = format!(
+        "UPDATE {table} SET last_used_at = now()
+          WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')"
+    );
+    client.execute(&sql, &[&id]).await
+}
+
 /// `host:port/database` of a connection URL: what operators see, never a password.
 pub fn server_name(url: &str) -> String {
     let Ok(config) = tls::plain_config(url) else { return "(unparsable)".into() };

@@ -153,13 +153,7 @@ pub async fn granted(state: &AppState, presented: &str) -> ApiResult<Option<Gran
         .await?;
     let Some(row) = row else { return Ok(None) };
     let granted = Granted { key_id: row.get(0), service_id: row.get(1), branch_id: row.get(2) };
-    client
-        .execute(
-            "UPDATE display_keys SET last_used_at = now()
-              WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
-            &[&granted.key_id],
-        )
-        .await?;
+    crate::db::mark_key_used(&client, "display_keys", granted.key_id).await?;
     Ok(Some(granted))
 }
 

@@ -189,3 +189,18 @@ async fn recording_a_diagnosis_takes_diagnoses_write() {
         .await;
     assert_status(&r, 201);
 }
+
+#[tokio::test]
+async fn concurrent_diagnoses_of_one_code_add_one_problem() {
+    let Clinic { app, branch, patient, visit } = Clinic::open().await;
+    let sides = ["right", "left", "both", "none"];
+    let writes = (0..12).map(|i| {
+        let body = json!({ "code": "H40.1111", "laterality": sides[i % 4] });
+        let (app, path) = (&app, diagnoses(visit));
+        async move { app.post(&path, Some(branch), body).await.status }
+    });
+    let statuses = futures_util::future::join_all(writes).await;
+    assert!(statuses.iter().all(|s| *s == 201), "{statuses:?}");
+    let r = app.get(&problems(patient), Some(branch)).await;
+    assert_eq!(r.body["meta"]["total"], 1, "one problem per active code: {}", r.body);
+}

@@ -199,3 +199,18 @@ async fn a_missed_appointment_closed_with_its_day_reopens_its_recall() {
     let audit = desk.app().audit_rows("/api/v1/audit-logs", desk.branch(), "recalls", recall).await;
     assert_eq!(audit.last().unwrap()["action"], "auto_reopen");
 }
+
+#[tokio::test]
+async fn concurrent_bookings_from_one_recall_book_one() {
+    let desk = Desk::with_monday_hours().await;
+    let recall = desk.recall("2030-01-07", "Pressure check").await;
+    let desk = &desk;
+    let bookings = (0..10).map(|i| async move {
+        let starts = at(MONDAY, &format!("{:02}:{:02}", 8 + i / 4, (i % 4) * 15));
+        desk.book(&starts, json!({ "recall_id": recall })).await.status
+    });
+    let statuses = futures_util::future::join_all(bookings).await;
+    assert_eq!(statuses.iter().filter(|s| **s == 201).count(), 1, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 422).count(), 9, "{statuses:?}");
+    assert_eq!(desk.recall_status(recall).await, "booked");
+}
