@@ -65,21 +65,22 @@ printf '%-34s %10s req/s   p50 %8s   p99 %8s\n' "API, GET /appointments/availabi
   "$(echo "$api" | awk '$1 == "50%" {print $2}')" \
   "$(echo "$api" | awk '$1 == "99%" {print $2}')"
 
-# The same search as one statement (the server also reads the doctor, the service's staff
-# and the surgeries in the registry first).
+# The same search as the statement the server sends (it also reads the doctor, the service's
+# staff and the surgeries in the registry first, and cuts the slots from what it answers):
+# `reading_hours(asked, then)` written out as `WITH asked AS (asked), <HOURS> then`.
 python3 - "$FROM" "$TO" > "$WORK/free_slots.sql" <<'PY'
-import sys
-source = open("src/appointments/availability.rs").read()
-sql = source.split('const FREE_SLOTS: &str = "')[1].split('";')[0]
+import re, sys
+hours = open("src/appointments/hours.rs").read().split('const HOURS: &str = "')[1].split('";')[0]
+search = open("src/appointments/availability.rs").read().split("static HOURS_AND_BOOKINGS")[1]
+asked, then = re.findall(r'"([^"]*)"', search.split("reading_hours(")[1].split("\n    )\n")[0])[:2]
+sql = f"WITH asked AS ({asked}),{hours} {then}"
 first, last = sys.argv[1], sys.argv[2]
-values = {
-    "$10": "7", "$1": "'{1}'", "$2": "NULL", "$3": f"'{first}'", "$4": "NULL", "$5": f"'{last}'",
-    "$6": "'Europe/Berlin'", "$7": "'{}'", "$8": "'{}'", "$9": "'{}'",
-}
-for key in sorted(values, key=len, reverse=True):
-    sql = sql.replace(key, values[key])
+values = {"$1": "'{1}'", "$2": "NULL", "$3": f"'{first}'", "$4": "NULL", "$5": f"'{last}'",
+          "$6": "'Europe/Berlin'", "$7": "7"}
+for key, value in values.items():
+    sql = sql.replace(key, value)
 print("SET search_path TO branch_1;")
-print(" ".join(sql.split()) + ";")
+print(" ".join(re.sub(r"--[^\n]*", "", sql).split()) + ";")
 PY
 pg=$(pgbench -n -c "$CONNECTIONS" -j 2 -T "$DURATION" -f "$WORK/free_slots.sql" "$DB_URL" 2>&1)
 printf '%-34s %10s tx/s    mean %6s ms\n' "SQL, the search's statement" \

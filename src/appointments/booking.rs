@@ -1,11 +1,14 @@
 //! `/appointments`: a patient's time with a doctor at a branch service, and its moves.
 
+use std::sync::LazyLock;
+
 use crate::resource::row::Fields;
 use salvo::async_trait;
 use serde_json::{Map, Value};
 use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
 
+use super::hours::reading_hours;
 use super::recalls::{self, RecallMove};
 use super::{arrival, reminders};
 use crate::enums::APPOINTMENT_STATUS;
@@ -250,7 +253,7 @@ impl Hooks for BookingHooks {
         let Some((starts_at, ends_at)) = times.filter(|_| !overbooked) else { return Ok(()) };
         let doctor = record.integer("doctor_id").unwrap_or_default();
         let zone = unit.writer().branch_route()?.timezone.clone();
-        let stmt = unit.prepare_cached(WITHIN_HOURS).await?;
+        let stmt = unit.prepare_cached(&WITHIN_HOURS).await?;
         let within: bool = unit.query_one(&stmt, &[&doctor, &starts_at, &ends_at, &zone]).await?.get(0);
         if !within {
             return Err(ApiError::refused(
@@ -403,8 +406,12 @@ fn timing(
     Ok((starts_at, ends_at))
 }
 
-/// Whether `[$2, $3)` lies within doctor `$1`'s hours (`doctor_hours`) in zone `$4`, stretches
-/// that meet counted as one.
-const WITHIN_HOURS: &str = "
-    SELECT coalesce(range_agg(h.hours) @> tstzrange($2, $3), false)
-      FROM doctor_hours($1, ($2 AT TIME ZONE $4::text)::date, ($3 AT TIME ZONE $4::text)::date, $4::text) h";
+/// Whether `[$2, $3)` lies within doctor `$1`'s hours (`hours::reading_hours`) in zone `$4`,
+/// stretches that meet counted as one.
+static WITHIN_HOURS: LazyLock<String> = LazyLock::new(|| {
+    reading_hours(
+        "SELECT $1::bigint AS doctor_id, ($2::timestamptz AT TIME ZONE $4::text)::date AS first_day,
+                ($3::timestamptz AT TIME ZONE $4::text)::date AS last_day, $4::text AS zone",
+        "SELECT coalesce(range_agg(h.stretch) @> tstzrange($2, $3), false) FROM hours h",
+    )
+});

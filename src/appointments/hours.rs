@@ -98,3 +98,80 @@ pub static SCHEDULE_EXCEPTIONS: Resource = Resource {
     write_permission: APPOINTMENTS_WRITE,
     ..Resource::DEFAULTS
 };
+
+/// The SQL that says what hours doctors keep, the one definition the booking check and the
+/// free-slot search both read, so that a slot answered free is one a booking accepts.
+///
+/// It is a `WITH` list that reads a relation `asked(doctor_id, first_day, last_day, zone)`,
+/// which the statement defines before it, and ends in `hours(doctor_id, stretch, slot_minutes)`:
+/// a doctor's own changed hours replace that day's weekly hours; a whole-branch open exception
+/// cuts every doctor's day to its hours; closed exceptions take their hours out. Local days
+/// become instants in `zone`, so a day of a daylight-saving change has the hours it really has.
+/// It is written into each statement rather than kept as a function of the branch schema:
+/// a function's body is planned again on every call, which cost the search more than the
+/// rest of its work.
+const HOURS: &str = "
+    days AS (
+        SELECT a.doctor_id, a.zone, d::date AS day
+          FROM asked a, generate_series(a.first_day, a.last_day, interval '1 day') d
+    ),
+    exceptions AS (
+        SELECT days.doctor_id, days.day, x.doctor_id IS NULL AS whole_branch, x.closed,
+               CASE WHEN x.start_time IS NOT NULL
+                    THEN tstzrange((days.day + x.start_time::time) AT TIME ZONE days.zone,
+                                   (days.day + x.end_time::time) AT TIME ZONE days.zone) END AS hours,
+               tstzrange(days.day::timestamp AT TIME ZONE days.zone,
+                         (days.day + 1)::timestamp AT TIME ZONE days.zone) AS whole_day
+          FROM days
+          JOIN schedule_exceptions x
+            ON x.deleted_at IS NULL AND (x.doctor_id IS NULL OR x.doctor_id = days.doctor_id)
+           AND days.day BETWEEN x.starts_on AND x.ends_on
+    ),
+    usual_slot AS (
+        SELECT a.doctor_id, coalesce(min(s.slot_minutes), 15) AS minutes
+          FROM asked a
+          LEFT JOIN doctor_schedules s ON s.deleted_at IS NULL AND s.doctor_id = a.doctor_id
+         GROUP BY a.doctor_id
+    ),
+    open AS (
+        SELECT days.doctor_id,
+               tstzrange((days.day + s.start_time::time) AT TIME ZONE days.zone,
+                         (days.day + s.end_time::time) AT TIME ZONE days.zone) AS hours,
+               s.slot_minutes
+          FROM days
+          JOIN doctor_schedules s
+            ON s.deleted_at IS NULL AND s.doctor_id = days.doctor_id
+           AND s.weekday = extract(isodow FROM days.day)
+           AND days.day BETWEEN coalesce(s.effective_from, days.day) AND coalesce(s.effective_to, days.day)
+         WHERE NOT EXISTS (SELECT 1 FROM exceptions e
+                            WHERE e.doctor_id = days.doctor_id AND e.day = days.day
+                              AND NOT e.whole_branch AND NOT e.closed)
+        UNION ALL
+        SELECT e.doctor_id, e.hours, u.minutes
+          FROM exceptions e JOIN usual_slot u USING (doctor_id)
+         WHERE NOT e.whole_branch AND NOT e.closed
+    ),
+    shut AS (
+        -- Closed hours, and the rest of the days a whole-branch exception shortens.
+        SELECT a.doctor_id, coalesce(range_agg(c.hours), '{}'::tstzmultirange) AS hours
+          FROM asked a
+          LEFT JOIN (SELECT e.doctor_id, coalesce(e.hours, e.whole_day) AS hours
+                       FROM exceptions e WHERE e.closed
+                     UNION ALL
+                     SELECT e.doctor_id,
+                            unnest(tstzmultirange(e.whole_day)
+                                   - range_agg(e.hours) OVER (PARTITION BY e.doctor_id, e.day))
+                       FROM exceptions e WHERE e.whole_branch AND NOT e.closed) c USING (doctor_id)
+         GROUP BY a.doctor_id
+    ),
+    hours AS (
+        SELECT o.doctor_id, stretch, o.slot_minutes
+          FROM open o JOIN shut USING (doctor_id), unnest(tstzmultirange(o.hours) - shut.hours) AS stretch
+         WHERE NOT isempty(stretch)
+    )";
+
+/// A statement that reads doctors' hours: `WITH <asked>, <the hours> <then>`, where `asked`
+/// defines the relation `asked(doctor_id, first_day, last_day, zone)` and `then` reads `hours`.
+pub fn reading_hours(asked: &str, then: &str) -> String {
+    format!("WITH asked AS ({asked}),{HOURS}\n{then}")
+}

@@ -503,6 +503,7 @@ mod tests {
         (23, "doctor_hours_and_recalls", 18312977244612464081),
         (24, "appointment_reminders", 8000550159168022264),
         (25, "allergies", 13597016628055747788),
+        (26, "diagnoses", 8290533904279696826),
     ];
 
     /// What differs between the migrations `set` holds and `released`: a released one changed
