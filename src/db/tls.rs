@@ -463,7 +463,8 @@ mod tests {
 
     #[test]
     fn startup_options_are_read_as_name_value_pairs() {
-        let read: Vec<_> = startup_settings("-c TimeZone=UTC -csearch_path=a -x -c statement_timeout=5000").collect();
+        let read: Vec<_> =
+            startup_settings("-c TimeZone=UTC -csearch_path=a -x -c statement_timeout=5000").collect();
         assert_eq!(read, [("TimeZone", "UTC"), ("search_path", "a"), ("statement_timeout", "5000")]);
         assert_eq!(startup_settings("").count(), 0);
     }
