@@ -148,6 +148,7 @@ async fn listen_once<I: Invalidate>(
         }
     });
     let outcome = async {
+        link.settle(&client, crate::db::AUDIT_CHAIN).await?;
         client.batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {EVENTS}")).await?;
         *listening = true;
         tracing::info!("listening for cache invalidations");

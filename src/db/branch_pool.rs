@@ -158,8 +158,8 @@ impl BranchPool {
 
     async fn open_with(&self, link: &Link, statements: usize) -> Result<Client, BranchPoolError> {
         let inner = &self.inner;
-        let connecting = link.connect();
-        let (client, connection) = match tokio::time::timeout(inner.create_timeout, connecting).await {
+        let deadline = tokio::time::Instant::now() + inner.create_timeout;
+        let (client, connection) = match tokio::time::timeout_at(deadline, link.connect()).await {
             Err(_) => return Err(PoolError::Timeout(TimeoutType::Create)),
             Ok(Err(e)) => return Err(PoolError::Backend(e)),
             Ok(Ok(connected)) => connected,
@@ -169,6 +169,11 @@ impl BranchPool {
                 tracing::debug!(error = %e, "branch connection closed");
             }
         });
+        match tokio::time::timeout_at(deadline, link.settle(&client, super::AUDIT_CHAIN)).await {
+            Err(_) => return Err(PoolError::Timeout(TimeoutType::Create)),
+            Ok(Err(e)) => return Err(PoolError::Backend(e)),
+            Ok(Ok(_)) => {}
+        }
         Ok(Client::keeping(client, task, inner.generation.clone(), statements))
     }
 

@@ -90,6 +90,7 @@ impl deadpool_postgres::Connect for RegistryConnect {
                     tracing::debug!(error = %e, "registry connection closed");
                 }
             });
+            self.0.settle(&client, AUDIT_CHAIN).await?;
             Ok((client, task))
         })
     }
@@ -165,6 +166,7 @@ pub async fn connect_with(url: &str, tls: &DatabaseTls) -> anyhow::Result<tokio_
             tracing::debug!(error = %e, "maintenance connection closed");
         }
     });
+    link.settle(&client, AUDIT_CHAIN).await.context("giving the connection its settings")?;
     Ok(client)
 }
 

@@ -148,6 +148,54 @@ impl Link {
     pub async fn connect(&self) -> Result<(Client, Connection<Socket, Stream>), tokio_postgres::Error> {
         self.config.connect(self.tls.clone()).await
     }
+
+    /// Gives a connected `client` the session settings of [`Link::config`]'s `options` when
+    /// they did not arrive: PgBouncer before 1.20 refuses the `options` startup parameter
+    /// unless told to ignore it (`ignore_startup_parameters = options`), and then drops it.
+    /// One round trip: `marker`, a setting the options hold, is read, and only when it is
+    /// not `on` is each setting made with `set_config`. Returns whether it had to.
+    ///
+    /// A setting made this way is the session's, not its default: `RESET` returns it to the
+    /// database server's default rather than to the value asked for.
+    pub async fn settle(&self, client: &Client, marker: &str) -> Result<bool, tokio_postgres::Error> {
+        use tokio_postgres::types::Type;
+        let (names, values): (Vec<&str>, Vec<&str>) =
+            startup_settings(self.config.get_options().unwrap_or_default()).unzip();
+        if names.is_empty() {
+            return Ok(false);
+        }
+        let row = client
+            .query_typed_one(
+                "SELECT count(set_config(s.name, s.value, false))
+                   FROM unnest($1::text[], $2::text[]) AS s(name, value)
+                  WHERE (SELECT current_setting($3, true)) IS DISTINCT FROM 'on'",
+                &[(&names, Type::TEXT_ARRAY), (&values, Type::TEXT_ARRAY), (&marker, Type::TEXT)],
+            )
+            .await?;
+        let made = row.get::<_, i64>(0) > 0;
+        if made {
+            tracing::debug!("session settings made after connecting: the startup options did not arrive");
+        }
+        Ok(made)
+    }
+}
+
+/// The `-c name=value` pairs of an `options` startup parameter.
+fn startup_settings(options: &str) -> impl Iterator<Item = (&str, &str)> {
+    let mut words = options.split_whitespace();
+    std::iter::from_fn(move || {
+        loop {
+            let word = words.next()?;
+            let pair = match word.strip_prefix("-c") {
+                Some("") => words.next()?,
+                Some(joined) => joined,
+                None => continue,
+            };
+            if let Some(setting) = pair.split_once('=') {
+                return Some(setting);
+            }
+        }
+    })
 }
 
 /// Checks that `url` may be connected to under `tls` without connecting: the message says
@@ -411,6 +459,14 @@ mod tests {
 
     fn parse(url: &str) -> Result<Link, LinkError> {
         Link::parse(url, &DatabaseTls::default())
+    }
+
+    #[test]
+    fn startup_options_are_read_as_name_value_pairs() {
+        let read: Vec<_> =
+            startup_settings("-c TimeZone=UTC -csearch_path=a -x -c statement_timeout=5000").collect();
+        assert_eq!(read, [("TimeZone", "UTC"), ("search_path", "a"), ("statement_timeout", "5000")]);
+        assert_eq!(startup_settings("").count(), 0);
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub(crate) struct SecondServer {
     /// URL of its database `clinic`.
     pub(crate) url: String,
     /// Its socket folder: the host a branch URL names.
-    host: String,
+    pub(crate) host: String,
     dir: std::path::PathBuf,
 }
 
@@ -56,7 +56,7 @@ impl SecondServer {
 }
 
 /// The hosts a connection URL names.
-fn hosts_of(url: &str) -> Vec<String> {
+pub(crate) fn hosts_of(url: &str) -> Vec<String> {
     let config: tokio_postgres::Config = url.parse().unwrap();
     config
         .get_hosts()

@@ -1,9 +1,11 @@
 //! Reliability: PostgreSQL restarting under load, graceful shutdown, the orchestrators'
-//! probes, the container image. Tests that need a database they may restart or stop start
-//! their own PostgreSQL cluster under `var/` ([`Cluster`]) and remove it at the end.
+//! probes, the container image, a point-in-time recovery. Tests that need a database they
+//! may restart or stop start their own PostgreSQL cluster under `var/` ([`Cluster`]) and
+//! remove it at the end.
 
 mod deployment;
 mod errors;
+mod pitr;
 mod probes;
 mod restart;
 mod shutdown;
