@@ -2,7 +2,7 @@
 //!
 //! A visit's diagnoses carry an ICD-10-CM code of the registry's `diagnosis_codes`, checked
 //! before the write (the registry may be another database: no foreign key), a laterality and
-//! at most one primary per visit (a partial unique index, 422 on `is_primary`). Their patient
+//! at most one primary per visit (a partial unique index, 422 on `primary`). Their patient
 //! is the visit's, filled in by the server, so a merge of patients moves them.
 //!
 //! A new diagnosis whose code is not an active problem of the patient adds one, in the same
@@ -40,7 +40,7 @@ pub static VISIT_DIAGNOSES: Resource = Resource {
     fields: &[
         CODE.required(),
         one_of("laterality", &LATERALITY).defaulted(),
-        boolean("is_primary").defaulted(),
+        boolean("primary").defaulted(),
         long_text("note"),
     ],
     read_only: &[("patient_id", Shape::Integer)],
@@ -49,10 +49,10 @@ pub static VISIT_DIAGNOSES: Resource = Resource {
     derived: &[PATIENT_OF_VISIT],
     sort_fields: &["created_at", "code"],
     default_sort: "created_at",
-    filters: &["code", "laterality", "is_primary"],
+    filters: &["code", "laterality", "primary"],
     unique: &[Unique {
         index: "visit_diagnoses_one_primary",
-        field: "is_primary",
+        field: "primary",
         message: "The visit already has a primary diagnosis.",
     }],
     read_permission: PATIENTS_READ,

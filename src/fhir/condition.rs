@@ -22,7 +22,7 @@ pub const ACCEPTS: Accepts = Accepts { patient: true, code: Some(ICD_10_CM), ..A
 /// One row per condition, from the two tables that give them.
 const CONDITIONS: &str = "
     SELECT 'diagnosis' AS kind, d.id AS record_id, 'diagnosis-' || d.id AS fhir_id, d.patient_id,
-           d.patient_visit_id, d.code, d.laterality, d.is_primary, 'active' AS status,
+           d.patient_visit_id, d.code, d.laterality, d.primary, 'active' AS status,
            v.visit_date AS onset, NULL::date AS resolved_on, d.note, d.version, d.updated_at
       FROM visit_diagnoses d JOIN patient_visits v ON v.id = d.patient_visit_id
      WHERE d.deleted_at IS NULL

@@ -114,7 +114,7 @@ pub fn sample(path: &str, w: &World) -> Option<Sample> {
             json!({ "quantity": 2 }),
         ),
         "patient-visits/{patient_visit_id}/diagnoses" => plain(
-            json!({ "code": "H40.1111", "laterality": "right", "is_primary": true }),
+            json!({ "code": "H40.1111", "laterality": "right", "primary": true }),
             json!({ "note": "Stable" }),
         ),
         "patients/{patient_id}/problems" => plain(

@@ -79,7 +79,7 @@ async fn an_unknown_code_is_422_and_a_known_one_is_kept_as_cms_writes_it() {
     assert_status(&r, 201);
     assert_eq!(r.body["data"]["code"], "H40.1111");
     assert_eq!(r.body["data"]["patient_id"], patient, "the visit's patient");
-    assert_eq!(r.body["data"]["is_primary"], false);
+    assert_eq!(r.body["data"]["primary"], false);
     let path = format!("{}/{}", diagnoses(visit), id_of(&r.body["data"]));
     let r = app
         .post(&diagnoses(visit), Some(branch), json!({ "code": "E11.3511", "laterality": "sideways" }))
@@ -95,14 +95,14 @@ async fn an_unknown_code_is_422_and_a_known_one_is_kept_as_cms_writes_it() {
 async fn a_visit_has_at_most_one_primary_diagnosis() {
     let Clinic { app, branch, patient, visit } = Clinic::open().await;
     let first =
-        app.created(&diagnoses(visit), Some(branch), json!({ "code": "H25.13", "is_primary": true })).await;
-    let r = app.post(&diagnoses(visit), Some(branch), json!({ "code": "H52.13", "is_primary": true })).await;
-    assert_invalid(&r, &["is_primary"]);
+        app.created(&diagnoses(visit), Some(branch), json!({ "code": "H25.13", "primary": true })).await;
+    let r = app.post(&diagnoses(visit), Some(branch), json!({ "code": "H52.13", "primary": true })).await;
+    assert_invalid(&r, &["primary"]);
     let second = app.created(&diagnoses(visit), Some(branch), json!({ "code": "H52.13" })).await;
     let r = app
-        .put(&format!("{}/{}", diagnoses(visit), id_of(&second)), Some(branch), json!({ "is_primary": true }))
+        .put(&format!("{}/{}", diagnoses(visit), id_of(&second)), Some(branch), json!({ "primary": true }))
         .await;
-    assert_invalid(&r, &["is_primary"]);
+    assert_invalid(&r, &["primary"]);
     // Another visit has its own primary.
     let other = id_of(
         &app.created(
@@ -112,17 +112,17 @@ async fn a_visit_has_at_most_one_primary_diagnosis() {
         )
         .await,
     );
-    app.created(&diagnoses(other), Some(branch), json!({ "code": "H52.13", "is_primary": true })).await;
+    app.created(&diagnoses(other), Some(branch), json!({ "code": "H52.13", "primary": true })).await;
     // Once the first is no longer primary, the second may be.
     let r = app
-        .put(&format!("{}/{}", diagnoses(visit), id_of(&first)), Some(branch), json!({ "is_primary": false }))
+        .put(&format!("{}/{}", diagnoses(visit), id_of(&first)), Some(branch), json!({ "primary": false }))
         .await;
     assert_status(&r, 200);
     let r = app
-        .put(&format!("{}/{}", diagnoses(visit), id_of(&second)), Some(branch), json!({ "is_primary": true }))
+        .put(&format!("{}/{}", diagnoses(visit), id_of(&second)), Some(branch), json!({ "primary": true }))
         .await;
     assert_status(&r, 200);
-    let r = app.get(&format!("{}?filters[is_primary]=true", diagnoses(visit)), Some(branch)).await;
+    let r = app.get(&format!("{}?filters[primary]=true", diagnoses(visit)), Some(branch)).await;
     assert_eq!(column(&r.body, "code"), ["H52.13"]);
 }
 

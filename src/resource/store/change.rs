@@ -159,7 +159,7 @@ async fn update_row(
     input: &Map<String, Value>,
     stamps: &[Stamp],
 ) -> ApiResult<()> {
-    let sets: String = columns_of(resource, input).iter().map(|c| format!("{c} = r.{c}, ")).collect();
+    let sets: String = columns_of(resource, input).iter().map(|c| format!("\"{c}\" = r.{c}, ")).collect();
     let sql = format!(
         "UPDATE {table} t SET {sets}{stamps}version = t.version + 1, updated_at = now(), updated_by = $3
            FROM jsonb_populate_record(NULL::{table}, $1) r WHERE t.id = $2",

@@ -135,7 +135,8 @@ async fn insert_row(
         "INSERT INTO {table} ({cols}{sep}created_by, updated_by)
          SELECT {list}{sep}$2, $2 FROM jsonb_populate_record(NULL::{table}, $1) r RETURNING id",
         table = resource.table,
-        cols = columns.join(", "),
+        // Quoted: a field may be named by a word SQL reserves (a diagnosis's `primary`).
+        cols = columns.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(", "),
         sep = if columns.is_empty() { "" } else { ", " },
     );
     let stmt = unit.prepare_cached(&sql).await?;

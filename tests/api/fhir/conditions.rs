@@ -14,7 +14,7 @@ async fn diagnoses_and_problems_are_conditions_coded_in_icd_10_cm() {
         &app.created(
             &diagnoses,
             Some(branch),
-            json!({ "code": "H40.1111", "laterality": "right", "is_primary": true }),
+            json!({ "code": "H40.1111", "laterality": "right", "primary": true }),
         )
         .await,
     );
