@@ -67,6 +67,12 @@ impl Printable for Certificate {
     }
 }
 
+/// The key of a kind of record in a visit's summary: the last segment of its path, so that a
+/// nested kind (`patient-visits/{id}/diagnoses`) goes by its own name.
+pub fn record_key(kind: &Resource) -> String {
+    kind.path.rsplit('/').next().unwrap_or(kind.path).replace('-', "_")
+}
+
 /// The summary of a visit, as `GET /patient-visits/{id}/summary` answers it in JSON.
 pub struct VisitSummary {
     /// The kinds of record the caller may read, in the answer's order.
@@ -167,7 +173,7 @@ impl Printable for VisitSummary {
         let mut last_signed: Option<String> = None;
         let mut unsigned = text(visit, "status") != "completed";
         for kind in &self.kinds {
-            let key = kind.path.replace('-', "_");
+            let key = record_key(kind);
             let records = summary["records"][&key].as_array().cloned().unwrap_or_default();
             if records.is_empty() {
                 continue;

@@ -6,7 +6,7 @@
 use salvo::prelude::*;
 use serde_json::Value;
 
-use super::print::VisitSummary;
+use super::print::{VisitSummary, record_key};
 use super::records::{PATIENT_VISITS, PATIENTS};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web};
@@ -31,8 +31,7 @@ fn records_of(resource: &Resource) -> String {
         "'{key}', (SELECT coalesce(jsonb_agg(to_jsonb(r) ORDER BY r.{order}, r.id), '[]')
                      FROM (SELECT {columns} FROM {table} t
                             WHERE t.patient_visit_id = $1 AND t.deleted_at IS NULL) r)",
-        // The last segment: a nested kind (`patient-visits/{id}/diagnoses`) by its own name.
-        key = resource.path.rsplit('/').next().unwrap_or(resource.path).replace('-', "_"),
+        key = record_key(resource),
         columns = select_columns(resource),
         table = resource.table,
     )

@@ -1,6 +1,7 @@
 //! Coded diagnoses: the ICD-10-CM registry searched by code and by words, a visit's
 //! diagnoses checked against it, one primary per visit, and the problem list they feed.
 
+use crate::support::printed::{self, pdf_of, squashed};
 use crate::support::{Clinic, TestApp, assert_invalid, assert_status, column, id_of};
 use serde_json::{Value, json};
 
@@ -124,6 +125,26 @@ async fn a_visit_has_at_most_one_primary_diagnosis() {
     assert_status(&r, 200);
     let r = app.get(&format!("{}?filters[primary]=true", diagnoses(visit)), Some(branch)).await;
     assert_eq!(column(&r.body, "code"), ["H52.13"]);
+}
+
+#[tokio::test]
+async fn a_visits_diagnoses_are_in_its_summary_and_printed_there() {
+    let Clinic { app, branch, visit, .. } = Clinic::open().await;
+    let glaucoma =
+        json!({ "code": "H40.1111", "laterality": "right", "primary": true, "note": "Pressure 28 mmHg" });
+    app.created(&diagnoses(visit), Some(branch), glaucoma).await;
+    let summary = format!("/api/v1/patient-visits/{visit}/summary");
+    let r = app.get(&summary, Some(branch)).await;
+    assert_status(&r, 200);
+    let kept = &r.body["data"]["records"]["diagnoses"][0];
+    assert_eq!(
+        (&kept["code"], &kept["laterality"], &kept["primary"]),
+        (&json!("H40.1111"), &json!("right"), &json!(true))
+    );
+    let text = squashed(&printed::text(&pdf_of(&app, &app.admin_token, &summary, branch).await));
+    for shown in ["H40.1111", "Pressure 28 mmHg"] {
+        assert!(text.contains(&squashed(shown)), "{shown:?} is not in the printed summary:\n{text}");
+    }
 }
 
 #[tokio::test]
