@@ -293,6 +293,36 @@ pub async fn counts(
     Ok(tables.iter().map(|t| t.name.clone()).zip(counts).collect())
 }
 
+/// `(table, checksum)` of every table, in one statement: the MD5 of its rows' MD5s in key
+/// order, each row its written columns as text. Two schemas whose tables answer the same
+/// hold the same rows, not only as many. The text of a value depends on a few settings,
+/// fixed here for the transaction, so that two servers write it alike.
+pub async fn checksums(
+    tx: &Transaction<'_>,
+    schema: &str,
+    tables: &[Table],
+) -> anyhow::Result<Vec<(String, String)>> {
+    tx.batch_execute(
+        "SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD'; SET LOCAL IntervalStyle = 'postgres';
+         SET LOCAL extra_float_digits = 1; SET LOCAL bytea_output = 'hex'",
+    )
+    .await?;
+    let each: Vec<String> = tables
+        .iter()
+        .map(|t| {
+            let row = format!("ROW({})::text", t.column_list());
+            let order = if t.key.is_empty() { row.clone() } else { t.key_list() };
+            format!(
+                "(SELECT coalesce(md5(string_agg(md5({row}), '' ORDER BY {order})), '') FROM {})",
+                qualified(schema, &t.name)
+            )
+        })
+        .collect();
+    let sums: Vec<String> =
+        tx.query_one(&format!("SELECT ARRAY[{}]::text[]", each.join(", ")), &[]).await?.get(0);
+    Ok(tables.iter().map(|t| t.name.clone()).zip(sums).collect())
+}
+
 /// Which tables hold rows written since the snapshot `since`, in one statement.
 pub async fn changed(
     tx: &Transaction<'_>,

@@ -6,7 +6,8 @@
 //!    (reads go on), and its tables on the old server are locked against writing, which
 //!    waits for the writes already running.
 //! 3. The rows written since the snapshot are copied again, rows deleted meanwhile are
-//!    removed, sequences follow, and the row counts of every table are compared.
+//!    removed, sequences follow, and every table's row counts and a checksum of its rows in
+//!    key order are compared.
 //! 4. The old schema is renamed `retired_branch_<id>_<time>` (a write that still reaches it
 //!    finds no table and answers 503), the route switches in the registry and every
 //!    instance hears it, and the branch thaws.
@@ -216,6 +217,19 @@ async fn run(
             .map(|((name, a), (_, b))| format!("{name}: {a} here, {b} there"))
             .collect();
         bail!("row counts differ after the last copy: {}", differ.join("; "));
+    }
+    // As many rows is not the same rows: every table's content is compared too, both sides
+    // at once.
+    let (source_sums, target_sums) =
+        tokio::try_join!(copy::checksums(&from, schema, &tables), copy::checksums(&to, schema, &tables))?;
+    let differ: Vec<&str> = source_sums
+        .iter()
+        .zip(&target_sums)
+        .filter(|(a, b)| a != b)
+        .map(|((name, _), _)| name.as_str())
+        .collect();
+    if !differ.is_empty() {
+        bail!("the rows of {} differ after the last copy", differ.join(", "));
     }
     copy::set_sequences(&to, schema, &copy::sequences(&from, schema).await?).await?;
     copy::set_triggers(&to, schema, &tables, true).await?;

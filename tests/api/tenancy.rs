@@ -1,6 +1,7 @@
 //! The invariant of schema-per-branch: a query for branch A runs in A's schema, always.
 
 mod catalogue;
+mod checksums;
 mod pgbouncer;
 
 use crate::support::{TestApp, assert_error, assert_status, reply};
