@@ -35,6 +35,7 @@ mod otlp;
 mod parameters;
 mod patients;
 mod pharmacy;
+mod prometheus;
 mod queue;
 mod read_audit;
 mod reliability;
