@@ -21,6 +21,7 @@ mod dashboard;
 mod dashboard_rollups;
 mod diagnoses;
 mod display;
+mod doctor;
 mod documents;
 mod drift;
 mod edges;
