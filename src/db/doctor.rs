@@ -411,7 +411,7 @@ fn is_local(server: &str) -> bool {
 /// The findings that need attention, logged as warnings (start-up never fails on them).
 pub async fn log_at_start(registry_url: &str, settings: &Settings) {
     let check = examine(registry_url, settings, 1);
-    match tokio::time::timeout(std::time::Duration::from_secs(10), check).await {
+    match tokio::time::timeout(std::time::Duration::from_secs(5), check).await {
         Ok(findings) => {
             for f in findings.iter().filter(|f| f.severity > Severity::Ok) {
                 tracing::warn!(
@@ -424,7 +424,7 @@ pub async fn log_at_start(registry_url: &str, settings: &Settings) {
                 );
             }
         }
-        Err(_) => tracing::warn!("database settings were not checked within 10 s"),
+        Err(_) => tracing::warn!("database settings were not checked within 5 s"),
     }
 }
 
