@@ -97,6 +97,8 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
             None => {}
         }
     }
+    // The database servers' settings against what this instance asks of them: warnings only.
+    db::doctor::log_at_start(database_url, &state.settings).await;
     state.keep(notify::spawn_listener(
         database_url.to_owned(),
         state.settings.database_tls.clone(),

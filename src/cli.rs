@@ -1,4 +1,5 @@
-//! The command line: `serve` (default), `migrate`, `branch create|list`, `user create`.
+//! The command line: `serve` (default), `migrate`, `branch create|list`, `user create`,
+//! `doctor`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -45,6 +46,13 @@ enum Command {
     Stock {
         #[command(subcommand)]
         command: StockCommand,
+    },
+    /// Check the PostgreSQL servers' settings (the registry's and every branch database's)
+    /// against the pools, the read audit and the branches; exits 1 when something would break.
+    Doctor {
+        /// Instances of the server that will share these database servers.
+        #[arg(long, default_value_t = 1)]
+        instances: usize,
     },
 }
 
@@ -200,6 +208,13 @@ async fn database(settings: &Settings) -> anyhow::Result<(String, Option<Embedde
 
 async fn run(command: Command, settings: Settings) -> anyhow::Result<ExitCode> {
     let (url, cluster) = database(&settings).await?;
+    if let Command::Doctor { instances } = command {
+        let code = doctor(&url, &settings, instances).await;
+        if let Some(cluster) = cluster {
+            cluster.stop().await;
+        }
+        return Ok(code);
+    }
     let result = async {
         let state = app::prepare(settings.clone(), &url).await?;
         let outcome = execute(command, &state).await;
@@ -289,6 +304,7 @@ async fn execute(command: Command, state: &Arc<AppState>) -> anyhow::Result<Exit
             command: UserCommand::Create { username, name, email, password, roles, branches },
         } => create_user(state, &username, &name, &email, password, &roles, &branches).await,
         Command::Stock { command: StockCommand::Check } => check_stock(state).await,
+        Command::Doctor { .. } => unreachable!("doctor runs before the state is prepared"),
         Command::Audit { command: AuditCommand::Verify { code, heads } } => {
             let chains = crate::tenancy::audit_chain::verify(&state.directory, code.as_deref()).await?;
             let mut broken = 0;
@@ -509,4 +525,18 @@ async fn create_user(
         println!("password: {password}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `doctor`: every finding, then a summary; 1 when any is an error. Nothing is migrated or
+/// written.
+async fn doctor(url: &str, settings: &Settings, instances: usize) -> ExitCode {
+    use crate::db::doctor::{Severity, examine};
+    let findings = examine(url, settings, instances).await;
+    for finding in &findings {
+        println!("{finding}");
+    }
+    let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+    let (errors, warnings) = (count(Severity::Error), count(Severity::Warning));
+    println!("{errors} error(s), {warnings} warning(s)");
+    if errors > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }

@@ -110,6 +110,10 @@ pub struct Settings {
     pub trusted_proxies: Vec<Cidr>,
     pub otlp_endpoint: Option<String>,
     pub service_name: String,
+    /// `SERVICE_INSTANCE_ID`: the OpenTelemetry `service.instance.id` of this process, on
+    /// every span and metric (a `service_instance_id` label of every Prometheus series), so
+    /// that instances of one service stay apart; by default `host:pid`.
+    pub service_instance_id: String,
     /// A second address serving `/metrics` without a token (for a scraper on a private
     /// network); `None`: metrics only on the main address, for administrators.
     pub metrics_addr: Option<SocketAddr>,
@@ -233,6 +237,19 @@ where
     }
 }
 
+/// This process's `service.instance.id` when `SERVICE_INSTANCE_ID` is unset: the host's
+/// name and the process id (`db1:4242`), the same for the process's life and different for
+/// every instance on a host and every restart.
+pub fn default_instance_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{host}:{}", std::process::id())
+}
+
 /// A comma-separated list, trimmed, without empty items.
 fn list(value: &str) -> Vec<String> {
     value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
@@ -272,6 +289,7 @@ impl Settings {
             trusted_proxies,
             otlp_endpoint: var("OTEL_EXPORTER_OTLP_ENDPOINT"),
             service_name: var("OTEL_SERVICE_NAME").unwrap_or_else(|| "clinic-server".into()),
+            service_instance_id: var("SERVICE_INSTANCE_ID").unwrap_or_else(default_instance_id),
             metrics_addr: var("METRICS_ADDR")
                 .map(|v| v.parse().map_err(|e| anyhow::anyhow!("METRICS_ADDR={v:?} is not valid: {e}")))
                 .transpose()?,
@@ -410,6 +428,7 @@ impl Settings {
             trusted_proxies: Vec::new(),
             otlp_endpoint: None,
             service_name: "clinic-server".into(),
+            service_instance_id: default_instance_id(),
             metrics_addr: None,
             registry_pool_size: 10,
             branch_pool_size: 20,

@@ -31,6 +31,40 @@ pub struct Extras {
     pub files: Vec<(String, Vec<u8>)>,
 }
 
+/// What the embedded cluster runs with beyond PostgreSQL's defaults, sized for one instance
+/// serving many branches, each a schema of about 55 tables and 200 indexes (`Extras`
+/// override them). `clinic-server doctor` checks the same figures on any server.
+pub const DEFAULT_SETTINGS: &[(&str, &str)] = &[
+    // An instance opens up to REGISTRY_POOL_SIZE (10) + BRANCH_POOL_SIZE (20) connections,
+    // the read audit writer's and the notification listener's: 32. 100 leaves room for a
+    // command run beside it (`migrate`, `audit archive`: another 32) and psql, with the
+    // 3 superuser_reserved_connections kept out.
+    ("max_connections", "100"),
+    // PostgreSQL's 128 MB keeps the indexes' upper pages of a hundred branches or so; with
+    // many branches each request would read them from the page cache again. 256 MB is
+    // about 1 MB for each of 128 branches beyond the registry's own working set, and modest
+    // on a machine that also runs the server.
+    ("shared_buffers", "256MB"),
+    // A branch connection serves about branches / BRANCH_POOL_SIZE schemas and keeps a file
+    // open for each of their ~260 relation files; the read audit writer touches up to
+    // READ_AUDIT_BRANCHES_PER_TRANSACTION (256) branches' logs in one transaction. Past
+    // the default 1,000 files are closed and opened again on every switch. PostgreSQL takes
+    // fewer when the process's open-file limit is lower.
+    ("max_files_per_process", "4000"),
+    // The shared lock table holds max_locks_per_transaction x (max_connections +
+    // max_prepared_transactions) = 128 x 100 = 12,800 locks. A read audit flush holds 3 per
+    // branch to its commit (the log, its partition, its sequence): 768 for 256 branches;
+    // building or migrating a schema in one transaction locks its ~260 relations, four at
+    // once (MIGRATE_PARALLELISM); dropping a branch locks all of its. The default 64 x 100
+    // would leave the other sessions 5,600 at worst; 128 keeps them the default's room.
+    ("max_locks_per_transaction", "128"),
+    // No two-phase commit is used: no slots for prepared transactions.
+    ("max_prepared_transactions", "0"),
+    // Sorting a page of a list or an export chunk stays in memory; 8 MB x 100 connections
+    // is the worst case, far from the machine's memory.
+    ("work_mem", "8MB"),
+];
+
 /// Where `initdb` and `pg_ctl` are: `PG_BIN_DIR`, `pg_config --bindir`, the newest
 /// `/usr/lib/postgresql/*/bin`, or `PATH`.
 pub fn find_bin_dir() -> Option<PathBuf> {
@@ -172,6 +206,10 @@ impl EmbeddedPostgres {
         let listen = if self.extras.tcp_port.is_some() { "127.0.0.1" } else { "''" };
         let mut options =
             format!("-c listen_addresses={listen} -k {} -p {}", self.socket_dir.display(), self.port());
+        // Given first: a later `-c` of the same name (the extras) wins.
+        for (name, value) in DEFAULT_SETTINGS {
+            options.push_str(&format!(" -c {name}={value}"));
+        }
         for (name, value) in &self.extras.settings {
             options.push_str(&format!(" -c {name}={value}"));
         }

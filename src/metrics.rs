@@ -11,7 +11,13 @@
 //!   checkout (`db::waits`);
 //! - `clinic.branch.migration.failed` per branch, read from the registry on every scrape
 //!   and every minute;
-//! - `clinic.rate_limit.rejections` by limit and `clinic.password_hash.queue`.
+//! - `clinic.rate_limit.rejections` by limit and `clinic.password_hash.queue`;
+//! - the read audit (`db::read_audit`): `clinic.read_audit.records` queued,
+//!   `clinic.read_audit.queue` waiting to be written and its bound `clinic.read_audit.queue.max`
+//!   (a full queue makes reads answer 503 `audit_busy`).
+//!
+//! Every series carries `service_instance_id` (the resource's `service.instance.id`,
+//! `SERVICE_INSTANCE_ID`), so instances behind one scrape job or one collector stay apart.
 //!
 //! Attributes never carry patient data nor anything read from a path: a route is its
 //! template (`/api/v1/patients/{id}`), a branch is its id or code, a pool its server.
@@ -30,6 +36,7 @@ use salvo::prelude::*;
 
 use crate::config::Settings;
 use crate::db::directory::{BranchRoute, Directory};
+use crate::db::read_audit::ReadAudit;
 use crate::db::waits::POOL_NAME;
 use crate::http::docs::{self, Access};
 use crate::http::endpoints::Endpoints;
@@ -75,9 +82,17 @@ impl Metrics {
     /// (exporting every `OTEL_METRIC_EXPORT_INTERVAL` milliseconds, a minute by default).
     pub fn new(settings: &Settings) -> anyhow::Result<Self> {
         let registry = prometheus::Registry::new();
-        let prometheus = opentelemetry_prometheus::exporter().with_registry(registry.clone()).build()?;
-        let resource =
-            opentelemetry_sdk::Resource::builder().with_service_name(settings.service_name.clone()).build();
+        // `service.instance.id` goes on every series as `service_instance_id` (by default the
+        // exporter keeps resource attributes to `target_info`): a Prometheus behind a
+        // collector, or one that relabels `instance`, still tells the instances apart.
+        let instance = std::collections::HashSet::from([opentelemetry::Key::from_static_str(
+            crate::telemetry::INSTANCE_ID,
+        )]);
+        let prometheus = opentelemetry_prometheus::exporter()
+            .with_registry(registry.clone())
+            .with_resource_selector(instance)
+            .build()?;
+        let resource = crate::telemetry::resource(settings);
         let mut provider = SdkMeterProvider::builder().with_reader(prometheus).with_resource(resource);
         if let Some(endpoint) = &settings.otlp_endpoint {
             let exporter = opentelemetry_otlp::MetricExporter::builder()
@@ -123,9 +138,17 @@ impl Metrics {
         &self.meter
     }
 
-    /// Observes the pools, the limits, the hashing queue and the branches' migrations; the
+    /// Observes the pools, the limits, the hashing queue, the read audit and the branches'
+    /// migrations; the
     /// callbacks hold the directory weakly, so that it ends with its state.
-    pub fn observe(&self, directory: &Arc<Directory>, hasher: &Hasher, limits: &Arc<Limits>) {
+    pub fn observe(
+        &self,
+        directory: &Arc<Directory>,
+        hasher: &Hasher,
+        limits: &Arc<Limits>,
+        reads: &ReadAudit,
+    ) {
+        let reads = reads.gauge();
         let _ = self.directory.set(Arc::downgrade(directory));
         let pools = |directory: Weak<Directory>| move || directory.upgrade().map(|d| d.pool_statuses());
         let statuses = pools(Arc::downgrade(directory));
@@ -185,6 +208,27 @@ impl Metrics {
             .with_unit("{hash}")
             .with_description("Password hashes and checks waiting for their turn or being computed")
             .with_callback(move |observer| observer.observe(hasher.queue() as i64, &[]))
+            .build();
+        let audit = reads.clone();
+        self.meter
+            .u64_observable_counter("clinic.read_audit.records")
+            .with_unit("{record}")
+            .with_description("Audit records of reads queued to be written")
+            .with_callback(move |observer| observer.observe(audit.recorded(), &[]))
+            .build();
+        let audit = reads.clone();
+        self.meter
+            .i64_observable_up_down_counter("clinic.read_audit.queue")
+            .with_unit("{record}")
+            .with_description("Audit records of reads waiting in the queue to be written")
+            .with_callback(move |observer| observer.observe(audit.queue().0 as i64, &[]))
+            .build();
+        let audit = reads.clone();
+        self.meter
+            .i64_observable_up_down_counter("clinic.read_audit.queue.max")
+            .with_unit("{record}")
+            .with_description("The most records the read audit queue holds; reads answer 503 past it")
+            .with_callback(move |observer| observer.observe(audit.queue().1 as i64, &[]))
             .build();
         let branches = self.branches.clone();
         self.meter

@@ -33,6 +33,18 @@ impl Drop for Telemetry {
     }
 }
 
+/// The resource attribute that tells instances of the service apart.
+pub const INSTANCE_ID: &str = "service.instance.id";
+
+/// What every span and metric of this process is about: `service.name` and
+/// `service.instance.id` (`OTEL_SERVICE_NAME`, `SERVICE_INSTANCE_ID`).
+pub fn resource(settings: &Settings) -> opentelemetry_sdk::Resource {
+    opentelemetry_sdk::Resource::builder()
+        .with_service_name(settings.service_name.clone())
+        .with_attribute(opentelemetry::KeyValue::new(INSTANCE_ID, settings.service_instance_id.clone()))
+        .build()
+}
+
 /// The OTLP URL of a signal (`traces`, `metrics`): the setting is the collector's base URL,
 /// as in the OTel convention.
 pub fn signal_url(endpoint: &str, signal: &str) -> String {
@@ -82,11 +94,7 @@ pub fn init(settings: &Settings) -> anyhow::Result<Telemetry> {
             Some(
                 SdkTracerProvider::builder()
                     .with_batch_exporter(exporter)
-                    .with_resource(
-                        opentelemetry_sdk::Resource::builder()
-                            .with_service_name(settings.service_name.clone())
-                            .build(),
-                    )
+                    .with_resource(resource(settings))
                     .build(),
             )
         }

@@ -9,6 +9,7 @@
 pub mod branch_pool;
 pub mod client;
 pub mod directory;
+pub mod doctor;
 pub mod migrate;
 pub mod read_audit;
 pub mod sql;

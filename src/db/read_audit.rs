@@ -49,6 +49,7 @@ use std::collections::BTreeMap;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -86,6 +87,8 @@ pub struct ReadAudit {
     sender: mpsc::Sender<Message>,
     /// Longest a read waits for room in a full queue before it answers 503 instead.
     room_wait: Duration,
+    /// Records queued since the start, for the metrics.
+    recorded: Arc<AtomicU64>,
 }
 
 impl ReadAudit {
@@ -103,7 +106,10 @@ impl ReadAudit {
         let capacity = capacity.max(1);
         let (sender, receiver) = mpsc::channel(capacity);
         let bounds = Bounds { capacity, hold, branches_per_transaction: branches_per_transaction.max(1) };
-        (Self { sender, room_wait }, tokio::spawn(write_queued(receiver, directory, bounds)))
+        (
+            Self { sender, room_wait, recorded: Arc::default() },
+            tokio::spawn(write_queued(receiver, directory, bounds)),
+        )
     }
 
     /// Queues `record`, waiting for room when the queue is full: a read is answered only once
@@ -111,7 +117,10 @@ impl ReadAudit {
     /// ends in `Ok(false)`, for the read to answer 503 rather than go unrecorded.
     pub async fn record(&self, record: ReadRecord) -> anyhow::Result<bool> {
         match self.sender.send_timeout(Message::Record(record), self.room_wait).await {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                self.recorded.fetch_add(1, Ordering::Relaxed);
+                Ok(true)
+            }
             Err(mpsc::error::SendTimeoutError::Timeout(_)) => Ok(false),
             Err(mpsc::error::SendTimeoutError::Closed(_)) => {
                 Err(anyhow::anyhow!("the read audit writer has stopped"))
@@ -131,6 +140,32 @@ impl ReadAudit {
     /// Records waiting to be written.
     pub fn queued(&self) -> usize {
         self.sender.max_capacity() - self.sender.capacity()
+    }
+
+    /// What the metrics read of the queue, without keeping it open (the writer ends once
+    /// every [`ReadAudit`] is dropped).
+    pub fn gauge(&self) -> Gauge {
+        Gauge { sender: self.sender.downgrade(), recorded: self.recorded.clone() }
+    }
+}
+
+/// The read audit queue as the metrics see it.
+#[derive(Clone)]
+pub struct Gauge {
+    sender: mpsc::WeakSender<Message>,
+    recorded: Arc<AtomicU64>,
+}
+
+impl Gauge {
+    /// Records waiting to be written and the most the queue holds (`READ_AUDIT_QUEUE`);
+    /// none once the queue is closed.
+    pub fn queue(&self) -> (usize, usize) {
+        self.sender.upgrade().map_or((0, 0), |s| (s.max_capacity() - s.capacity(), s.max_capacity()))
+    }
+
+    /// Records queued since the start.
+    pub fn recorded(&self) -> u64 {
+        self.recorded.load(Ordering::Relaxed)
     }
 }
 

@@ -67,7 +67,6 @@ impl AppState {
     ) -> anyhow::Result<Self> {
         let hasher = Hasher::new(settings.password_hash_cost, settings.password_hash_limits)?;
         let limits = Arc::new(Limits::new(&settings));
-        metrics.observe(&directory, &hasher, &limits);
         let (read_audit, read_audit_writer) = ReadAudit::start(
             directory.clone(),
             settings.read_audit_queue,
@@ -75,6 +74,7 @@ impl AppState {
             settings.read_audit_hold,
             settings.read_audit_branches_per_transaction,
         );
+        metrics.observe(&directory, &hasher, &limits, &read_audit);
         Ok(Self {
             read_audit,
             hasher,

@@ -109,6 +109,9 @@ const EXPORTED: &[&str] = &[
     "clinic_branch_migration_failed",
     "clinic_rate_limit_rejections_total",
     "clinic_password_hash_queue",
+    "clinic_read_audit_records_total",
+    "clinic_read_audit_queue",
+    "clinic_read_audit_queue_max",
 ];
 
 #[tokio::test]

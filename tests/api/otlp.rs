@@ -21,6 +21,9 @@ use serde_json::json;
 
 use crate::support::{ADMIN_PASSWORD, TestDb, assert_status, client, reply};
 
+/// The instance id the server is started with.
+const INSTANCE: &str = "clinic-otlp-1";
+
 /// A body posted to the receiver: (path, body).
 type Post = (String, Vec<u8>);
 
@@ -89,6 +92,7 @@ fn serve(db: &TestDb, otlp: &str) -> (Process, String, String) {
         .env("METRICS_ADDR", "127.0.0.1:0")
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
         .env("OTEL_SERVICE_NAME", "clinic-server-under-test")
+        .env("SERVICE_INSTANCE_ID", INSTANCE)
         .env("OTEL_BSP_SCHEDULE_DELAY", "200")
         .env("OTEL_METRIC_EXPORT_INTERVAL", "500")
         .env("PASSWORD_HASH_MEMORY_KIB", "8")
@@ -204,6 +208,16 @@ async fn the_binary_exports_traces_and_metrics_over_otlp() {
     assert_status(&scraped, 200);
     let scraped = scraped.text;
     assert!(scraped.contains("http_server_request_duration_seconds_count{"), "{scraped}");
+    // Every series names the instance, target_info among them.
+    let samples = crate::metrics::samples(&scraped);
+    assert!(samples.iter().any(|s| s.name == "target_info"), "{scraped}");
+    for sample in &samples {
+        assert_eq!(
+            sample.labels.get("service_instance_id").map(String::as_str),
+            Some(INSTANCE),
+            "{sample:?}"
+        );
+    }
 
     let status = tokio::task::spawn_blocking(move || {
         let status = server.stop();
@@ -223,6 +237,10 @@ async fn the_binary_exports_traces_and_metrics_over_otlp() {
             assert_eq!(
                 attribute(&attributes, "service.name"),
                 Some(&Any::StringValue("clinic-server-under-test".into()))
+            );
+            assert_eq!(
+                attribute(&attributes, "service.instance.id"),
+                Some(&Any::StringValue(INSTANCE.into()))
             );
             spans.extend(resource.scope_spans.into_iter().flat_map(|s| s.spans));
         }
@@ -286,6 +304,13 @@ async fn the_binary_exports_traces_and_metrics_over_otlp() {
     let mut routes = std::collections::BTreeSet::new();
     for body in received.bodies("/v1/metrics") {
         let request = ExportMetricsServiceRequest::decode(body.as_slice()).expect("an OTLP metrics export");
+        for resource in &request.resource_metrics {
+            let attributes = resource.resource.as_ref().map(|r| r.attributes.as_slice()).unwrap_or_default();
+            assert_eq!(
+                attribute(attributes, "service.instance.id"),
+                Some(&Any::StringValue(INSTANCE.into()))
+            );
+        }
         for metric in
             request.resource_metrics.into_iter().flat_map(|r| r.scope_metrics).flat_map(|s| s.metrics)
         {
@@ -315,6 +340,9 @@ async fn the_binary_exports_traces_and_metrics_over_otlp() {
         "clinic.branch.migration.failed",
         "clinic.rate_limit.rejections",
         "clinic.password_hash.queue",
+        "clinic.read_audit.records",
+        "clinic.read_audit.queue",
+        "clinic.read_audit.queue.max",
     ] {
         assert!(names.contains(name), "{name} was not exported; got {names:?}");
     }
