@@ -187,8 +187,7 @@ where
 pub fn thumbnail(bytes: &[u8], bounds: &Bounds, longest: u32) -> Result<Vec<u8>, ImageError> {
     use image::ImageDecoder;
 
-    let mut reader =
-        image::ImageReader::new(Cursor::new(bytes)).with_guessed_format().map_err(unreadable)?;
+    let mut reader = image::ImageReader::new(Cursor::new(bytes)).with_guessed_format().map_err(unreadable)?;
     let mut limits = image::Limits::default();
     limits.max_image_width = Some(bounds.side);
     limits.max_image_height = Some(bounds.side);

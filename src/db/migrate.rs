@@ -478,6 +478,7 @@ mod tests {
         (16, "appointment_permissions", 8302143512423578345),
         (17, "calendar_keys", 10924135444864012900),
         (18, "diagnosis_codes", 9221684837993138931),
+        (19, "allergy_permissions", 7070799131902692445),
     ];
     const RELEASED_TENANT: &[(i32, &str, u64)] = &[
         (1, "clinical_base", 762070060115256798),
@@ -503,6 +504,7 @@ mod tests {
         (23, "doctor_hours_and_recalls", 18312977244612464081),
         (24, "appointment_reminders", 8000550159168022264),
         (25, "allergies", 13597016628055747788),
+        (26, "diagnoses", 8290533904279696826),
     ];
 
     /// What differs between the migrations `set` holds and `released`: a released one changed

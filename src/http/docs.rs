@@ -413,9 +413,8 @@ impl Doc {
         for media_type in media_types {
             body = body.add_content(*media_type, binary());
         }
-        let form = form
-            .property("file", string().format(SchemaFormat::Custom("binary".into())))
-            .required("file");
+        let form =
+            form.property("file", string().format(SchemaFormat::Custom("binary".into()))).required("file");
         op.request_body(body.add_content("multipart/form-data", Content::new(form)))
     }
 
@@ -423,8 +422,10 @@ impl Doc {
     pub fn answers_bytes(op: Operation, status: &str, description: &str, media_types: &[&str]) -> Operation {
         let mut answer = salvo::oapi::Response::new(description);
         for media_type in media_types {
-            answer = answer
-                .add_content(*media_type, Content::new(string().format(SchemaFormat::Custom("binary".into()))));
+            answer = answer.add_content(
+                *media_type,
+                Content::new(string().format(SchemaFormat::Custom("binary".into()))),
+            );
         }
         op.add_response(status, answer)
     }

@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use super::Resource;
-use super::store::Within;
 use super::context::Context;
+use super::store::Within;
 use crate::db::read_audit::ReadRecord;
 use crate::http::error::{ApiError, ApiResult};
 
@@ -32,7 +32,9 @@ pub async fn audit_seen(
 
 /// `{column: id}` of the parent a nested record's read was made under, for its audit record.
 pub fn parent_named(within: Within<'_>) -> Option<Value> {
-    within.parent.map(|(column, id)| Value::Object(serde_json::Map::from_iter([(column.to_owned(), id.into())])))
+    within
+        .parent
+        .map(|(column, id)| Value::Object(serde_json::Map::from_iter([(column.to_owned(), id.into())])))
 }
 
 /// Waits (a little) for the read records this instance has queued to be written, so that

@@ -15,8 +15,8 @@ use salvo::http::header::{
 use salvo::prelude::*;
 use serde_json::json;
 
-use super::ATTACHMENTS;
 use super::kinds::{self, Kind};
+use super::record::ATTACHMENTS;
 use super::storage::{self, Blob, Store};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
@@ -61,7 +61,8 @@ pub async fn content(req: &mut Request, depot: &mut Depot, res: &mut Response) -
             .await?
             .ok_or(ApiError::NotFound)?;
         Stored {
-            kind: Kind::of_name(row.get(0)).ok_or_else(|| anyhow::anyhow!("an attachment of no known kind"))?,
+            kind: Kind::of_name(row.get(0))
+                .ok_or_else(|| anyhow::anyhow!("an attachment of no known kind"))?,
             bytes: row.get::<_, i64>(1) as u64,
             sha256: row.get(2),
             filename: row.get(3),
@@ -97,7 +98,8 @@ pub async fn content(req: &mut Request, depot: &mut Depot, res: &mut Response) -
     let (first, last) = match range {
         Some((first, last)) => {
             res.status_code(StatusCode::PARTIAL_CONTENT);
-            res.headers_mut().insert(CONTENT_RANGE, header(&format!("bytes {first}-{last}/{}", stored.bytes))?);
+            res.headers_mut()
+                .insert(CONTENT_RANGE, header(&format!("bytes {first}-{last}/{}", stored.bytes))?);
             (first, last)
         }
         None => {

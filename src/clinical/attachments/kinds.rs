@@ -16,9 +16,6 @@ pub enum Kind {
     Dicom,
 }
 
-/// Every kind's name, as the `kind` column and the API write it.
-pub const NAMES: &[&str] = &["pdf", "jpeg", "png", "tiff", "dicom"];
-
 impl Kind {
     /// The kind `head` (the file's first bytes, up to [`HEAD_BYTES`]) begins as, if any.
     pub fn sniff(head: &[u8]) -> Option<Self> {
@@ -143,7 +140,8 @@ pub fn filename_of(disposition: &str) -> Option<String> {
             let Some((charset, rest)) = value.split_once('\'') else { continue };
             let Some((_, encoded)) = rest.split_once('\'') else { continue };
             if charset.eq_ignore_ascii_case("utf-8") {
-                extended = percent_encoding::percent_decode_str(encoded).decode_utf8().ok().map(|s| s.into_owned());
+                extended =
+                    percent_encoding::percent_decode_str(encoded).decode_utf8().ok().map(|s| s.into_owned());
             }
         } else if name == "filename" {
             plain = Some(unquote(value));
@@ -205,11 +203,8 @@ fn unquote(value: &str) -> String {
 /// A `Content-Disposition: attachment` value naming `filename`: an ASCII fallback quoted,
 /// and the name itself as RFC 6266's `filename*`.
 pub fn disposition(filename: &str) -> String {
-    const ENCODED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-        .remove(b'-')
-        .remove(b'.')
-        .remove(b'_')
-        .remove(b'~');
+    const ENCODED: &percent_encoding::AsciiSet =
+        &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
     let fallback: String = filename
         .chars()
         .map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' { c } else { '_' })
@@ -252,11 +247,15 @@ mod tests {
         assert_eq!(filename_of("attachment; filename=\"scan.pdf\"").as_deref(), Some("scan.pdf"));
         assert_eq!(filename_of("attachment; filename=plain.png").as_deref(), Some("plain.png"));
         assert_eq!(
-            filename_of("attachment; filename=\"x.pdf\"; filename*=UTF-8''%C3%A9t%C3%A9%20scan.pdf").as_deref(),
+            filename_of("attachment; filename=\"x.pdf\"; filename*=UTF-8''%C3%A9t%C3%A9%20scan.pdf")
+                .as_deref(),
             Some("été scan.pdf")
         );
         assert_eq!(filename_of("attachment; filename=\"../../etc/a;b.pdf\"").as_deref(), Some("a;b.pdf"));
         assert_eq!(filename_of("attachment"), None);
-        assert_eq!(disposition("été \"1\".pdf"), "attachment; filename=\"_t_ _1_.pdf\"; filename*=UTF-8''%C3%A9t%C3%A9%20%221%22.pdf");
+        assert_eq!(
+            disposition("été \"1\".pdf"),
+            "attachment; filename=\"_t_ _1_.pdf\"; filename*=UTF-8''%C3%A9t%C3%A9%20%221%22.pdf"
+        );
     }
 }

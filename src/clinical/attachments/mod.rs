@@ -23,6 +23,7 @@ mod content;
 mod kinds;
 mod objects;
 mod receive;
+mod record;
 mod storage;
 mod writes;
 
@@ -31,45 +32,18 @@ use salvo::oapi::{Object, PathItemType};
 use crate::http::docs::{self, Doc};
 use crate::http::endpoints::Endpoints;
 use crate::http::guard::Produces;
-use crate::http::list::SortDirection;
-use crate::permissions::{ATTACHMENTS_READ, ATTACHMENTS_WRITE};
-use crate::resource::{Parent, Resource, Scope, Shape};
 
-pub use kinds::NAMES as KINDS;
-
-pub static ATTACHMENTS: Resource = Resource {
-    path: "patients/{patient_id}/attachments",
-    table: "attachments",
-    label: "Attachment",
-    plural: "attachments",
-    scope: Scope::Branch,
-    parent: Some(Parent { param: "patient_id", column: "patient_id", table: "patients", soft_deleted: true }),
-    read_only: &[
-        ("visit_id", Shape::Integer),
-        ("examination_kind", Shape::Text),
-        ("examination_id", Shape::Integer),
-        ("kind", Shape::Text),
-        ("content_type", Shape::Text),
-        ("bytes", Shape::Integer),
-        ("sha256", Shape::Text),
-        ("filename", Shape::Text),
-        ("title", Shape::Text),
-        ("created_by", Shape::Integer),
-    ],
-    sort_fields: &["created_at", "filename", "kind", "bytes"],
-    default_sort: "created_at",
-    default_direction: SortDirection::Desc,
-    search: &["filename", "title"],
-    read_permission: ATTACHMENTS_READ,
-    write_permission: ATTACHMENTS_WRITE,
-    audit_reads: true,
-    writable: false,
-    ..Resource::DEFAULTS
-};
+pub use record::ATTACHMENTS;
 
 /// Media types an upload may be sent as (beside a form).
-const SENT_AS: &[&str] =
-    &["application/pdf", "image/jpeg", "image/png", "image/tiff", "application/dicom", "application/octet-stream"];
+const SENT_AS: &[&str] = &[
+    "application/pdf",
+    "image/jpeg",
+    "image/png",
+    "image/tiff",
+    "application/dicom",
+    "application/octet-stream",
+];
 
 /// What the content route answers.
 const ANSWERS: &[&str] = &["application/pdf", "image/jpeg", "image/png", "image/tiff", "application/dicom"];
@@ -102,13 +76,34 @@ pub fn add_endpoints(branch: &mut Endpoints) {
         .add_parameter(docs::path_param("patient_id"))
         .add_parameter(docs::query("title", docs::string().max_length(200), "A title (raw body)"))
         .add_parameter(docs::query("visit_id", docs::id(), "A visit of the patient (raw body)"))
-        .add_parameter(docs::query("examination_kind", docs::string(), "An examination's path, e.g. refractions"))
-        .add_parameter(docs::query("examination_id", docs::id(), "An examination of the patient, with its kind"));
+        .add_parameter(docs::query(
+            "examination_kind",
+            docs::string(),
+            "An examination's path, e.g. refractions",
+        ))
+        .add_parameter(docs::query(
+            "examination_id",
+            docs::id(),
+            "An examination of the patient, with its kind",
+        ));
     let op = Doc::with_file_body(op, SENT_AS, form);
     let op = Doc::answers(op, "201", "Kept", docs::envelope(record()));
-    let op = Doc::answers(op, "200", "The same content is already in the chart: that record", docs::envelope(record()));
-    let op = Doc::error(op, "413", "payload_too_large: over ATTACHMENT_MAX_BYTES; quota_exceeded: over the branch's quota");
-    let op = Doc::error(op, "415", "unsupported_media: not a PDF, JPEG, PNG, TIFF or DICOM file, or declared as another kind");
+    let op = Doc::answers(
+        op,
+        "200",
+        "The same content is already in the chart: that record",
+        docs::envelope(record()),
+    );
+    let op = Doc::error(
+        op,
+        "413",
+        "payload_too_large: over ATTACHMENT_MAX_BYTES; quota_exceeded: over the branch's quota",
+    );
+    let op = Doc::error(
+        op,
+        "415",
+        "unsupported_media: not a PDF, JPEG, PNG, TIFF or DICOM file, or declared as another kind",
+    );
     let op = Doc::invalid(op, "A visit or examination not of this patient, or a bad title");
     let op = Doc::error(op, "400", "The body or form could not be read");
     let op = Doc::error(op, "408", "The body did not arrive in time");
@@ -118,7 +113,11 @@ pub fn add_endpoints(branch: &mut Endpoints) {
         .operation("attachments", "Remove an attachment from the chart, with a reason")
         .add_parameter(docs::path_param("patient_id"))
         .add_parameter(docs::path_id())
-        .add_parameter(docs::query("reason", docs::string().max_length(500), "Why (or `reason` in the body)"));
+        .add_parameter(docs::query(
+            "reason",
+            docs::string().max_length(500),
+            "Why (or `reason` in the body)",
+        ));
     let op = Doc::answers(op, "200", "Removed", Object::new().property("message", docs::string()));
     let op = Doc::invalid(Doc::stale(op), "reason missing or too long");
     branch.add_taking(PathItemType::Delete, MEMBER, &writes::REMOVAL, writes::remove, Doc::not_found(op));
@@ -129,14 +128,19 @@ pub fn add_endpoints(branch: &mut Endpoints) {
         .add_parameter(docs::path_id())
         .add_parameter(docs::query(
             "thumbnail",
-            docs::integer().minimum(i64::from(*content::THUMBNAIL_SIDES.start())).maximum(i64::from(*content::THUMBNAIL_SIDES.end())),
+            docs::integer()
+                .minimum(i64::from(*content::THUMBNAIL_SIDES.start()))
+                .maximum(i64::from(*content::THUMBNAIL_SIDES.end())),
             "A PNG of an image at most this many pixels on its longest side",
         ));
     let op = Doc::answers_bytes(op, "200", "The file (ETag: its SHA-256)", ANSWERS);
     let op = Doc::answers_bytes(op, "206", "The range asked for, with Content-Range", ANSWERS);
     let op = op.add_response("304", salvo::oapi::Response::new("If-None-Match matched the ETag"));
     let op = Doc::error(op, "416", "range_not_satisfiable: the range starts past the end");
-    let op = Doc::invalid(op, "thumbnail out of range, of a file that is not an image, or an image too large to decode");
+    let op = Doc::invalid(
+        op,
+        "thumbnail out of range, of a file that is not an image, or an image too large to decode",
+    );
     branch.add_behind(
         PathItemType::Get,
         &format!("{MEMBER}/content"),

@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt, TryStreamExt};
+use futures_util::{Stream, TryStreamExt};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, WriteMultipart};
 
@@ -82,7 +82,7 @@ impl Objects {
             let got = self.store.get_opts(&self.path(&key), options).await.map_err(std::io::Error::other)?;
             Ok::<_, std::io::Error>(got.into_stream().map_err(std::io::Error::other))
         };
-        Box::pin(futures_util::stream::once(opened).try_flatten().map(|piece| piece.map(Bytes::from)))
+        Box::pin(futures_util::stream::once(opened).try_flatten())
     }
 }
 

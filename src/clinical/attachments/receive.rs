@@ -64,7 +64,8 @@ pub async fn receive(req: &mut Request, settings: &Settings) -> ApiResult<Upload
     if content_type.as_deref() == Some("multipart/form-data") {
         return receive_form(req, max).await;
     }
-    let filename = req.headers().get("content-disposition").and_then(|v| v.to_str().ok()).and_then(kinds::filename_of);
+    let filename =
+        req.headers().get("content-disposition").and_then(|v| v.to_str().ok()).and_then(kinds::filename_of);
     let fields = list::query_pairs(req);
     let mut body = req.take_body();
     let mut file = tokio::fs::File::from_std(tempfile::tempfile().map_err(anyhow::Error::from)?);
@@ -120,6 +121,9 @@ impl Spooled {
     }
 }
 
+/// The form's part that holds the file.
+const FILE_PART: &str = "file";
+
 const FORM_FIELDS: &[&str] = &["title", "visit_id", "examination_kind", "examination_id"];
 
 async fn receive_form(req: &mut Request, max: u64) -> ApiResult<Upload> {
@@ -128,7 +132,10 @@ async fn receive_form(req: &mut Request, max: u64) -> ApiResult<Upload> {
         salvo::http::ParseError::PayloadTooLarge => too_large(max),
         _ => ApiError::bad_request("unreadable_body", "The form could not be read."),
     })?;
-    let part = form.files.get("file").ok_or_else(|| ApiError::field("file", "Send the file in the part `file`."))?;
+    let part = form
+        .files
+        .get(FILE_PART)
+        .ok_or_else(|| ApiError::field(FILE_PART, "Send the file in the part `file`."))?;
     let declared = part.content_type().map(|m| kinds::essence(m.as_ref()));
     let filename = part.name().map(kinds::clean_filename).filter(|n| !n.is_empty());
     let fields = FORM_FIELDS

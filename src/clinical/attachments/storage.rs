@@ -52,8 +52,9 @@ impl Store {
             )
             .await?;
         let Some(row) = inserted else {
-            let row =
-                unit.query_one("SELECT id FROM attachment_blobs WHERE sha256 = $1", &[&upload.sha256]).await?;
+            let row = unit
+                .query_one("SELECT id FROM attachment_blobs WHERE sha256 = $1", &[&upload.sha256])
+                .await?;
             return Ok((row.get(0), false));
         };
         let blob: i64 = row.get(0);

@@ -5,9 +5,9 @@ use salvo::http::StatusCode;
 use salvo::prelude::*;
 use serde_json::Value;
 
-use super::ATTACHMENTS;
 use super::kinds::{self, Kind};
 use super::receive::{self, Upload};
+use super::record::ATTACHMENTS;
 use super::storage::Store;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
@@ -33,7 +33,8 @@ fn described(sent: &Upload) -> ApiResult<Described> {
     {
         errors.push(("title".to_owned(), "The title must be one line of at most 200 characters.".to_owned()));
     }
-    let id = |name: &str, errors: &mut Vec<(String, String)>| match sent.field(name).filter(|v| !v.is_empty()) {
+    let id = |name: &str, errors: &mut Vec<(String, String)>| match sent.field(name).filter(|v| !v.is_empty())
+    {
         None => None,
         Some(value) => match value.parse::<i64>() {
             Ok(id) if id > 0 => Some(id),
@@ -51,12 +52,16 @@ fn described(sent: &Upload) -> ApiResult<Described> {
         (Some(kind), Some(id)) => match examination_table(kind) {
             Some(table) => Some((table, id)),
             None => {
-                errors.push(("examination_kind".to_owned(), "The examination_kind must name an examination, e.g. refractions.".to_owned()));
+                errors.push((
+                    "examination_kind".to_owned(),
+                    "The examination_kind must name an examination, e.g. refractions.".to_owned(),
+                ));
                 None
             }
         },
         (None, Some(_)) => {
-            errors.push(("examination_kind".to_owned(), "Name the examination's kind with its id.".to_owned()));
+            errors
+                .push(("examination_kind".to_owned(), "Name the examination's kind with its id.".to_owned()));
             None
         }
         (Some(_), None) if errors.iter().any(|(f, _)| f == "examination_id") => None,
@@ -65,7 +70,11 @@ fn described(sent: &Upload) -> ApiResult<Described> {
             None
         }
     };
-    if errors.is_empty() { Ok(Described { title, visit_id, examination }) } else { Err(ApiError::Validation(field_errors(errors))) }
+    if errors.is_empty() {
+        Ok(Described { title, visit_id, examination })
+    } else {
+        Err(ApiError::Validation(field_errors(errors)))
+    }
 }
 
 fn field_errors(errors: Vec<(String, String)>) -> crate::http::error::FieldErrors {
@@ -146,8 +155,10 @@ pub async fn upload(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
         }
     }
     let (blob, _) = store.keep(&unit, &mut received).await?;
-    let (visit, (exam_kind, exam_id)) =
-        (described.visit_id, described.examination.map_or((None, None), |(t, id)| (Some(kind_of_table(t)), Some(id))));
+    let (visit, (exam_kind, exam_id)) = (
+        described.visit_id,
+        described.examination.map_or((None, None), |(t, id)| (Some(kind_of_table(t)), Some(id))),
+    );
     let inserted = unit
         .query_opt(
             "INSERT INTO attachments (patient_id, visit_id, examination_kind, examination_id, blob_id, kind,
@@ -204,7 +215,10 @@ async fn check_ties(unit: &Unit<'_>, patient: i64, described: &Described) -> Api
     let mut errors = Vec::new();
     if let Some(visit) = described.visit_id {
         let of = unit
-            .query_opt("SELECT patient_id FROM patient_visits WHERE id = $1 AND deleted_at IS NULL", &[&visit])
+            .query_opt(
+                "SELECT patient_id FROM patient_visits WHERE id = $1 AND deleted_at IS NULL",
+                &[&visit],
+            )
             .await?
             .map(|r| r.get::<_, i64>(0));
         if of != Some(patient) {
@@ -216,7 +230,10 @@ async fn check_ties(unit: &Unit<'_>, patient: i64, described: &Described) -> Api
         let sql = format!("SELECT patient_id FROM {table} WHERE id = $1 AND deleted_at IS NULL");
         let of = unit.query_opt(&sql, &[&id]).await?.map(|r| r.get::<_, i64>(0));
         if of != Some(patient) {
-            errors.push(("examination_id".to_owned(), "The examination must be one of this patient's.".to_owned()));
+            errors.push((
+                "examination_id".to_owned(),
+                "The examination must be one of this patient's.".to_owned(),
+            ));
         }
     }
     if errors.is_empty() { Ok(()) } else { Err(ApiError::Validation(field_errors(errors))) }

@@ -38,7 +38,8 @@ async fn the_front_desk_neither_adds_nor_reads_attachments_and_a_doctor_does_bot
     for path in [attachments(patient), path.clone(), format!("{path}/content")] {
         let r = app.call_as(&desk, Method::GET, &path, Some(branch), Value::Null).await;
         assert_error(&r, 403, "forbidden");
-        let r = reply(app.request_as(&doctor, Method::GET, &path, Some(branch)).header("accept", "*/*")).await;
+        let r =
+            reply(app.request_as(&doctor, Method::GET, &path, Some(branch)).header("accept", "*/*")).await;
         assert_status(&r, 200);
     }
     let r = reply(app.request_as(&desk, Method::DELETE, &format!("{path}?reason=x"), Some(branch))).await;
@@ -72,13 +73,17 @@ async fn a_delete_needs_a_reason_and_hides_the_record_and_its_bytes() {
     let id = id_of(&upload(app, branch, patient, &file).await);
     let path = format!("{}/{id}", attachments(patient));
     assert_invalid(&app.delete(&path, Some(branch)).await, &["reason"]);
-    let r = reply(app.request(Method::DELETE, &path, Some(branch)).json(&json!({ "reason": "Wrong patient" }))).await;
+    let r =
+        reply(app.request(Method::DELETE, &path, Some(branch)).json(&json!({ "reason": "Wrong patient" })))
+            .await;
     assert_status(&r, 200);
     assert_status(&app.get(&path, Some(branch)).await, 404);
-    let r = reply(app.request(Method::GET, &format!("{path}/content"), Some(branch)).header("accept", "*/*")).await;
+    let r = reply(app.request(Method::GET, &format!("{path}/content"), Some(branch)).header("accept", "*/*"))
+        .await;
     assert_status(&r, 404);
     assert_eq!(ids(&app.get(&attachments(patient), Some(branch)).await.body), Vec::<i64>::new());
-    let rows = app.audit_rows("/api/v1/audit-logs", Some(branch), "patients/{patient_id}/attachments", id).await;
+    let rows =
+        app.audit_rows("/api/v1/audit-logs", Some(branch), "patients/{patient_id}/attachments", id).await;
     let deleted: Vec<&Value> = rows.iter().filter(|r| r["action"] == "delete").collect();
     assert_eq!(deleted.len(), 1, "{rows:?}");
     assert_eq!(deleted[0]["after"]["delete_reason"], "Wrong patient");
@@ -96,7 +101,8 @@ async fn every_read_of_a_record_or_its_bytes_is_in_the_patients_access_log() {
     let path = format!("{}/{id}", attachments(patient));
     assert_status(&app.get(&attachments(patient), Some(branch)).await, 200);
     assert_status(&app.get(&path, Some(branch)).await, 200);
-    let r = reply(app.request(Method::GET, &format!("{path}/content"), Some(branch)).header("accept", "*/*")).await;
+    let r = reply(app.request(Method::GET, &format!("{path}/content"), Some(branch)).header("accept", "*/*"))
+        .await;
     assert_status(&r, 200);
     let log = access_log(app, branch, patient).await;
     let resource = "patients/{patient_id}/attachments";

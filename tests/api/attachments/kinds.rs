@@ -133,7 +133,8 @@ async fn a_form_carries_the_file_with_its_title_and_visit_and_ties_are_the_patie
     // Another patient's visit, and an examination named without its kind.
     let other = id_of(&app.create_patient(branch, "Ben", "Santos").await);
     let file = File { bytes: png(9, 9), sent_as: "image/png", name: "x.png" };
-    let r = upload_as(app, &app.admin_token, branch, other, &file, &format!("?visit_id={}", clinic.visit)).await;
+    let r =
+        upload_as(app, &app.admin_token, branch, other, &file, &format!("?visit_id={}", clinic.visit)).await;
     assert_invalid(&r, &["visit_id"]);
     let r = upload_as(app, &app.admin_token, branch, patient, &file, "?examination_id=5").await;
     assert_invalid(&r, &["examination_kind"]);
@@ -148,7 +149,10 @@ fn form_of(file: &[u8], name: &str, sent_as: &str, fields: &[(&str, String)]) ->
     let boundary = "clinic-form-boundary-7d1f";
     let mut body = Vec::new();
     for (field, value) in fields {
-        body.extend(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"\r\n\r\n{value}\r\n").bytes());
+        body.extend(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"\r\n\r\n{value}\r\n")
+                .bytes(),
+        );
     }
     body.extend(
         format!(

@@ -27,7 +27,14 @@ pub struct File<'a> {
 }
 
 /// `POST` of `file` as the raw body, as `token`, with `query` (`?title=...`) after the path.
-pub async fn upload_as(app: &TestApp, token: &str, branch: i64, patient: i64, file: &File<'_>, query: &str) -> Reply {
+pub async fn upload_as(
+    app: &TestApp,
+    token: &str,
+    branch: i64,
+    patient: i64,
+    file: &File<'_>,
+    query: &str,
+) -> Reply {
     let path = format!("{}{query}", attachments(patient));
     reply(
         app.request_as(token, Method::POST, &path, Some(branch))
@@ -44,7 +51,14 @@ pub async fn upload(app: &TestApp, branch: i64, patient: i64, file: &File<'_>) -
 }
 
 /// `GET .../{id}/content` with extra headers.
-pub async fn content(app: &TestApp, branch: i64, patient: i64, id: i64, query: &str, headers: &[(&str, &str)]) -> Reply {
+pub async fn content(
+    app: &TestApp,
+    branch: i64,
+    patient: i64,
+    id: i64,
+    query: &str,
+    headers: &[(&str, &str)],
+) -> Reply {
     let path = format!("{}/{id}/content{query}", attachments(patient));
     let mut req = app.request(Method::GET, &path, Some(branch)).header("accept", "*/*");
     for (name, value) in headers {
@@ -56,8 +70,13 @@ pub async fn content(app: &TestApp, branch: i64, patient: i64, id: i64, query: &
 /// An RGB picture of `width` x `height` of noise (which compresses little), encoded as
 /// `format`.
 pub fn picture(width: u32, height: u32, format: image::ImageFormat) -> Vec<u8> {
-    let noise = |x: u32, y: u32, salt: u32| ((x.wrapping_mul(73_856_093) ^ y.wrapping_mul(19_349_663) ^ salt).wrapping_mul(2_654_435_761) >> 24) as u8;
-    let pixels = image::RgbImage::from_fn(width, height, |x, y| image::Rgb([noise(x, y, 1), noise(x, y, 2), noise(x, y, 3)]));
+    let noise = |x: u32, y: u32, salt: u32| {
+        ((x.wrapping_mul(73_856_093) ^ y.wrapping_mul(19_349_663) ^ salt).wrapping_mul(2_654_435_761) >> 24)
+            as u8
+    };
+    let pixels = image::RgbImage::from_fn(width, height, |x, y| {
+        image::Rgb([noise(x, y, 1), noise(x, y, 2), noise(x, y, 3)])
+    });
     let mut out = Vec::new();
     image::DynamicImage::ImageRgb8(pixels).write_to(&mut Cursor::new(&mut out), format).unwrap();
     out

@@ -45,9 +45,17 @@ async fn thumbnails_fit_their_side_and_a_bomb_or_a_document_is_422() {
     let (app, branch, patient) = (&clinic.app, clinic.branch, clinic.patient);
     let file = File { bytes: png(600, 300), sent_as: "image/png", name: "wide.png" };
     let id = id_of(&upload(app, branch, patient, &file).await);
-    let jpeg = File { bytes: super::picture(90, 300, image::ImageFormat::Jpeg), sent_as: "image/jpeg", name: "t.jpg" };
+    let jpeg = File {
+        bytes: super::picture(90, 300, image::ImageFormat::Jpeg),
+        sent_as: "image/jpeg",
+        name: "t.jpg",
+    };
     let tall = id_of(&upload(app, branch, patient, &jpeg).await);
-    let tiff = File { bytes: super::picture(50, 40, image::ImageFormat::Tiff), sent_as: "image/tiff", name: "s.tif" };
+    let tiff = File {
+        bytes: super::picture(50, 40, image::ImageFormat::Tiff),
+        sent_as: "image/tiff",
+        name: "s.tif",
+    };
     let small = id_of(&upload(app, branch, patient, &tiff).await);
     for (id, side, expected) in [(id, 256, (256, 128)), (tall, 100, (30, 100)), (small, 256, (50, 40))] {
         let r = content(app, branch, patient, id, &format!("?thumbnail={side}"), &[]).await;
