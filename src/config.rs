@@ -138,8 +138,15 @@ pub struct Settings {
     pub read_audit_branches_per_transaction: usize,
     /// Password hashes computed at once, and how many more may wait for their turn.
     pub password_hash_limits: HashLimits,
-    /// Largest accepted request body in bytes.
+    /// Largest accepted request body in bytes (an attachment's upload has its own bound).
     pub max_body_bytes: usize,
+    /// Largest attachment taken, in bytes.
+    pub attachment_max_bytes: u64,
+    /// Where attachments' bytes are kept: `None` in the branch's database, else an object
+    /// store URL (`file:///...`, `s3://bucket/prefix`).
+    pub attachment_store: Option<String>,
+    /// The most bytes of attachments one branch keeps (`None`: no bound).
+    pub attachment_branch_quota_bytes: Option<u64>,
     /// Where the embedded cluster and the mail drop live.
     pub var_dir: std::path::PathBuf,
     /// Percent of a server's branch pool one branch may hold at once (its fair share).
@@ -222,6 +229,9 @@ pub fn reminder_hours(text: &str) -> anyhow::Result<Vec<i32>> {
     hours.dedup();
     Ok(hours)
 }
+
+/// `ATTACHMENT_MAX_BYTES` unless set: 25 MiB.
+pub const DEFAULT_ATTACHMENT_MAX_BYTES: u64 = 25 * 1024 * 1024;
 
 fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
@@ -313,6 +323,11 @@ impl Settings {
                 queue: parsed("PASSWORD_HASH_QUEUE", 32)?,
             },
             max_body_bytes: parsed("MAX_BODY_BYTES", 1024 * 1024)?,
+            attachment_max_bytes: parsed("ATTACHMENT_MAX_BYTES", DEFAULT_ATTACHMENT_MAX_BYTES)?,
+            attachment_store: var("ATTACHMENT_STORE").filter(|v| !v.trim().is_empty()),
+            attachment_branch_quota_bytes: var("ATTACHMENT_BRANCH_QUOTA_BYTES")
+                .map(|v| v.trim().parse().map_err(|e| anyhow::anyhow!("ATTACHMENT_BRANCH_QUOTA_BYTES: {e}")))
+                .transpose()?,
             var_dir: var("CLINIC_VAR_DIR").map(Into::into).unwrap_or_else(|| "var".into()),
             branch_pool_share_percent: parsed("BRANCH_POOL_SHARE_PERCENT", 50)?,
             statement_timeout: Duration::from_millis(parsed("STATEMENT_TIMEOUT_MS", 30_000)?),
@@ -441,6 +456,9 @@ impl Settings {
             read_audit_branches_per_transaction: READ_AUDIT_BRANCHES_PER_TRANSACTION,
             password_hash_limits: HashLimits { concurrency: HashLimits::default_concurrency(), queue: 32 },
             max_body_bytes: 1024 * 1024,
+            attachment_max_bytes: DEFAULT_ATTACHMENT_MAX_BYTES,
+            attachment_store: None,
+            attachment_branch_quota_bytes: None,
             var_dir: "var".into(),
             branch_pool_share_percent: 50,
             statement_timeout: Duration::from_secs(30),

@@ -1,4 +1,4 @@
-//! The one decoder for images the server is sent (a branch's logo; attachments later): PNG
+//! The one decoder for images the server is sent (a branch's logo, an attachment's thumbnail): PNG
 //! and JPEG, refused by the dimensions their headers declare before a pixel is allocated, and
 //! decoded whole, so that an image kept is one that reads to its last byte. Decodes run off
 //! the async threads, [`DECODES_AT_ONCE`] at a time, so that the memory bound of one decode
@@ -178,6 +178,36 @@ where
 {
     let _turn = DECODES.acquire().await.map_err(|_| unreadable("the server is stopping"))?;
     tokio::task::spawn_blocking(work).await.unwrap_or_else(|_| Err(unreadable("its data is damaged")))
+}
+
+/// A PNG of `bytes` (a PNG, JPEG or TIFF) at most `longest` pixels on its longest side,
+/// decoded by the `image` crate held to `bounds` (`image::Limits`): an image that declares
+/// more pixels or memory than they allow is refused before its pixels are allocated. Call it
+/// off the async threads ([`decode_apart`]).
+pub fn thumbnail(bytes: &[u8], bounds: &Bounds, longest: u32) -> Result<Vec<u8>, ImageError> {
+    use image::ImageDecoder;
+
+    let mut reader = image::ImageReader::new(Cursor::new(bytes)).with_guessed_format().map_err(unreadable)?;
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(bounds.side);
+    limits.max_image_height = Some(bounds.side);
+    limits.max_alloc = Some(bounds.bytes);
+    reader.limits(limits);
+    let limited = |error: image::ImageError| match error {
+        image::ImageError::Limits(_) => bounds.too_many_pixels("over the bounds".to_owned()),
+        other => unreadable(other),
+    };
+    let decoder = reader.into_decoder().map_err(limited)?;
+    let (width, height) = decoder.dimensions();
+    bounds.check_size(width, height)?;
+    bounds.check_memory(decoder.total_bytes())?;
+    let image = image::DynamicImage::from_decoder(decoder).map_err(limited)?;
+    // Never larger than the image itself.
+    let fitted = if width.max(height) > longest { image.thumbnail(longest, longest) } else { image };
+    let small = image::DynamicImage::ImageRgba8(fitted.to_rgba8());
+    let mut out = Vec::new();
+    small.write_to(&mut Cursor::new(&mut out), image::ImageFormat::Png).map_err(unreadable)?;
+    Ok(out)
 }
 
 fn decode_png(bytes: &[u8], bounds: &Bounds) -> Result<Picture, ImageError> {

@@ -25,6 +25,8 @@ pub const PHARMACY_WRITE: &str = "pharmacy.write";
 pub const PHARMACY_ALLERGY_OVERRIDE: &str = "pharmacy.allergy_override";
 pub const AUDIT_READ: &str = "audit.read";
 pub const DIAGNOSES_WRITE: &str = "diagnoses.write";
+pub const ATTACHMENTS_READ: &str = "attachments.read";
+pub const ATTACHMENTS_WRITE: &str = "attachments.write";
 
 pub const CATALOGUE: &[(&str, &str)] = &[
     (ADMIN_ACCESS, "Administer branches, branch services, staff, users and roles"),
@@ -48,6 +50,8 @@ pub const CATALOGUE: &[(&str, &str)] = &[
     (PHARMACY_WRITE, "Edit pharmacy and inventory"),
     (PHARMACY_ALLERGY_OVERRIDE, "Dispense a medicine the patient is allergic to, giving a reason"),
     (DIAGNOSES_WRITE, "Record diagnoses and keep patients' problem lists"),
+    (ATTACHMENTS_READ, "View and download documents and images in patients' charts"),
+    (ATTACHMENTS_WRITE, "Add documents and images to patients' charts and remove them"),
     // Who read a patient's records is staff activity as much as patient data: the
     // administrators' (and a privacy officer's role, made by them), not the clinic's roles.
     (AUDIT_READ, "View who read or changed a patient's records"),
@@ -66,6 +70,8 @@ pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
             PATIENTS_WRITE,
             CLINICAL_READ,
             CLINICAL_WRITE,
+            ATTACHMENTS_READ,
+            ATTACHMENTS_WRITE,
             ALLERGIES_WRITE,
             DIAGNOSES_WRITE,
             BILLING_READ,
@@ -87,6 +93,8 @@ pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
             PATIENTS_WRITE,
             CLINICAL_READ,
             CLINICAL_WRITE,
+            ATTACHMENTS_READ,
+            ATTACHMENTS_WRITE,
             ALLERGIES_WRITE,
             QUEUE_READ,
             QUEUE_WRITE,
@@ -131,6 +139,7 @@ pub const DEFAULT_ROLES: &[(&str, &str, &[&str])] = &[
         &[
             PATIENTS_READ,
             CLINICAL_READ,
+            ATTACHMENTS_READ,
             PHARMACY_READ,
             PHARMACY_WRITE,
             PHARMACY_ALLERGY_OVERRIDE,

@@ -3,6 +3,7 @@
 
 mod access_log;
 pub mod allergies;
+pub mod attachments;
 pub mod diagnoses;
 pub mod merge;
 pub mod patients;
@@ -94,5 +95,6 @@ pub fn endpoints() -> Vec<Endpoints> {
         Doc::invalid(op, "A parameter is out of range or unknown"),
     );
     access_log::add_endpoints(&mut branch);
+    attachments::add_endpoints(&mut branch);
     vec![branch]
 }

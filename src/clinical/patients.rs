@@ -111,7 +111,7 @@ pub async fn lookup(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     let conn = ctx.reading_conn(PATIENTS.scope).await?;
     let (rows, ids) = matching(&conn.reads(), &term, limit).await?;
     drop(conn);
-    audit_seen(&ctx, &PATIENTS, &ids, &pairs).await?;
+    audit_seen(&ctx, &PATIENTS, Default::default(), &ids, &pairs).await?;
     web::ok_text(res, "Patients found.", &rows);
     Ok(())
 }

@@ -303,4 +303,5 @@ pub static RESOURCES: &[&Resource] = &[
     &AUDIT_LOGS,
     &super::diagnoses::VISIT_DIAGNOSES,
     &super::diagnoses::PROBLEMS,
+    &super::attachments::ATTACHMENTS,
 ];

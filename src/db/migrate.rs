@@ -478,6 +478,7 @@ mod tests {
         (16, "appointment_permissions", 8302143512423578345),
         (17, "calendar_keys", 10924135444864012900),
         (18, "diagnosis_codes", 9221684837993138931),
+        (19, "allergy_permissions", 7070799131902692445),
     ];
     const RELEASED_TENANT: &[(i32, &str, u64)] = &[
         (1, "clinical_base", 762070060115256798),
@@ -505,6 +506,7 @@ mod tests {
         (25, "allergies", 13597016628055747788),
         (26, "diagnoses", 8290533904279696826),
         (27, "hours_in_statements", 15244650527414269404),
+        (28, "attachments", 14225405572014035635),
     ];
 
     /// What differs between the migrations `set` holds and `released`: a released one changed

@@ -400,6 +400,36 @@ impl Doc {
             .add_response("429", response("Too many bad keys or tokens from this address", error_schema()))
     }
 
+    /// An error answer (`{message, code}`) at `status`.
+    pub fn error(op: Operation, status: &str, description: &str) -> Operation {
+        op.add_response(status, response(description, error_schema()))
+    }
+
+    /// A file sent as the body: as itself, in one of `media_types`, or in the part `file` of
+    /// `multipart/form-data` beside the fields of `form`.
+    pub fn with_file_body(op: Operation, media_types: &[&str], form: Object) -> Operation {
+        let binary = || Content::new(string().format(SchemaFormat::Custom("binary".into())));
+        let mut body = RequestBody::new().required(Required::True);
+        for media_type in media_types {
+            body = body.add_content(*media_type, binary());
+        }
+        let form =
+            form.property("file", string().format(SchemaFormat::Custom("binary".into()))).required("file");
+        op.request_body(body.add_content("multipart/form-data", Content::new(form)))
+    }
+
+    /// An answer of bytes in one of `media_types`.
+    pub fn answers_bytes(op: Operation, status: &str, description: &str, media_types: &[&str]) -> Operation {
+        let mut answer = salvo::oapi::Response::new(description);
+        for media_type in media_types {
+            answer = answer.add_content(
+                *media_type,
+                Content::new(string().format(SchemaFormat::Custom("binary".into()))),
+            );
+        }
+        op.add_response(status, answer)
+    }
+
     pub fn not_found(op: Operation) -> Operation {
         op.add_response("404", response("Not found", error_schema()))
     }

@@ -58,6 +58,10 @@ pub enum ApiError {
     PayloadTooLarge,
     #[error("unsupported media type")]
     UnsupportedMediaType,
+    /// A 4xx of its own with a stable code: an upload too large for the route or the branch's
+    /// quota (413), a file of a kind the route does not take (415), a range past the end (416).
+    #[error("{message}")]
+    Refusal { status: StatusCode, code: &'static str, message: String },
     #[error("validation failed")]
     Validation(FieldErrors),
     /// A 422 on a field whose `code` says why, for clients that act on the reason (an
@@ -154,6 +158,7 @@ impl ApiError {
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::Refusal { status, .. } => *status,
             Self::Validation(_) | Self::Refused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::NotAcceptable | Self::NotPrintable(_) => StatusCode::NOT_ACCEPTABLE,
@@ -203,6 +208,7 @@ impl ApiError {
                     | Self::Forbidden { code, message }
                     | Self::Unauthorized { code, message }
                     | Self::Conflict { code, message }
+                    | Self::Refusal { code, message, .. }
                     | Self::Unavailable { code, message, .. } => (code, message.clone()),
                     Self::Contended => (
                         "write_conflict",

@@ -35,6 +35,16 @@ use crate::state::AppState;
 
 pub const HEADER: &str = "idempotency-key";
 
+/// Whether the request sends something other than JSON (an attachment's upload, streamed by
+/// its handler; a JSON route refuses it with 415 itself).
+fn sends_a_file(req: &Request) -> bool {
+    let Some(content_type) = req.headers().get("content-type").and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let essence = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    !(essence == "application/json" || essence.ends_with("+json"))
+}
+
 /// A request's claim: its key, the route it was sent to, and what it carried.
 #[derive(Debug)]
 pub struct Idempotency {
@@ -59,10 +69,21 @@ impl Idempotency {
             ));
         }
         let scope = scope_of(req);
-        // The body as the handler will read it (objects compare by content, not spacing).
-        let fingerprint = match crate::http::json_object(req, &state.settings).await {
-            Ok(body) => Sha256::digest(Value::Object(body).to_string().as_bytes()).to_vec(),
-            Err(e) => return Err(e),
+        let fingerprint = if sends_a_file(req) {
+            // A file streamed to its handler is not read here: the claim is of what the
+            // headers and the query say of it (its type, length, name). Its bytes are the
+            // handler's, which sees the key answered before it keeps anything.
+            let mut hasher = Sha256::new();
+            for name in ["content-type", "content-length", "content-disposition"] {
+                hasher.update(req.headers().get(name).map(|v| v.as_bytes()).unwrap_or_default());
+                hasher.update(b"\0");
+            }
+            hasher.update(req.uri().query().unwrap_or_default().as_bytes());
+            hasher.finalize().to_vec()
+        } else {
+            // The body as the handler will read it (objects compare by content, not spacing).
+            let body = crate::http::json_object(req, &state.settings).await?;
+            Sha256::digest(Value::Object(body).to_string().as_bytes()).to_vec()
         };
         let seal = bearer_secret(req).map(|secret| {
             let mut hasher = Sha256::new();

@@ -6,21 +6,35 @@ use serde_json::Value;
 
 use super::Resource;
 use super::context::Context;
+use super::store::Within;
 use crate::db::read_audit::ReadRecord;
 use crate::http::error::{ApiError, ApiResult};
 
 /// Records who was shown which records of a resource that audits reads (patients): one row
 /// per answer, with the ids it held and the query that selected them.
+/// A record nested under another (a patient's attachment) names its parent (`patient_id`),
+/// by which the parent's access log finds the read.
 pub async fn audit_seen(
     ctx: &Context,
     resource: &'static Resource,
+    within: Within<'_>,
     ids: &[i64],
     query: &[(String, String)],
 ) -> ApiResult<()> {
     let action =
         if query.iter().any(|(k, v)| k == "search" && !v.trim().is_empty()) { "search" } else { "list" };
-    let details = serde_json::json!({ "ids": ids, "query": query });
+    let mut details = serde_json::json!({ "ids": ids, "query": query });
+    if let (Some(Value::Object(parent)), Value::Object(all)) = (parent_named(within), &mut details) {
+        all.extend(parent);
+    }
     record_read(ctx, resource.path, action, None, Some(details)).await
+}
+
+/// `{column: id}` of the parent a nested record's read was made under, for its audit record.
+pub fn parent_named(within: Within<'_>) -> Option<Value> {
+    within
+        .parent
+        .map(|(column, id)| Value::Object(serde_json::Map::from_iter([(column.to_owned(), id.into())])))
 }
 
 /// Waits (a little) for the read records this instance has queued to be written, so that

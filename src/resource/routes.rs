@@ -11,7 +11,7 @@ use super::context::{Context, ReadingConn};
 use super::etag::{IfMatch, etag, tag_of};
 use super::idempotency::Answer;
 use super::print;
-use super::reads::{audit_seen, record_read, write_queued_reads};
+use super::reads::{audit_seen, parent_named, record_read, write_queued_reads};
 use super::store::{self, Conn, Within};
 use super::unit::Written;
 use super::validate::{check_fields, validate_fields};
@@ -179,7 +179,7 @@ impl ResourceHandler {
         let page = store::list(&conn.reads(), self.resource, within, &query).await?;
         drop(conn);
         if self.resource.audit_reads {
-            audit_seen(ctx, self.resource, &page.ids, &pairs).await?;
+            audit_seen(ctx, self.resource, within, &page.ids, &pairs).await?;
         }
         let base = web::base_url(req, ctx.state.trusts_forwarded_headers(req));
         let count = page.ids.len() as i64;
@@ -208,7 +208,7 @@ impl ResourceHandler {
             return print::answer(ctx, res, printable, self.resource.path, id, &record).await;
         }
         if self.resource.audit_reads {
-            record_read(ctx, self.resource.path, "view", Some(id), None).await?;
+            record_read(ctx, self.resource.path, "view", Some(id), parent_named(within)).await?;
         }
         if let Some(tag) = version.and_then(|v| HeaderValue::from_str(&tag_of(v.into())).ok()) {
             res.headers_mut().insert(ETAG, tag);

@@ -52,16 +52,35 @@ struct Case {
     branch: Option<i64>,
     body: Value,
     status: u16,
+    /// A file sent as the body instead of `body` (an upload): its Content-Type and bytes.
+    file: Option<(&'static str, Vec<u8>)>,
+}
+
+/// The POST of `case` with `key`.
+async fn post_case(app: &TestApp, case: &Case, key: &str) -> Reply {
+    match &case.file {
+        None => post(app, &case.path, case.branch, key, &case.body).await,
+        Some((sent_as, bytes)) => {
+            let req = app.request(Method::POST, &case.path, case.branch).header("idempotency-key", key);
+            reply(req.header("content-type", *sent_as).body(bytes.clone())).await
+        }
+    }
 }
 
 async fn case_for(app: &TestApp, w: &World, template: &str) -> Option<Case> {
     let branch = Some(w.branch);
+    // An attachment's upload takes the file as its body.
+    if template == "/api/v1/patients/{patient_id}/attachments" {
+        let path = format!("/api/v1/patients/{}/attachments", w.patient);
+        let file = Some(("image/png", crate::attachments::png(7, 7)));
+        return Some(Case { path, branch, body: Value::Null, status: 201, file });
+    }
     // Creates of declared resources.
     for r in resources() {
         if format!("/api/v1/{}", r.path) == template {
             let body = sample(r.path, w)?.body;
             let branch = (r.scope == Scope::Branch).then_some(w.branch);
-            return Some(Case { path: collection(r, w), branch, body, status: 201 });
+            return Some(Case { path: collection(r, w), branch, body, status: 201, file: None });
         }
     }
     // Declared actions: a fresh record in the state the action moves from.
@@ -101,9 +120,9 @@ async fn case_for(app: &TestApp, w: &World, template: &str) -> Option<Case> {
             }
             _ => json!({}),
         };
-        return Some(Case { path: format!("{member}/{segment}"), branch, body, status: 200 });
+        return Some(Case { path: format!("{member}/{segment}"), branch, body, status: 200, file: None });
     }
-    let case = |path: String, body: Value, status: u16| Some(Case { path, branch, body, status });
+    let case = |path: String, body: Value, status: u16| Some(Case { path, branch, body, status, file: None });
     match template {
         "/api/v1/queue/visits" => {
             let svc = service(app, w, "QV").await;
@@ -129,7 +148,13 @@ async fn case_for(app: &TestApp, w: &World, template: &str) -> Option<Case> {
         "/api/v1/branches/{branch_id}/services/{id}/staff" => {
             let svc = service(app, w, "ST").await;
             let path = format!("/api/v1/branches/{}/services/{svc}/staff", w.branch);
-            Some(Case { path, branch: None, body: json!({ "user_id": app.admin_id().await }), status: 200 })
+            Some(Case {
+                path,
+                branch: None,
+                body: json!({ "user_id": app.admin_id().await }),
+                status: 200,
+                file: None,
+            })
         }
         "/api/v1/patients/{id}/merge" => {
             let survivor = id_of(&app.create_patient(w.branch, "Ida", "Twice").await);
@@ -150,18 +175,25 @@ async fn case_for(app: &TestApp, w: &World, template: &str) -> Option<Case> {
             branch: None,
             body: json!({ "branch_id": w.branch }),
             status: 200,
+            file: None,
         }),
         // The admin's other sessions end; the one walking goes on.
         "/api/v1/auth/logout-all" => {
-            Some(Case { path: template.into(), branch: None, body: json!({}), status: 200 })
+            Some(Case { path: template.into(), branch: None, body: json!({}), status: 200, file: None })
         }
         "/api/v1/auth/mfa/totp" => {
-            Some(Case { path: template.into(), branch: None, body: json!({}), status: 200 })
+            Some(Case { path: template.into(), branch: None, body: json!({}), status: 200, file: None })
         }
         "/api/v1/auth/mfa/totp/confirm" => {
             let (secret, _) = crate::mfa::start(app, &app.admin_token).await;
             let code = crate::mfa::code_of(&secret, crate::mfa::step_now(), 6);
-            Some(Case { path: template.into(), branch: None, body: json!({ "code": code }), status: 200 })
+            Some(Case {
+                path: template.into(),
+                branch: None,
+                body: json!({ "code": code }),
+                status: 200,
+                file: None,
+            })
         }
         "/api/v1/users/{id}/mfa/reset" => {
             let (id, ..) = crate::mfa::enrolled(app, "reset-walk").await;
@@ -170,6 +202,7 @@ async fn case_for(app: &TestApp, w: &World, template: &str) -> Option<Case> {
                 branch: None,
                 body: json!({}),
                 status: 200,
+                file: None,
             })
         }
         "/api/v1/patients/{id}/recalls" => Some(Case {
@@ -177,6 +210,7 @@ async fn case_for(app: &TestApp, w: &World, template: &str) -> Option<Case> {
             branch: Some(w.branch),
             body: json!({ "due_on": "2031-01-07", "reason": "Glaucoma check" }),
             status: 201,
+            file: None,
         }),
         "/api/v1/profile/change-password" => Some(Case {
             path: template.into(),
@@ -184,6 +218,7 @@ async fn case_for(app: &TestApp, w: &World, template: &str) -> Option<Case> {
             body: json!({ "current_password": crate::support::ADMIN_PASSWORD, "password": "quiet-meadow-lantern-5",
                           "password_confirmation": "quiet-meadow-lantern-5" }),
             status: 200,
+            file: None,
         }),
         _ => None,
     }
@@ -210,14 +245,14 @@ async fn every_post_route_replays_its_first_answer_and_writes_nothing_more() {
             continue;
         };
         let key = format!("walk-{n}");
-        let first = post(&app, &case.path, case.branch, &key, &case.body).await;
+        let first = post_case(&app, &case, &key).await;
         assert_status(&first, case.status);
         assert_eq!(first.header("idempotent-replayed"), None, "{template}");
         // Every audit row in the registry and in the branch: a replay must add none.
         let audited =
             async || app.audit_count(None, None).await + app.audit_count(Some(w.branch), None).await;
         let written = audited().await;
-        let again = post(&app, &case.path, case.branch, &key, &case.body).await;
+        let again = post_case(&app, &case, &key).await;
         assert_status(&again, first.status);
         assert_eq!(again.body, first.body, "{template}: the replay differs from the first answer");
         assert_eq!(again.header("idempotent-replayed"), Some("true"), "{template}");

@@ -9,6 +9,7 @@ mod accounts;
 mod admin;
 mod allergies;
 mod appointments;
+mod attachments;
 mod audit_archive;
 mod audit_chain;
 mod auth;

@@ -221,3 +221,21 @@ fn required_query(operation: &Value) -> String {
         .collect();
     if pairs.is_empty() { String::new() } else { format!("?{}", pairs.join("&")) }
 }
+
+#[tokio::test]
+async fn attachments_describe_their_file_bodies_and_every_answer_they_give() {
+    let (_app, doc) = served_document().await;
+    let upload = &doc["paths"]["/api/v1/patients/{patient_id}/attachments"]["post"];
+    let body = &upload["requestBody"]["content"];
+    assert_eq!(body["application/pdf"]["schema"]["format"], "binary", "{body}");
+    assert_eq!(body["multipart/form-data"]["schema"]["properties"]["file"]["format"], "binary", "{body}");
+    for status in ["200", "201", "413", "415", "422"] {
+        assert!(upload["responses"][status].is_object(), "upload: no {status}");
+    }
+    let content = &doc["paths"]["/api/v1/patients/{patient_id}/attachments/{id}/content"]["get"];
+    for status in ["200", "206", "304", "416", "422"] {
+        assert!(content["responses"][status].is_object(), "content: no {status}");
+    }
+    let remove = &doc["paths"]["/api/v1/patients/{patient_id}/attachments/{id}"]["delete"];
+    assert!(remove["responses"]["200"].is_object());
+}

@@ -117,7 +117,7 @@ pub async fn duplicates(req: &mut Request, depot: &mut Depot, res: &mut Response
         .filter_map(Value::as_i64)
         .collect();
     // Who saw which patients, as for every list of them.
-    audit_seen(&ctx, &PATIENTS, &shown, &pairs).await?;
+    audit_seen(&ctx, &PATIENTS, Default::default(), &shown, &pairs).await?;
     let base = web::base_url(req, ctx.state.trusts_forwarded_headers(req));
     res.render(Json(list::envelope(&base, req.uri().path(), &pairs, &query, total, rows)));
     Ok(())
