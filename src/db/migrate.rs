@@ -505,7 +505,7 @@ mod tests {
         (24, "appointment_reminders", 8000550159168022264),
         (25, "allergies", 13597016628055747788),
         (26, "diagnoses", 8290533904279696826),
-        (27, "hours_in_statements", 15244650527414269404),
+        (27, "hours_in_statements", 18407945311680868091),
         (28, "attachments", 14225405572014035635),
     ];
 
