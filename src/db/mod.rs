@@ -425,27 +425,64 @@ impl Queries for Reads<'_> {
     }
 
     async fn read(&self, stmt: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, PgError> {
+        self.in_one_trip(stmt, params, None).await
+    }
+}
+
+impl Reads<'_> {
+    /// The rows of one prepared statement run under its generic plan, in one round trip
+    /// (with the switch, when pending). For a statement whose plan does not hang on its
+    /// parameters' values and costs more to make than to run (the free-slot search), which
+    /// PostgreSQL would otherwise plan again on every call.
+    pub async fn read_generic(
+        &self,
+        stmt: &Statement,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, PgError> {
+        self.in_one_trip(stmt, params, Some("SET LOCAL plan_cache_mode = force_generic_plan")).await
+    }
+
+    /// `BEGIN`, the pending switch and `setting` (one message), the statement, `COMMIT`; or
+    /// the statement alone when there is neither switch nor setting to send with it.
+    async fn in_one_trip(
+        &self,
+        stmt: &Statement,
+        params: &[&(dyn ToSql + Sync)],
+        setting: Option<&str>,
+    ) -> Result<Vec<Row>, PgError> {
         // Only a plain name (the server's own, `branch_7`) rides with the statement: nothing
         // in it can fail to encode or to parse, which would leave the BEGIN unsent or unrun.
-        let Some(schema) = self.pending().filter(|schema| is_plain_name(schema)) else {
+        let schema = self.pending().filter(|schema| is_plain_name(schema));
+        if schema.is_none() {
             self.switch_now().await?;
-            return self.client.query(stmt, params).await;
-        };
-        self.client.set_schema(None);
-        let begin = format!("BEGIN; SET search_path TO {}", quote_ident(&schema));
+            if setting.is_none() {
+                return self.client.query(stmt, params).await;
+            }
+        }
+        let mut begin = String::from("BEGIN");
+        if let Some(schema) = &schema {
+            self.client.set_schema(None);
+            begin.push_str(&format!("; SET search_path TO {}", quote_ident(schema)));
+        }
+        if let Some(setting) = setting {
+            begin.push_str("; ");
+            begin.push_str(setting);
+        }
         // In this order, each sent as it is first polled: all three in one round trip. A
         // prepared statement is sent at once (a text would wait for its own preparation and
         // could then run after the COMMIT).
-        let (switched, rows, committed) = tokio::join!(
+        let (began, rows, committed) = tokio::join!(
             biased;
             self.client.batch_execute(&begin),
             self.client.query(stmt, params),
             self.client.batch_execute("COMMIT"),
         );
-        switched?;
+        began?;
         let rows = rows?;
         committed?;
-        self.switched(schema);
+        if let Some(schema) = schema {
+            self.switched(schema);
+        }
         Ok(rows)
     }
 }
