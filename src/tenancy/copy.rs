@@ -293,27 +293,23 @@ pub async fn counts(
     Ok(tables.iter().map(|t| t.name.clone()).zip(counts).collect())
 }
 
-/// `(table, checksum)` of every table, in one statement: the MD5 of its rows' MD5s in key
-/// order, each row its written columns as text. Two schemas whose tables answer the same
-/// hold the same rows, not only as many. The text of a value depends on a few settings,
-/// fixed here for the transaction, so that two servers write it alike.
+/// `(table, checksum)` of every table, in one statement: the MD5 of its rows' hashes in key
+/// order, each row's hash made of its written columns' values (`hash_record_extended`, each
+/// type's own hash, as hash partitioning uses: it hangs on the value, not on settings that
+/// shape its text). Two schemas whose tables answer the same hold the same rows, not only as
+/// many.
 pub async fn checksums(
     tx: &Transaction<'_>,
     schema: &str,
     tables: &[Table],
 ) -> anyhow::Result<Vec<(String, String)>> {
-    tx.batch_execute(
-        "SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD'; SET LOCAL IntervalStyle = 'postgres';
-         SET LOCAL extra_float_digits = 1; SET LOCAL bytea_output = 'hex'",
-    )
-    .await?;
     let each: Vec<String> = tables
         .iter()
         .map(|t| {
-            let row = format!("ROW({})::text", t.column_list());
-            let order = if t.key.is_empty() { row.clone() } else { t.key_list() };
+            let hash = format!("hash_record_extended(ROW({}), 0)", t.column_list());
+            let order = if t.key.is_empty() { hash.clone() } else { t.key_list() };
             format!(
-                "(SELECT coalesce(md5(string_agg(md5({row}), '' ORDER BY {order})), '') FROM {})",
+                "(SELECT coalesce(md5(string_agg({hash}::text, ',' ORDER BY {order})), '') FROM {})",
                 qualified(schema, &t.name)
             )
         })
