@@ -66,6 +66,11 @@ pub fn statement(base: &str) -> Value {
             }
             resource
         })
+        .chain([json!({
+            "type": "Binary",
+            "interaction": [{ "code": "read" }],
+            "documentation": "An attachment's bytes (a DocumentReference's content): FHIR JSON with base64 data, or the bytes themselves",
+        })])
         .collect();
     json!({
         "resourceType": "CapabilityStatement",

@@ -13,7 +13,7 @@ use super::patient::Standing;
 use super::search::{self, Accepts, Search, bundle};
 use super::shape::prune;
 use super::{
-    allergy, appointment, charge, encounter, observation, patient, registry, schedule, slot, vision,
+    allergy, appointment, charge, document, encounter, observation, patient, registry, schedule, slot, vision,
 };
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::{self as web, list};
@@ -46,10 +46,13 @@ async fn rows(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> Ap
         Type::Slot => slot::search(ctx, search).await,
         Type::AllergyIntolerance => allergy::search(conn, search, &timezone).await,
         Type::Condition => condition::search(conn, search).await,
+        Type::DocumentReference => document::search(conn, search, &timezone).await,
     }
 }
 
-async fn find(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> ApiResult<Found> {
+/// The page of `kind` that `search` finds, as FHIR resources; `base` is the server's URL, which
+/// an absolute URL in a resource starts with.
+async fn find(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search, base: &str) -> ApiResult<Found> {
     let page = rows(ctx, conn, kind, search).await?;
     let rows = &page.rows;
     let resources: Vec<Value> = match kind {
@@ -83,6 +86,7 @@ async fn find(ctx: &Context, conn: &mut Conn, kind: Type, search: &Search) -> Ap
             rows.iter().map(|row| allergy::resource(row, &medicines)).collect()
         }
         Type::Condition => rows.iter().map(condition::resource).collect(),
+        Type::DocumentReference => rows.iter().map(|row| document::resource(row, base)).collect(),
     };
     let mut patients: Vec<i64> = Vec::new();
     for id in rows.iter().filter_map(|row| row["patient_id"].as_i64()) {
@@ -133,12 +137,12 @@ async fn search_type(kind: Type, req: &Request, depot: &Depot, res: &mut Respons
     ctx.require(kind.permission())?;
     let pairs = list::query_pairs(req);
     let search = search::parse(&pairs, kind.accepts())?;
+    let base = base_of(&ctx, req);
     let mut conn = ctx.conn(Scope::Branch).await?;
-    let found = find(&ctx, &mut conn, kind, &search).await?;
+    let found = find(&ctx, &mut conn, kind, &search, &base).await?;
     drop(conn);
     let details = json!({ "ids": found.patients, "query": pairs, "route": kind.route() });
     record_read(&ctx, PATIENT_RECORDS, "search", None, Some(details)).await?;
-    let base = base_of(&ctx, req);
     let entries = found.resources.into_iter().map(|r| entry(&base, r)).collect();
     respond(req, res, &bundle(&base, req.uri().path(), &search, found.total, entries));
     Ok(())
@@ -153,7 +157,7 @@ async fn read_one(kind: Type, req: &Request, depot: &Depot, res: &mut Response) 
     })?;
     let mut search = Search { ids: Some(vec![id.clone()]), count: 1, ..Search::default() };
     let mut conn = ctx.conn(Scope::Branch).await?;
-    let found = find(&ctx, &mut conn, kind, &search).await?;
+    let found = find(&ctx, &mut conn, kind, &search, &base_of(&ctx, req)).await?;
     let Some(resource) = found.resources.into_iter().next() else {
         // FHIR's read tells a resource the server knows was deleted (410) from one it never had.
         search.gone = true;
@@ -192,6 +196,7 @@ pub async fn everything(req: &mut Request, depot: &mut Depot, res: &mut Response
     let kinds: Vec<Type> =
         Type::EVERYTHING.into_iter().filter(|kind| ctx.user.can(kind.permission())).collect();
     let (mut skip, mut room, mut total, mut resources) = (paging.offset, paging.count, 0, Vec::new());
+    let base = base_of(&ctx, req);
     let mut conn = ctx.conn(Scope::Branch).await?;
     match patient::standing(&mut conn, patient).await? {
         Standing::Unknown => return Err(ApiError::NotFound),
@@ -217,7 +222,7 @@ pub async fn everything(req: &mut Request, depot: &mut Depot, res: &mut Response
             Type::Patient => search.ids = Some(vec![patient.to_string()]),
             _ => search.patients = Some(vec![patient]),
         }
-        let found = find(&ctx, &mut conn, *kind, &search).await?;
+        let found = find(&ctx, &mut conn, *kind, &search, &base).await?;
         total += found.total;
         skip = (skip - found.total).max(0);
         room -= found.resources.len() as i64;
@@ -227,7 +232,6 @@ pub async fn everything(req: &mut Request, depot: &mut Depot, res: &mut Response
     let included: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
     let details = json!({ "route": "/fhir/r4/Patient/{id}/$everything", "types": included, "query": pairs });
     record_read(&ctx, PATIENT_RECORDS, "view", Some(patient), Some(details)).await?;
-    let base = base_of(&ctx, req);
     let entries = resources.into_iter().map(|r| entry(&base, r)).collect();
     respond(req, res, &bundle(&base, req.uri().path(), &paging, total, entries));
     Ok(())

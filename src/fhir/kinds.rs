@@ -2,9 +2,10 @@
 
 use super::search::Accepts;
 use super::{
-    allergy, appointment, charge, condition, encounter, observation, patient, schedule, slot, vision,
+    allergy, appointment, charge, condition, document, encounter, observation, patient, schedule, slot,
+    vision,
 };
-use crate::permissions::{APPOINTMENTS_READ, BILLING_READ, CLINICAL_READ, PATIENTS_READ};
+use crate::permissions::{APPOINTMENTS_READ, ATTACHMENTS_READ, BILLING_READ, CLINICAL_READ, PATIENTS_READ};
 
 /// The resource types served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,10 +20,11 @@ pub enum Type {
     Slot,
     AllergyIntolerance,
     Condition,
+    DocumentReference,
 }
 
 impl Type {
-    pub const ALL: [Type; 10] = [
+    pub const ALL: [Type; 11] = [
         Type::Patient,
         Type::Encounter,
         Type::Observation,
@@ -33,10 +35,11 @@ impl Type {
         Type::Slot,
         Type::AllergyIntolerance,
         Type::Condition,
+        Type::DocumentReference,
     ];
 
     /// The types of a patient's records, in the order `$everything` answers them.
-    pub const EVERYTHING: [Type; 8] = [
+    pub const EVERYTHING: [Type; 9] = [
         Type::Patient,
         Type::Encounter,
         Type::Observation,
@@ -45,6 +48,7 @@ impl Type {
         Type::Appointment,
         Type::AllergyIntolerance,
         Type::Condition,
+        Type::DocumentReference,
     ];
 
     pub fn name(self) -> &'static str {
@@ -59,6 +63,7 @@ impl Type {
             Type::Slot => "Slot",
             Type::AllergyIntolerance => "AllergyIntolerance",
             Type::Condition => "Condition",
+            Type::DocumentReference => "DocumentReference",
         }
     }
 
@@ -69,6 +74,7 @@ impl Type {
             Type::Observation | Type::VisionPrescription => CLINICAL_READ,
             Type::ChargeItem => BILLING_READ,
             Type::Appointment | Type::Schedule | Type::Slot => APPOINTMENTS_READ,
+            Type::DocumentReference => ATTACHMENTS_READ,
         }
     }
 
@@ -84,6 +90,7 @@ impl Type {
             Type::Slot => slot::ACCEPTS,
             Type::AllergyIntolerance => allergy::ACCEPTS,
             Type::Condition => condition::ACCEPTS,
+            Type::DocumentReference => document::ACCEPTS,
         }
     }
 

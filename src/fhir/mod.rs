@@ -4,17 +4,20 @@
 //! `Appointment` (searched by `patient`, `practitioner`, `date` and `status` too) and
 //! `Schedule` (a doctor's hours at the branch, one per doctor, searched by `actor`) and `Slot`
 //! (free slots, from the availability search, by `schedule` and `start`) and
-//! `AllergyIntolerance` (a patient's allergies, `allergy`), read by
-//! id and searched by `_id`, `patient` and date, plus `Patient/{id}/$everything` and the
-//! CapabilityStatement. It only reads, with its own SQL on the request's branch connection;
+//! `AllergyIntolerance` (a patient's allergies, `allergy`), `Condition` and
+//! `DocumentReference` (a patient's attachments, `document`), read by id and searched by
+//! `_id`, `patient` and date, plus `Binary` (an attachment's bytes, read only: `binary`),
+//! `Patient/{id}/$everything` and the CapabilityStatement. It only reads, with its own SQL on the request's branch connection;
 //! each type needs the permission the API's reads of the same records need, and every read
 //! of patient data is recorded as the API's patient reads are.
 mod allergy;
 mod appointment;
+mod binary;
 mod capability;
 mod charge;
 mod codes;
 mod condition;
+mod document;
 mod encounter;
 mod handlers;
 mod kinds;
@@ -29,9 +32,9 @@ mod slot;
 mod sql;
 mod vision;
 
-use salvo::oapi::{Object, PathItemType, RefOr, Schema};
+use salvo::oapi::{Content, Object, PathItemType, RefOr, Schema, SchemaFormat};
 
-use crate::http::docs::{self, Access, Doc};
+use crate::http::docs::{self, Access, Doc, FHIR_JSON};
 use crate::http::endpoints::Endpoints;
 use crate::http::guard::Produces;
 pub use kinds::Type;
@@ -227,7 +230,8 @@ pub fn endpoints() -> Vec<Endpoints> {
         )
         .description(
             "Needs `patients.read`; observations and prescriptions only with `clinical.read`, charges only \
-             with `billing.read`, appointments only with `appointments.read`. One searchset, paged with _count and _offset. A patient merged into \
+             with `billing.read`, appointments only with `appointments.read`, documents only with \
+             `attachments.read`. One searchset, paged with _count and _offset. A patient merged into \
              another moves (301) to the survivor's.",
         )
         .add_parameter(docs::path_id())
@@ -254,5 +258,49 @@ pub fn endpoints() -> Vec<Endpoints> {
         resource_schema("OperationOutcome"),
     );
     branch.add(PathItemType::Get, "fhir/r4/Patient/{id:num}/$everything", handlers::everything, op);
+
+    let op = branch
+        .fhir_operation("fhir", "Read a Binary by id: an attachment's bytes")
+        .description(format!(
+            "Needs `attachments.read`. Asked for as FHIR JSON (or `_format=json`): a Binary with the \
+             bytes in base64, for a file of at most {} bytes (406 `binary_too_large` past it); asked \
+             for as anything else: the bytes with their media type, as the attachment's content route \
+             answers them (ETag, Range). Audited as a download of the content. 410 for an attachment \
+             removed from the chart.",
+            binary::JSON_BOUND
+        ))
+        .add_parameter(docs::path_id())
+        .add_parameter(docs::query(
+            "_format",
+            docs::or_blank(docs::string().enum_values(["json", "application/json", "application/fhir+json"])),
+            "The Binary as FHIR JSON",
+        ));
+    let schema = resource_schema("Binary")
+        .property("contentType", docs::string())
+        .property("securityContext", Object::new().property("reference", docs::string()))
+        .property("data", docs::string().format(SchemaFormat::Custom("byte".into())));
+    let bytes = || Content::new(docs::string().format(SchemaFormat::Custom("binary".into())));
+    let mut answer = salvo::oapi::Response::new("The Binary, or the bytes themselves")
+        .add_content(FHIR_JSON, Content::new(schema.clone()))
+        .add_content("application/json", Content::new(schema));
+    for media in &binary::PRODUCED[2..] {
+        answer = answer.add_content(*media, bytes());
+    }
+    let op = op.add_response("200", answer);
+    let op = Doc::answers_bytes(op, "206", "The range asked for, with Content-Range", &binary::PRODUCED[2..]);
+    let op = Doc::fhir_answers(
+        op,
+        "404",
+        "No such attachment in this branch",
+        resource_schema("OperationOutcome"),
+    );
+    let op = Doc::fhir_answers(op, "410", "The attachment was removed", resource_schema("OperationOutcome"));
+    branch.add_behind(
+        PathItemType::Get,
+        "fhir/r4/Binary/{id:num}",
+        Some(Produces(binary::PRODUCED)),
+        binary::read,
+        op,
+    );
     vec![public, branch]
 }

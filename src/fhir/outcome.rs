@@ -163,11 +163,19 @@ fn not_served(path: &str) -> String {
     let below = path.strip_prefix("/fhir/r4").unwrap_or_default().trim_start_matches('/');
     let segments: Vec<&str> = below.split('/').collect();
     let shown = |text: &str| text.chars().take(64).collect::<String>();
+    if segments[0] == "Binary" {
+        return match segments.as_slice() {
+            [_] => "A Binary is only read by id: Binary/<id>.".into(),
+            [_, id] => format!("Binary ids are whole numbers; {} is not one.", shown(id)),
+            _ => "Nothing is served at this path.".into(),
+        };
+    }
     let Some(kind) = Type::ALL.into_iter().find(|kind| kind.name() == segments[0]) else {
         if segments[0].is_empty() || segments[0] == "metadata" {
             return "Nothing is served at this path; the CapabilityStatement is at /fhir/r4/metadata.".into();
         }
-        let served: Vec<&str> = Type::ALL.iter().map(|kind| kind.name()).collect();
+        let mut served: Vec<&str> = Type::ALL.iter().map(|kind| kind.name()).collect();
+        served.push("Binary");
         return format!(
             "This server serves no resource type {}; it serves {}.",
             shown(segments[0]),

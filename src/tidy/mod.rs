@@ -58,6 +58,8 @@ const ALLOWED_ACROSS: &[(&str, &str)] = &[
     ("telemetry", "security"),
     // FHIR's free Slots are the availability search's free slots, found one way.
     ("fhir", "appointments"),
+    // FHIR's Binary is an attachment's content, found, streamed and audited as its download is.
+    ("fhir", "clinical"),
 ];
 
 fn layer_of(module: &str) -> Option<u8> {

@@ -9,6 +9,7 @@
 mod access;
 mod appointments;
 mod conditions;
+mod documents;
 mod edges;
 mod search;
 mod slots;

@@ -34,6 +34,8 @@ struct Stored {
     sha256: String,
     filename: String,
     blob: Blob,
+    patient: i64,
+    id: i64,
 }
 
 fn header(value: &str) -> ApiResult<HeaderValue> {
@@ -47,15 +49,90 @@ pub async fn content(req: &mut Request, depot: &mut Depot, res: &mut Response) -
     let patient = web::path_id(req, "patient_id")?;
     let id = web::path_id(req, "id")?;
     let thumbnail = thumbnail_side(req)?;
+    let stored = open(&ctx, id, Some(patient)).await?;
+    audit(&ctx, &stored, thumbnail).await?;
+    if let Some(side) = thumbnail {
+        no_cache(res);
+        return answer_thumbnail(&ctx, res, stored, side).await;
+    }
+    answer(&ctx, req, res, stored).await
+}
+
+/// An attachment's bytes, found: what its content route and FHIR's `Binary` read answer.
+/// Nothing of the bytes is answered without the audit record of the read, the content
+/// route's own.
+pub struct Content {
+    stored: Stored,
+}
+
+impl Content {
+    pub fn patient(&self) -> i64 {
+        self.stored.patient
+    }
+
+    pub fn media_type(&self) -> &'static str {
+        self.stored.kind.media_type()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.stored.bytes
+    }
+
+    /// The bytes as the content route answers them (streamed, with the ETag, a range), the
+    /// read audited.
+    pub async fn answer(self, ctx: &Context, req: &Request, res: &mut Response) -> ApiResult<()> {
+        audit(ctx, &self.stored, None).await?;
+        answer(ctx, req, res, self.stored).await
+    }
+
+    /// The whole file in memory, the read audited: for a caller that bounded
+    /// [`Content::bytes`] first.
+    pub async fn read_all(self, ctx: &Context) -> ApiResult<Vec<u8>> {
+        audit(ctx, &self.stored, None).await?;
+        read_whole(ctx, self.stored).await
+    }
+}
+
+async fn read_whole(ctx: &Context, stored: Stored) -> ApiResult<Vec<u8>> {
+    use futures_util::TryStreamExt;
+    let route = ctx.branch()?.clone();
+    let objects = objects_of(ctx)?;
+    let bytes = storage::read(ctx.state.clone(), route, objects, stored.blob, 0, stored.bytes - 1)
+        .try_fold(Vec::with_capacity(stored.bytes as usize), |mut all, piece| async move {
+            all.extend_from_slice(&piece);
+            Ok(all)
+        })
+        .await
+        .map_err(anyhow::Error::from)?;
+    Ok(bytes)
+}
+
+/// The audit record of a read of `stored`'s content (a thumbnail of it): a read of the
+/// attachment that names its patient.
+async fn audit(ctx: &Context, stored: &Stored, thumbnail: Option<u32>) -> ApiResult<()> {
+    let details = json!({ "patient_id": stored.patient, "content": true, "thumbnail": thumbnail });
+    record_read(ctx, ATTACHMENTS.path, "view", Some(stored.id), Some(details)).await
+}
+
+/// The live attachment `id` of a live patient (404 when there is none). Needs
+/// `attachments.read`.
+pub async fn open_content(ctx: &Context, id: i64) -> ApiResult<Content> {
+    let stored = open(ctx, id, None).await?;
+    Ok(Content { stored })
+}
+
+/// The live attachment `id` of a live patient (of `patient`, when given).
+async fn open(ctx: &Context, id: i64, patient: Option<i64>) -> ApiResult<Stored> {
+    ctx.require(ATTACHMENTS_READ)?;
     let stored = {
         let mut conn = ctx.conn(Scope::Branch).await?;
         let row = conn
             .client()
             .query_opt(
-                "SELECT a.kind, a.bytes, a.sha256, a.filename, b.id, b.store_key
+                "SELECT a.kind, a.bytes, a.sha256, a.filename, b.id, b.store_key, a.patient_id
                    FROM attachments a JOIN attachment_blobs b ON b.id = a.blob_id
                    JOIN patients p ON p.id = a.patient_id AND p.deleted_at IS NULL
-                  WHERE a.id = $1 AND a.patient_id = $2 AND a.deleted_at IS NULL",
+                  WHERE a.id = $1 AND ($2::bigint IS NULL OR a.patient_id = $2) AND a.deleted_at IS NULL",
                 &[&id, &patient],
             )
             .await?
@@ -67,20 +144,29 @@ pub async fn content(req: &mut Request, depot: &mut Depot, res: &mut Response) -
             sha256: row.get(2),
             filename: row.get(3),
             blob: Blob { id: row.get(4), store_key: row.get(5) },
+            patient: row.get(6),
+            id,
         }
     };
-    let details = json!({ "patient_id": patient, "content": true, "thumbnail": thumbnail });
-    record_read(&ctx, ATTACHMENTS.path, "view", Some(id), Some(details)).await?;
-    let store = Store::of(&ctx.state.settings)?;
-    let objects = match store {
+    Ok(stored)
+}
+
+fn objects_of(ctx: &Context) -> ApiResult<Option<std::sync::Arc<super::objects::Objects>>> {
+    Ok(match Store::of(&ctx.state.settings)? {
         Store::Objects(objects) => Some(objects),
         Store::Database => None,
-    };
+    })
+}
+
+fn no_cache(res: &mut Response) {
     res.headers_mut().insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     res.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
-    if let Some(side) = thumbnail {
-        return answer_thumbnail(&ctx, res, stored, objects, side).await;
-    }
+}
+
+/// The file, or the range asked for, streamed from the store.
+async fn answer(ctx: &Context, req: &Request, res: &mut Response, stored: Stored) -> ApiResult<()> {
+    let objects = objects_of(ctx)?;
+    no_cache(res);
     let tag = format!("\"{}\"", stored.sha256);
     res.headers_mut().insert(ETAG, header(&tag)?);
     res.headers_mut().insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
@@ -177,30 +263,17 @@ fn parse_range(value: &str, size: u64) -> Result<Option<(u64, u64)>, ()> {
     }
 }
 
-async fn answer_thumbnail(
-    ctx: &Context,
-    res: &mut Response,
-    stored: Stored,
-    objects: Option<std::sync::Arc<super::objects::Objects>>,
-    side: u32,
-) -> ApiResult<()> {
+async fn answer_thumbnail(ctx: &Context, res: &mut Response, stored: Stored, side: u32) -> ApiResult<()> {
     if !stored.kind.is_image() {
         return Err(ApiError::field("thumbnail", "Only images (PNG, JPEG, TIFF) have thumbnails."));
     }
-    use futures_util::TryStreamExt;
-    let route = ctx.branch()?.clone();
-    let bytes: Vec<u8> = storage::read(ctx.state.clone(), route, objects, stored.blob, 0, stored.bytes - 1)
-        .try_fold(Vec::with_capacity(stored.bytes as usize), |mut all, piece| async move {
-            all.extend_from_slice(&piece);
-            Ok(all)
-        })
-        .await
-        .map_err(anyhow::Error::from)?;
+    let sha256 = stored.sha256.clone();
+    let bytes = read_whole(ctx, stored).await?;
     let png = images::decode_apart(move || images::thumbnail(&bytes, &images::UPLOADED, side))
         .await
         .map_err(|e| ApiError::refused(e.code(), "thumbnail", e.to_string()))?;
     res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("image/png"));
-    res.headers_mut().insert(ETAG, header(&format!("\"{}-{side}\"", stored.sha256))?);
+    res.headers_mut().insert(ETAG, header(&format!("\"{}-{side}\"", sha256))?);
     res.status_code(StatusCode::OK);
     res.body(png);
     Ok(())

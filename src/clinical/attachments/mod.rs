@@ -11,7 +11,8 @@
 //!   keep, so that concurrent ones never pass it together (413 `quota_exceeded`).
 //! - The list and a record are the declaration's shared reads (audited as reads that name the
 //!   patient); `GET .../{id}/content` answers the bytes (`content`: ETag, ranges, thumbnails),
-//!   audited as a read too.
+//!   audited as a read too; FHIR's `Binary` read answers the same content through
+//!   [`open_content`], audited the same way.
 //! - `DELETE .../{id}` takes a `reason` (body or query) and hides the record; its bytes stay,
 //!   with the audit trail of who read them.
 //!
@@ -33,6 +34,7 @@ use crate::http::docs::{self, Doc};
 use crate::http::endpoints::Endpoints;
 use crate::http::guard::Produces;
 
+pub use content::{Content, open_content};
 pub use record::ATTACHMENTS;
 
 /// Media types an upload may be sent as (beside a form).

@@ -6,6 +6,7 @@
 mod access;
 mod kinds;
 mod limits;
+mod moves;
 mod stores;
 mod transfer;
 

@@ -40,6 +40,7 @@ REQUIRED = {
         "entered-in-error", "checked-in", "waitlist",
     },
     ("Appointment", "participant.status"): {"accepted", "declined", "tentative", "needs-action"},
+    ("DocumentReference", "status"): {"current", "superseded", "entered-in-error"},
     ("Bundle", "type"): {
         "document", "message", "transaction", "transaction-response", "batch", "batch-response",
         "history", "searchset", "collection",
