@@ -188,6 +188,10 @@ pub struct Resource {
     pub filter_only: &'static [Field],
     /// Whether clients may create, update and delete (false: list and get only).
     pub writable: bool,
+    /// A column whose value a parent holds in one live row only (an attachment's `sha256`
+    /// in a patient's chart): rows moved to another parent (a merge) leave behind those
+    /// whose value it already holds.
+    pub once_per_parent: Option<&'static str>,
     /// Rows are hidden by `deleted_at`, not removed (every table but append-only logs).
     pub soft_delete: bool,
     /// Columns every answer ends with.
@@ -288,6 +292,7 @@ impl Resource {
         date_range: None,
         filter_only: &[],
         writable: true,
+        once_per_parent: None,
         soft_delete: true,
         trailing: &["version", "created_at", "updated_at"],
         counted: false,

@@ -33,5 +33,7 @@ pub static ATTACHMENTS: Resource = Resource {
     write_permission: ATTACHMENTS_WRITE,
     audit_reads: true,
     writable: false,
+    // The same file in both charts of a merge stays the duplicate's, once in the chart kept.
+    once_per_parent: Some("sha256"),
     ..Resource::DEFAULTS
 };

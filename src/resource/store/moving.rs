@@ -103,6 +103,15 @@ impl Unit<'_> {
             params.push(ids);
             conditions.push(format!("t.id = ANY(${})", params.len()));
         }
+        if let Some(value) = resource.once_per_parent {
+            params.push(&to);
+            conditions.push(format!(
+                "NOT EXISTS (SELECT 1 FROM {table} o WHERE o.{column} = ${n} AND o.{value} = t.{value}
+                                AND o.deleted_at IS NULL)",
+                table = resource.table,
+                n = params.len(),
+            ));
+        }
         let (within_conditions, within_params) = within.conditions(params.len());
         conditions.extend(within_conditions);
         params.extend(within_params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)));

@@ -97,6 +97,10 @@ async fn a_merge_moves_the_duplicates_attachments_to_the_patient_who_stays() {
     let own = id_of(&upload(app, branch, kept, &own).await);
     let scan = File { bytes: png(22, 22), sent_as: "image/png", name: "scan.png" };
     let moved = id_of(&upload(app, branch, duplicate, &scan).await);
+    // The same file in both charts: the kept chart holds it once, and the merge goes through.
+    let both = File { bytes: png(23, 23), sent_as: "image/png", name: "both.png" };
+    let in_kept = id_of(&upload(app, branch, kept, &both).await);
+    let left = id_of(&upload(app, branch, duplicate, &both).await);
     let r = app
         .post(
             &format!("/api/v1/patients/{kept}/merge"),
@@ -109,7 +113,7 @@ async fn a_merge_moves_the_duplicates_attachments_to_the_patient_who_stays() {
     assert_status(&r, 200);
     let mut listed = ids(&r.body);
     listed.sort_unstable();
-    assert_eq!(listed, vec![own, moved]);
+    assert_eq!(listed, vec![own, moved, in_kept]);
     let got = content(app, branch, kept, moved, "", &[]).await;
     assert_status(&got, 200);
     assert_eq!(got.bytes, scan.bytes);
@@ -118,6 +122,8 @@ async fn a_merge_moves_the_duplicates_attachments_to_the_patient_who_stays() {
     let sql = format!("SELECT patient_id FROM branch_{branch}.attachments WHERE id = $1");
     let owner: i64 = client.query_one(&sql, &[&moved]).await.unwrap().get(0);
     assert_eq!(owner, kept);
+    let owner: i64 = client.query_one(&sql, &[&left]).await.unwrap().get(0);
+    assert_eq!(owner, duplicate, "the kept chart's copy of a file was doubled");
 }
 
 #[tokio::test]
