@@ -430,10 +430,9 @@ impl Queries for Reads<'_> {
 }
 
 impl Reads<'_> {
-    /// The rows of one prepared statement run under its generic plan, in one round trip
-    /// (with the switch, when pending). For a statement whose plan does not hang on its
-    /// parameters' values and costs more to make than to run (the free-slot search), which
-    /// PostgreSQL would otherwise plan again on every call.
+    /// The rows of one prepared statement run under its generic plan, in one round trip (with
+    /// the switch, when pending): for a statement whose plan does not hang on its parameters'
+    /// values and costs more to make than to run, which PostgreSQL would plan on every call.
     pub async fn read_generic(
         &self,
         stmt: &Statement,
@@ -459,15 +458,12 @@ impl Reads<'_> {
                 return self.client.query(stmt, params).await;
             }
         }
-        let mut begin = String::from("BEGIN");
-        if let Some(schema) = &schema {
+        if schema.is_some() {
             self.client.set_schema(None);
-            begin.push_str(&format!("; SET search_path TO {}", quote_ident(schema)));
         }
-        if let Some(setting) = setting {
-            begin.push_str("; ");
-            begin.push_str(setting);
-        }
+        let switch = schema.as_ref().map(|schema| format!("SET search_path TO {}", quote_ident(schema)));
+        let begin =
+            ["BEGIN"].into_iter().chain(switch.as_deref()).chain(setting).collect::<Vec<_>>().join("; ");
         // In this order, each sent as it is first polled: all three in one round trip. A
         // prepared statement is sent at once (a text would wait for its own preparation and
         // could then run after the COMMIT).
