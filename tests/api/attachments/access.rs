@@ -5,23 +5,8 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::{File, attachments, png, upload, upload_as};
-use crate::support::{Clinic, TestApp, assert_error, assert_invalid, assert_status, id_of, ids, reply};
-
-/// The patient's access log entries as `(action, resource, record_id, route)`.
-async fn access_log(app: &TestApp, branch: i64, patient: i64) -> Vec<(String, String, Option<i64>, String)> {
-    let r = app.get(&format!("/api/v1/patients/{patient}/access-log?perPage=100"), Some(branch)).await;
-    assert_status(&r, 200);
-    r.body["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            let text = |k: &str| e[k].as_str().unwrap_or_default().to_owned();
-            (text("action"), text("resource"), e["record_id"].as_i64(), text("route"))
-        })
-        .collect()
-}
+use super::{File, access_log, attachments, png, upload, upload_as};
+use crate::support::{Clinic, assert_error, assert_invalid, assert_status, id_of, ids, reply};
 
 #[tokio::test]
 async fn the_front_desk_neither_adds_nor_reads_attachments_and_a_doctor_does_both() {

@@ -105,3 +105,28 @@ pub fn png_declaring(width: u32, height: u32) -> Vec<u8> {
 pub fn dimensions(bytes: &[u8]) -> (u32, u32) {
     image::ImageReader::new(Cursor::new(bytes)).with_guessed_format().unwrap().into_dimensions().unwrap()
 }
+
+/// The patient's access log entries as `(action, resource, record_id, route)`.
+pub async fn access_log(
+    app: &TestApp,
+    branch: i64,
+    patient: i64,
+) -> Vec<(String, String, Option<i64>, String)> {
+    let r = app.get(&format!("/api/v1/patients/{patient}/access-log?perPage=100"), Some(branch)).await;
+    crate::support::assert_status(&r, 200);
+    r.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let text = |k: &str| e[k].as_str().unwrap_or_default().to_owned();
+            (text("action"), text("resource"), e["record_id"].as_i64(), text("route"))
+        })
+        .collect()
+}
+
+/// `bytes`' SHA-256 in hex, as the server keeps it.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}

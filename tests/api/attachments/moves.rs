@@ -7,7 +7,7 @@ use std::time::Duration;
 use clinic_server::tenancy::moving;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{File, attachments, content, png, upload};
+use super::{File, attachments, content, png, sha256_hex, upload};
 use crate::servers::{SecondServer, spawn_beside};
 use crate::support::{Clinic, TestApp, assert_status, id_of, ids};
 
@@ -27,11 +27,6 @@ async fn counts(client: &tokio_postgres::Client, branch: i64) -> (i64, i64, i64,
 async fn registry_counts(app: &TestApp, branch: i64) -> (i64, i64, i64, i64) {
     let client = clinic_server::db::connect(&app.db.url).await.unwrap();
     counts(&client, branch).await
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Sends the headers of an upload of `file` (its whole length in Content-Length) and half its

@@ -7,7 +7,7 @@ use base64::Engine;
 use reqwest::Method;
 
 use super::*;
-use crate::attachments::{File, attachments, png, upload, upload_as};
+use crate::attachments::{File, access_log, attachments, png, sha256_hex, upload, upload_as};
 
 const RESOURCE: &str = "patients/{patient_id}/attachments";
 
@@ -28,11 +28,6 @@ fn get_accepting(app: &TestApp, branch: i64, path: &str, accept: &str) -> reqwes
 /// `GET /fhir/r4/Binary/{id}` as the administrator with `accept`.
 async fn binary(app: &TestApp, branch: i64, id: i64, query: &str, accept: &str) -> Reply {
     reply(get_accepting(app, branch, &format!("/fhir/r4/Binary/{id}{query}"), accept)).await
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[tokio::test]
@@ -155,21 +150,6 @@ async fn a_binary_too_large_for_json_is_refused_as_json_and_streams_as_bytes() {
     assert_status(&r, 200);
     assert_eq!(r.bytes.len(), file.bytes.len());
     assert!(r.bytes == file.bytes);
-}
-
-/// The patient's access log as `(action, resource, record_id, route)`.
-async fn access_log(app: &TestApp, branch: i64, patient: i64) -> Vec<(String, String, Option<i64>, String)> {
-    let r = app.get(&format!("/api/v1/patients/{patient}/access-log?perPage=100"), Some(branch)).await;
-    assert_status(&r, 200);
-    r.body["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            let text = |k: &str| e[k].as_str().unwrap_or_default().to_owned();
-            (text("action"), text("resource"), e["record_id"].as_i64(), text("route"))
-        })
-        .collect()
 }
 
 #[tokio::test]
