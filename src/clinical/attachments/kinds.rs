@@ -2,6 +2,7 @@
 //! keeps, the media types each may be declared as, and the name a file is sent under.
 
 use crate::http::error::ApiError;
+use crate::images::ImageKind;
 use salvo::http::StatusCode;
 
 /// The bytes [`Kind::sniff`] needs: a DICOM file's 128-byte preamble and its `DICM`.
@@ -19,12 +20,14 @@ pub enum Kind {
 impl Kind {
     /// The kind `head` (the file's first bytes, up to [`HEAD_BYTES`]) begins as, if any.
     pub fn sniff(head: &[u8]) -> Option<Self> {
-        if head.starts_with(b"%PDF-") {
+        // Images by the signatures the decoder of uploaded images reads them by.
+        if let Some(image) = ImageKind::sniff(head) {
+            Some(match image {
+                ImageKind::Png => Self::Png,
+                ImageKind::Jpeg => Self::Jpeg,
+            })
+        } else if head.starts_with(b"%PDF-") {
             Some(Self::Pdf)
-        } else if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
-            Some(Self::Jpeg)
-        } else if head.starts_with(b"\x89PNG\r\n\x1a\n") {
-            Some(Self::Png)
         } else if head.starts_with(b"II*\0") || head.starts_with(b"MM\0*") {
             Some(Self::Tiff)
         } else if head.len() >= HEAD_BYTES && &head[128..132] == b"DICM" {
