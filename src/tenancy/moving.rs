@@ -5,9 +5,13 @@
 //! 2. The branch is frozen: every instance answers its writes 503 with `Retry-After`
 //!    (reads go on), and its tables on the old server are locked against writing, which
 //!    waits for the writes already running.
-//! 3. The rows written since the snapshot are copied again, rows deleted meanwhile are
-//!    removed, sequences follow, and every table's row counts and a checksum of its rows in
-//!    key order are compared.
+//!    Before the freeze, what was written during the copy is copied again, and every row of
+//!    both sides is compared (counts, and a checksum of each table's rows in key order) at
+//!    that second snapshot.
+//! 3. The rows written since the second snapshot are copied again, rows deleted meanwhile are
+//!    removed, sequences follow, and every table's row counts and the checksums of the rows
+//!    written since are compared: the freeze reads only what changed, and what did not was
+//!    compared at the second snapshot.
 //! 4. The old schema is renamed `retired_branch_<id>_<time>` (a write that still reaches it
 //!    finds no table and answers 503), the route switches in the registry and every
 //!    instance hears it, and the branch thaws.
@@ -28,7 +32,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{IsolationLevel, Transaction};
 
 use super::branches::{claim_schema, marker};
-use super::copy::{self, Table};
+use super::copy::{self, Covering, Table};
 use crate::db::directory::Directory;
 use crate::db::migrate::{latest_tenant_version, provision_branch_schema};
 use crate::db::server_name;
@@ -171,7 +175,7 @@ async fn run(
         (tables, snapshot, rows)
     };
     // What was written during that copy, still without a freeze, so that the frozen copy
-    // is small.
+    // is small; then every row of both sides is compared, at this second snapshot.
     let snapshot = {
         let from = source
             .build_transaction()
@@ -181,7 +185,7 @@ async fn run(
             .await?;
         let next: String = from.query_one("SELECT pg_current_snapshot()::text", &[]).await?.get(0);
         let to = target.transaction().await?;
-        rows += catch_up_changed(&from, &to, schema, &tables, &snapshot).await?;
+        rows += catch_up_and_compare(&from, &to, schema, &tables, &snapshot, Compare::Whole).await?;
         to.commit().await?;
         from.commit().await?;
         next
@@ -193,44 +197,9 @@ async fn run(
     let from = source.transaction().await?;
     lock_for_the_last_copy(&from, schema, &tables).await?;
 
-    // 3. What was written since the snapshot.
+    // 3. What was written since the second snapshot; only those rows need comparing again.
     let to = target.transaction().await?;
-    rows += catch_up_changed(&from, &to, schema, &tables, &snapshot).await?;
-    let source_counts = copy::counts(&from, schema, &tables).await?;
-    let mut target_counts = copy::counts(&to, schema, &tables).await?;
-    if source_counts != target_counts {
-        // Rows deleted since the snapshot: children before parents.
-        for table in tables.iter().rev() {
-            let (ours, theirs) =
-                (count_of(&source_counts, &table.name), count_of(&target_counts, &table.name));
-            if theirs != ours {
-                copy::remove_deleted(&from, schema, &to, schema, table).await?;
-            }
-        }
-        target_counts = copy::counts(&to, schema, &tables).await?;
-    }
-    if source_counts != target_counts {
-        let differ: Vec<String> = source_counts
-            .iter()
-            .zip(&target_counts)
-            .filter(|(a, b)| a != b)
-            .map(|((name, a), (_, b))| format!("{name}: {a} here, {b} there"))
-            .collect();
-        bail!("row counts differ after the last copy: {}", differ.join("; "));
-    }
-    // As many rows is not the same rows: every table's content is compared too, both sides
-    // at once.
-    let (source_sums, target_sums) =
-        tokio::try_join!(copy::checksums(&from, schema, &tables), copy::checksums(&to, schema, &tables))?;
-    let differ: Vec<&str> = source_sums
-        .iter()
-        .zip(&target_sums)
-        .filter(|(a, b)| a != b)
-        .map(|((name, _), _)| name.as_str())
-        .collect();
-    if !differ.is_empty() {
-        bail!("the rows of {} differ after the last copy", differ.join(", "));
-    }
+    rows += catch_up_and_compare(&from, &to, schema, &tables, &snapshot, Compare::Changed).await?;
     copy::set_sequences(&to, schema, &copy::sequences(&from, schema).await?).await?;
     copy::set_triggers(&to, schema, &tables, true).await?;
     to.commit().await?;
@@ -277,18 +246,75 @@ async fn point_route(directory: &Directory, branch: &Moving, to_url: &str) -> an
     Ok(())
 }
 
-/// Copies again the rows of the tables written since `snapshot`; answers the rows copied.
-async fn catch_up_changed(
+/// Which rows [`catch_up_and_compare`] compares by checksum.
+#[derive(Clone, Copy, PartialEq)]
+enum Compare {
+    /// Every row of every table.
+    Whole,
+    /// The rows written since the snapshot. The rest were compared at that snapshot and have
+    /// not changed since, the equal counts say no row is left over, so both sides hold the
+    /// same rows.
+    Changed,
+}
+
+/// Brings the new server level with the old one for the rows written since `snapshot`: the
+/// changed rows are copied again and the deleted ones removed (children before parents).
+/// Then every table's row count, and the checksum of the rows `compare` names, must be the
+/// same on both sides, each side read at once. Answers the rows copied.
+async fn catch_up_and_compare(
     from: &Transaction<'_>,
     to: &Transaction<'_>,
     schema: &str,
     tables: &[Table],
     snapshot: &str,
+    compare: Compare,
 ) -> anyhow::Result<u64> {
     let mut rows = 0;
-    let changed = copy::changed(from, schema, tables, snapshot).await?;
-    for (table, _) in tables.iter().zip(changed).filter(|(_, changed)| *changed) {
+    let flags = copy::changed(from, schema, tables, snapshot).await?;
+    let changed: Vec<Table> =
+        tables.iter().zip(flags).filter(|(_, changed)| *changed).map(|(t, _)| t.clone()).collect();
+    for table in &changed {
         rows += copy::catch_up(from, schema, to, schema, table, snapshot).await?;
+    }
+    let counts =
+        async || tokio::try_join!(copy::counts(from, schema, tables), copy::counts(to, schema, tables));
+    let (source_counts, mut target_counts) = counts().await?;
+    if source_counts != target_counts {
+        for table in tables.iter().rev() {
+            if count_of(&source_counts, &table.name) != count_of(&target_counts, &table.name) {
+                copy::remove_deleted(from, schema, to, schema, table).await?;
+            }
+        }
+        target_counts = counts().await?.1;
+    }
+    if source_counts != target_counts {
+        let differ: Vec<String> = source_counts
+            .iter()
+            .zip(&target_counts)
+            .filter(|(a, b)| a != b)
+            .map(|((name, a), (_, b))| format!("{name}: {a} here, {b} there"))
+            .collect();
+        bail!("row counts differ after the copy: {}", differ.join("; "));
+    }
+    // As many rows is not the same rows: the content is compared too.
+    let (source_sums, target_sums) = match compare {
+        Compare::Whole => tokio::try_join!(
+            copy::checksums(from, schema, tables, Covering::All),
+            copy::checksums(to, schema, tables, Covering::All)
+        )?,
+        Compare::Changed => tokio::try_join!(
+            copy::checksums(from, schema, &changed, Covering::ChangedSince(snapshot)),
+            copy::checksums(to, schema, &changed, Covering::Staged)
+        )?,
+    };
+    let differ: Vec<&str> = source_sums
+        .iter()
+        .zip(&target_sums)
+        .filter(|(a, b)| a != b)
+        .map(|((name, _), _)| name.as_str())
+        .collect();
+    if !differ.is_empty() {
+        bail!("the rows of {} differ after the copy", differ.join(", "));
     }
     Ok(rows)
 }
