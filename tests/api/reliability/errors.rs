@@ -77,14 +77,17 @@ async fn outages_are_503_conflicts_are_retried_and_mistakes_are_500() {
     let _held = pool.get().await.unwrap();
     assert_eq!(answer(pool.get().await.map(|_| ()).unwrap_err()).await, (503, true, "database_busy".into()));
 
-    // A statement past its time limit: 57014.
-    let client = connect().await.unwrap();
-    client.batch_execute("SET statement_timeout = 10").await.unwrap();
-    let slow = client.batch_execute("SELECT pg_sleep(1)").await.unwrap_err();
-    assert_eq!(answer(slow).await, (503, true, "database_timeout".into()));
+    // A statement past its time limit: 57014. The limit is its transaction's alone (`SET
+    // LOCAL`), and the transaction ends with the step: nothing after it runs under 10 ms.
+    {
+        let mut client = connect().await.unwrap();
+        let tx = client.transaction().await.unwrap();
+        tx.batch_execute("SET LOCAL statement_timeout = 10").await.unwrap();
+        let slow = tx.batch_execute("SELECT pg_sleep(1)").await.unwrap_err();
+        assert_eq!(answer(slow).await, (503, true, "database_timeout".into()));
+    }
 
-    // A serialization failure is run again by the route's guard (and a 503 past it). Its own
-    // connection: the 10 ms limit above would cut this statement too on a loaded machine.
+    // A serialization failure is run again by the route's guard (and a 503 past it).
     let client = connect().await.unwrap();
     let conflict = client
         .batch_execute("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '40001'; END $$")
