@@ -2,6 +2,7 @@
 # Moving a live branch to a second PostgreSQL server, and back, while clients write to it.
 #
 #   ops/bench/move.sh            # 100,000 patients; 4 writers and 2 readers during each move
+#                                # COUNT, PGURL, PROFILE (release; debug skips the release build)
 #
 # Starts a second cluster (initdb + pg_ctl on port SECOND_PORT, as the postgres user when
 # run as root), a server on a fresh database of PGURL, seeds COUNT patients into branch
@@ -22,12 +23,13 @@ SECOND_DIR=$(mktemp -d /tmp/clinic-second-XXXX)
 SECOND_URL="postgres://postgres@127.0.0.1:$SECOND_PORT/postgres"
 BASE="http://127.0.0.1:$PORT/api/v1"
 PASSWORD=bench-password-1
-BIN=${CARGO_TARGET_DIR:-target}/release/clinic-server
+PROFILE=${PROFILE:-release}
+BIN=${CARGO_TARGET_DIR:-target}/$PROFILE/clinic-server
 OUT=$(mktemp -d)
 
 as_postgres() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
-cargo build --release --quiet
+if [ "$PROFILE" = release ]; then cargo build --release --quiet; else cargo build --quiet; fi
 [ "$(id -u)" = 0 ] && chown postgres "$SECOND_DIR"
 as_postgres "$PG_BIN/initdb" -D "$SECOND_DIR/data" -U postgres --auth=trust -E UTF8 >/dev/null
 as_postgres "$PG_BIN/pg_ctl" start -w -D "$SECOND_DIR/data" -l "$SECOND_DIR/log" \
@@ -78,9 +80,9 @@ for w in 1 2 3 4; do writer "$w" & done
 for r in 1 2; do reader "$r" & done
 sleep 2
 echo
-"$BIN" branch move --code MOVE --to "$SECOND_URL"
+RUST_LOG=clinic_server::tenancy=info "$BIN" branch move --code MOVE --to "$SECOND_URL"
 sleep 2
-"$BIN" branch move --code MOVE --to "$DB_URL"
+RUST_LOG=clinic_server::tenancy=info "$BIN" branch move --code MOVE --to "$DB_URL"
 sleep 2
 touch "$OUT/stop"
 wait $(jobs -p | grep -v "$SERVER") 2>/dev/null || true

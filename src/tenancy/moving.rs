@@ -185,24 +185,31 @@ async fn run(
             .await?;
         let next: String = from.query_one("SELECT pg_current_snapshot()::text", &[]).await?.get(0);
         let to = target.transaction().await?;
-        rows += catch_up_and_compare(&from, &to, schema, &tables, &snapshot, Compare::Whole).await?;
+        let mut laps = Laps::start("before the freeze");
+        rows +=
+            catch_up_and_compare(&from, &to, schema, &tables, &snapshot, Compare::Whole, &mut laps).await?;
         to.commit().await?;
         from.commit().await?;
+        laps.lap("commit");
+        laps.log(&branch.code);
         next
     };
 
     // 2. Frozen: writes answer 503 everywhere; the locks wait for the ones running.
     set_frozen(directory, branch.id, move_id, true).await?;
     let frozen_at = Instant::now();
+    let mut laps = Laps::start("frozen");
     let from = source.transaction().await?;
     lock_for_the_last_copy(&from, schema, &tables).await?;
+    laps.lap("wait for running writes");
 
     // 3. What was written since the second snapshot; only those rows need comparing again.
     let to = target.transaction().await?;
-    rows += catch_up_and_compare(&from, &to, schema, &tables, &snapshot, Compare::Changed).await?;
+    rows += catch_up_and_compare(&from, &to, schema, &tables, &snapshot, Compare::Changed, &mut laps).await?;
     copy::set_sequences(&to, schema, &copy::sequences(&from, schema).await?).await?;
     copy::set_triggers(&to, schema, &tables, true).await?;
     to.commit().await?;
+    laps.lap("sequences, triggers and commit");
 
     // 4. The route switches while the branch stays frozen (reads move to the new server at
     // once), then the old schema retires: a write that still reaches it finds no table.
@@ -221,6 +228,8 @@ async fn run(
             branch.code, branch.id
         ))));
     }
+    laps.lap("switch the route and retire the old schema");
+    laps.log(&branch.code);
     Ok((tables.len(), rows, frozen_at, retired))
 }
 
@@ -268,14 +277,17 @@ async fn catch_up_and_compare(
     tables: &[Table],
     snapshot: &str,
     compare: Compare,
+    laps: &mut Laps,
 ) -> anyhow::Result<u64> {
     let mut rows = 0;
     let flags = copy::changed(from, schema, tables, snapshot).await?;
     let changed: Vec<Table> =
         tables.iter().zip(flags).filter(|(_, changed)| *changed).map(|(t, _)| t.clone()).collect();
+    laps.lap("find changed tables");
     for table in &changed {
         rows += copy::catch_up(from, schema, to, schema, table, snapshot).await?;
     }
+    laps.lap("copy changed rows");
     let counts =
         async || tokio::try_join!(copy::counts(from, schema, tables), copy::counts(to, schema, tables));
     let (source_counts, mut target_counts) = counts().await?;
@@ -287,6 +299,7 @@ async fn catch_up_and_compare(
         }
         target_counts = counts().await?.1;
     }
+    laps.lap("count and remove deleted rows");
     if source_counts != target_counts {
         let differ: Vec<String> = source_counts
             .iter()
@@ -316,7 +329,34 @@ async fn catch_up_and_compare(
     if !differ.is_empty() {
         bail!("the rows of {} differ after the copy", differ.join(", "));
     }
+    laps.lap("compare checksums");
     Ok(rows)
+}
+
+/// How long each step of a move's phase took, logged at its end, so that an operator sees
+/// where a long freeze went.
+struct Laps {
+    phase: &'static str,
+    last: Instant,
+    laps: Vec<(&'static str, Duration)>,
+}
+
+impl Laps {
+    fn start(phase: &'static str) -> Self {
+        Self { phase, last: Instant::now(), laps: Vec::new() }
+    }
+
+    fn lap(&mut self, step: &'static str) {
+        let now = Instant::now();
+        self.laps.push((step, now - self.last));
+        self.last = now;
+    }
+
+    fn log(&self, code: &str) {
+        let steps: Vec<String> =
+            self.laps.iter().map(|(step, took)| format!("{step} {} ms", took.as_millis())).collect();
+        tracing::info!(branch = code, phase = self.phase, steps = steps.join(", "), "branch move");
+    }
 }
 
 /// Holds every table of the branch on the old server against writing (reads go on). The
