@@ -484,7 +484,14 @@ impl Doc {
         self.api = api.add_path(path, PathItem::new(method, op));
     }
 
+    /// Adds the component `name`; adding it again must add the same schema (a structure that
+    /// several declarations share), never another one under a name already taken.
     pub fn add_schema(&mut self, name: &str, schema: impl Into<RefOr<Schema>>) {
+        let schema = schema.into();
+        if let Some(known) = self.api.components.schemas.get(name) {
+            let json = |s: &RefOr<Schema>| serde_json::to_value(s).ok();
+            assert_eq!(json(known), json(&schema), "two schemas are named {name}");
+        }
         let api = std::mem::take(&mut self.api);
         self.api = api.add_schema(name, schema);
     }

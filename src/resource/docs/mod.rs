@@ -10,6 +10,7 @@ use super::actions::{Action, Verb};
 use super::decimal::{Decimal, Style};
 use super::field::{Field, Kind, Structure};
 use super::{Resource, Scope, Shape};
+use crate::enums::Enumeration;
 use crate::http::docs::{self, Access, Doc};
 use crate::http::text::Lines;
 
@@ -22,7 +23,29 @@ pub use parameters::list_parameters;
 
 /// The component name of a resource's records (`PatientVisit`); its input is `<name>Input`.
 pub fn schema_name(resource: &Resource) -> String {
-    resource.label.split(' ').map(capitalised).collect()
+    pascal_case(resource.label)
+}
+
+/// Words (`Amsler grid`, `toggle_status`) run together, each capitalised: `AmslerGrid`.
+fn pascal_case(words: &str) -> String {
+    words.split([' ', '_']).map(capitalised).collect()
+}
+
+/// The component of an enumeration's values (`AllergyStatusEnum`), one for every field of it:
+/// a nullable field refers to it beside `null`, so that a client generator makes one type of
+/// it. The suffix keeps it apart from records named alike (a purchase order status).
+pub fn enumeration_name(enumeration: &Enumeration) -> String {
+    format!("{}Enum", pascal_case(enumeration.name))
+}
+
+/// Adds the component of every enumeration.
+pub fn enumerations(doc: &mut Doc) {
+    for enumeration in crate::enums::ALL {
+        let values = docs::string()
+            .enum_values(enumeration.values.iter().copied())
+            .description(format!("`{}` of `GET /enums`", enumeration.name));
+        doc.add_schema(&enumeration_name(enumeration), values);
+    }
 }
 
 fn capitalised(word: &str) -> String {
@@ -102,12 +125,7 @@ fn value_schema(kind: Kind, nullable: bool, side: Side) -> RefOr<Schema> {
             .pattern(DATE_PATTERN)
             .description(if past { "Not in the future" } else { "YYYY-MM-DD" }),
         Kind::Bool => typed(BasicType::Boolean, nullable),
-        Kind::Enum(values) => {
-            let values = values.values.iter().map(|v| serde_json::Value::from(*v));
-            let values: Vec<serde_json::Value> =
-                if nullable { values.chain([serde_json::Value::Null]).collect() } else { values.collect() };
-            text().enum_values(values)
-        }
+        Kind::Enum(enumeration) => return nullable_ref(&enumeration_name(enumeration), nullable),
         Kind::Code { min, max, marks } => text()
             .min_length(min)
             .max_length(max)
@@ -186,7 +204,7 @@ fn sent_decimal(spec: Decimal, nullable: bool) -> RefOr<Schema> {
     .into()
 }
 
-/// A structure's component, or null.
+/// A component (a structure, an enumeration), or null.
 fn nullable_ref(name: &str, nullable: bool) -> RefOr<Schema> {
     if !nullable {
         return Ref::from_schema_name(name).into();
