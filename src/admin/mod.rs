@@ -74,19 +74,22 @@ pub fn endpoints() -> Vec<Endpoints> {
 
 /// `/branches/{id}/logo`: set, read and remove the image of the branch's letterhead.
 fn logo_endpoints(admin: &mut Endpoints) {
-    use salvo::oapi::{Content, RequestBody, Required, SchemaFormat};
+    use salvo::oapi::{Content, RequestBody, Required};
     let path = "branches/{id:num}/logo";
     let branch = salvo::oapi::Ref::from_schema_name(crate::resource::docs::schema_name(&branches::BRANCHES));
-    let image = || docs::string().format(SchemaFormat::Custom("binary".into()));
     let if_match = salvo::oapi::Parameter::new("If-Match")
         .location(salvo::oapi::ParameterIn::Header)
         .schema(docs::string())
         .description("ETag of the branch's version being changed; 412 when it changed meanwhile");
     let body = RequestBody::new()
         .required(Required::True)
-        .description(format!("The image itself, at most {} KiB", logo::MAX_LOGO_BYTES / 1024))
-        .add_content("image/png", Content::new(image()))
-        .add_content("image/jpeg", Content::new(image()));
+        .description(format!(
+            "The image itself, at most {} KiB; sent as application/octet-stream, it is told by its bytes",
+            logo::MAX_LOGO_BYTES / 1024
+        ))
+        .add_content("image/png", Content::new(docs::binary("image/png")))
+        .add_content("image/jpeg", Content::new(docs::binary("image/jpeg")))
+        .add_content("application/octet-stream", Content::new(docs::binary("application/octet-stream")));
     let op = admin
         .operation("branches", "Set the logo printed in the branch's letterhead (a PNG or JPEG)")
         .add_parameter(docs::path_id())
@@ -105,8 +108,8 @@ fn logo_endpoints(admin: &mut Endpoints) {
         op.add_response(
             "200",
             salvo::oapi::Response::new("The image, in its media type")
-                .add_content("image/png", Content::new(image()))
-                .add_content("image/jpeg", Content::new(image())),
+                .add_content("image/png", Content::new(docs::binary("image/png")))
+                .add_content("image/jpeg", Content::new(docs::binary("image/jpeg"))),
         ),
     );
     admin.add_behind(PathItemType::Get, path, Some(Produces(&["image/png", "image/jpeg"])), logo::get, op);

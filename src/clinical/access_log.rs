@@ -493,12 +493,7 @@ pub fn add_endpoints(branch: &mut Endpoints) {
             "200",
             salvo::oapi::Response::new("Every entry selected, newest first")
                 .add_content("text/csv", salvo::oapi::Content::new(docs::string()))
-                .add_content(
-                    "application/pdf",
-                    salvo::oapi::Content::new(
-                        docs::string().format(salvo::oapi::SchemaFormat::Custom("binary".into())),
-                    ),
-                ),
+                .add_content("application/pdf", salvo::oapi::Content::new(docs::binary("application/pdf"))),
         );
     let op = Doc::not_found(Doc::invalid(
         op,

@@ -279,12 +279,11 @@ pub fn endpoints() -> Vec<Endpoints> {
         .property("contentType", docs::string())
         .property("securityContext", Object::new().property("reference", docs::string()))
         .property("data", docs::string().format(SchemaFormat::Custom("byte".into())));
-    let bytes = || Content::new(docs::string().format(SchemaFormat::Custom("binary".into())));
     let mut answer = salvo::oapi::Response::new("The Binary, or the bytes themselves")
         .add_content(FHIR_JSON, Content::new(schema.clone()))
         .add_content("application/json", Content::new(schema));
     for media in &binary::PRODUCED[2..] {
-        answer = answer.add_content(*media, bytes());
+        answer = answer.add_content(*media, Content::new(docs::binary(media)));
     }
     let op = op.add_response("200", answer);
     let op = Doc::answers_bytes(op, "206", "The range asked for, with Content-Range", &binary::PRODUCED[2..]);
