@@ -477,7 +477,7 @@ pub fn add_endpoints(branch: &mut Endpoints) {
         op,
         "A list parameter is out of range or unknown, or the cursor is not one",
     ));
-    branch.add(PathItemType::Get, "patients/{id:num}/access-log", read, op);
+    branch.add(PathItemType::Get, "patients/{id:num}/access-log", "getPatientAccessLog", read, op);
     let mut op = branch.operation("patients", "The patient's access log as CSV or PDF (audit.read)");
     op = op.add_parameter(docs::path_id());
     for parameter in narrowing() {
@@ -502,6 +502,7 @@ pub fn add_endpoints(branch: &mut Endpoints) {
     branch.add_behind(
         PathItemType::Get,
         "patients/{id:num}/access-log/export",
+        "exportPatientAccessLog",
         Some(Produces(EXPORTS)),
         export,
         op,

@@ -48,6 +48,6 @@ pub fn endpoints() -> Vec<Endpoints> {
     }
     let op = signed_in.operation("lookups", "Every enumeration and its values, in order");
     let op = Doc::answers(op, "200", "Enumerations", docs::envelope(values));
-    signed_in.add(PathItemType::Get, "enums", enums, op);
+    signed_in.add(PathItemType::Get, "enums", "listEnums", enums, op);
     vec![signed_in]
 }

@@ -371,8 +371,19 @@ impl Operations<'_> {
         Operations { resource, access, tag: resource.path.split('/').next().unwrap_or(resource.path) }
     }
 
-    fn start(&self, summary: &str) -> Operation {
-        let op = Doc::operation(self.access, self.tag, summary);
+    /// `verb` and the records' name: `listPatients` (`plural`), `getPatient`,
+    /// `signMedicalCertificate`.
+    fn named(&self, verb: &str, plural: bool) -> String {
+        let records = if plural { self.resource.plural } else { self.resource.label };
+        let verb = pascal_case(verb);
+        let mut verb = verb.chars();
+        let verb: String = verb.next().map(|c| c.to_ascii_lowercase()).into_iter().chain(verb).collect();
+        verb + &pascal_case(records)
+    }
+
+    /// Starts the operation `verb` (see [`Operations::named`]).
+    fn start(&self, verb: &str, plural: bool, summary: &str) -> Operation {
+        let op = Doc::operation(self.access, self.tag, summary).operation_id(self.named(verb, plural));
         match self.resource.parent {
             Some(p) => op.add_parameter(
                 Parameter::new(p.param)
@@ -391,7 +402,7 @@ impl Operations<'_> {
 
     fn list(&self, item: impl Into<RefOr<Schema>>) -> Operation {
         let r = self.resource;
-        let mut op = self.start(&format!("List {}", r.plural));
+        let mut op = self.start("list", true, &format!("List {}", r.plural));
         for parameter in list_parameters(r) {
             op = op.add_parameter(parameter);
         }
@@ -401,7 +412,7 @@ impl Operations<'_> {
 
     fn show(&self, item: impl Into<RefOr<Schema>>) -> Operation {
         let op = self
-            .start(&format!("Get {} {}", self.resource.article(), self.resource.noun()))
+            .start("get", false, &format!("Get {} {}", self.resource.article(), self.resource.noun()))
             .add_parameter(docs::path_id());
         let op = Doc::not_found(Doc::answers(op, "200", "The record", docs::envelope(item)));
         match self.resource.printable {
@@ -411,17 +422,25 @@ impl Operations<'_> {
     }
 
     fn create(&self, item: impl Into<RefOr<Schema>>, body: impl Into<RefOr<Schema>>) -> Operation {
-        let op = self.start(&format!("Create {} {}", self.resource.article(), self.resource.noun()));
+        let op = self.start(
+            "create",
+            false,
+            &format!("Create {} {}", self.resource.article(), self.resource.noun()),
+        );
         self.nested(Doc::answers(Doc::with_body(op, body), "201", "Created", docs::envelope(item)))
     }
 
     fn update(&self, item: impl Into<RefOr<Schema>>, body: impl Into<RefOr<Schema>>) -> Operation {
         let op = self
-            .start(&format!(
-                "Update {} {} (fields sent are changed)",
-                self.resource.article(),
-                self.resource.noun()
-            ))
+            .start(
+                "update",
+                false,
+                &format!(
+                    "Update {} {} (fields sent are changed)",
+                    self.resource.article(),
+                    self.resource.noun()
+                ),
+            )
             .add_parameter(docs::path_id())
             .add_parameter(if_match_header(
                 "ETag of the version being edited; 412 when it changed meanwhile",
@@ -435,7 +454,7 @@ impl Operations<'_> {
         let moves: Vec<String> =
             action.moves.iter().map(|m| format!("{} -> {}", m.from.join(" | "), m.to)).collect();
         let op = self
-            .start(&format!("{}: {}", action.name.replace('_', " "), moves.join("; ")))
+            .start(action.name, false, &format!("{}: {}", action.name.replace('_', " "), moves.join("; ")))
             .add_parameter(docs::path_id())
             .add_parameter(if_match_header("ETag of the version acted on; 412 when it changed meanwhile"));
         let op = if action.input.is_empty() {
@@ -465,7 +484,7 @@ impl Operations<'_> {
 
     fn delete(&self) -> Operation {
         let op = self
-            .start(&format!("Delete {} {}", self.resource.article(), self.resource.noun()))
+            .start("delete", false, &format!("Delete {} {}", self.resource.article(), self.resource.noun()))
             .add_parameter(docs::path_id())
             .add_parameter(if_match_header(
                 "ETag of the version being deleted; 412 when it changed meanwhile",
