@@ -241,6 +241,7 @@ pub fn served_routes() -> Vec<(String, String)> {
 /// The OpenAPI document of everything `api_router` serves.
 pub fn openapi() -> salvo::oapi::OpenApi {
     let mut doc = Doc::default();
+    resource::docs::enumerations(&mut doc);
     for r in resources() {
         resource::docs::document(&mut doc, r);
     }

@@ -142,12 +142,18 @@ pub fn endpoints() -> Vec<Endpoints> {
         "Registry unreachable",
         body,
     );
-    public.add(PathItemType::Get, "public/health", health, op);
+    public.add(PathItemType::Get, "public/health", "getHealth", health, op);
 
     let op = public.operation("public", "Liveness: the process serves HTTP (no database access)");
     let body =
         docs::envelope(salvo::oapi::Object::new().property("status", docs::string().enum_values(["alive"])));
-    public.add(PathItemType::Get, "public/live", live, Doc::answers(op, "200", "The process is alive", body));
+    public.add(
+        PathItemType::Get,
+        "public/live",
+        "getLiveness",
+        live,
+        Doc::answers(op, "200", "The process is alive", body),
+    );
 
     let op = public.operation(
         "public",
@@ -164,6 +170,6 @@ pub fn endpoints() -> Vec<Endpoints> {
         "Shutting down, or the registry database does not answer (with Retry-After)",
         body,
     );
-    public.add(PathItemType::Get, "public/ready", ready, op);
+    public.add(PathItemType::Get, "public/ready", "getReadiness", ready, op);
     vec![public]
 }

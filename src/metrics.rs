@@ -332,7 +332,7 @@ pub fn endpoints() -> Endpoints {
             salvo::oapi::Response::new("The metrics (text format 0.0.4)")
                 .add_content("text/plain", Content::new(docs::string())),
         );
-    monitoring.add_behind(PathItemType::Get, "metrics", Some(Produces(TEXT)), scrape, op);
+    monitoring.add_behind(PathItemType::Get, "metrics", "getMetrics", Some(Produces(TEXT)), scrape, op);
     monitoring
 }
 

@@ -48,7 +48,7 @@ pub fn endpoints() -> Vec<Endpoints> {
         "Every permission",
         docs::envelope(salvo::oapi::Array::new().items(permission)),
     );
-    admin.add(PathItemType::Get, "permissions", roles::catalogue, op);
+    admin.add(PathItemType::Get, "permissions", "listPermissions", roles::catalogue, op);
     let staff = "branches/{branch_id:num}/services/{id:num}/staff";
     let op = admin
         .operation("branches", "Assign a user to serve at a branch service")
@@ -57,14 +57,27 @@ pub fn endpoints() -> Vec<Endpoints> {
     let service =
         salvo::oapi::Ref::from_schema_name(crate::resource::docs::schema_name(&services::BRANCH_SERVICES));
     let op = Doc::not_found(Doc::answers(op, "200", "The service and its staff", docs::envelope(service)));
-    admin.add_taking(PathItemType::Post, staff, &services::STAFF, services::assign, op);
+    admin.add_taking(
+        PathItemType::Post,
+        staff,
+        "addBranchServiceStaff",
+        &services::STAFF,
+        services::assign,
+        op,
+    );
     let op = admin
         .operation("branches", "Remove a user from a branch service")
         .add_parameter(docs::path_param("branch_id"))
         .add_parameter(docs::path_id())
         .add_parameter(docs::path_param("user"));
     let op = Doc::not_found(Doc::answers(op, "200", "Removed", docs::envelope(docs::string())));
-    admin.add(PathItemType::Delete, &format!("{staff}/{{user:num}}"), services::unassign, op);
+    admin.add(
+        PathItemType::Delete,
+        &format!("{staff}/{{user:num}}"),
+        "removeBranchServiceStaff",
+        services::unassign,
+        op,
+    );
     logo_endpoints(&mut admin);
     // Creating a branch provisions its schema: a handler of its own, described with the
     // declared branches.
@@ -74,19 +87,22 @@ pub fn endpoints() -> Vec<Endpoints> {
 
 /// `/branches/{id}/logo`: set, read and remove the image of the branch's letterhead.
 fn logo_endpoints(admin: &mut Endpoints) {
-    use salvo::oapi::{Content, RequestBody, Required, SchemaFormat};
+    use salvo::oapi::{Content, RequestBody, Required};
     let path = "branches/{id:num}/logo";
     let branch = salvo::oapi::Ref::from_schema_name(crate::resource::docs::schema_name(&branches::BRANCHES));
-    let image = || docs::string().format(SchemaFormat::Custom("binary".into()));
     let if_match = salvo::oapi::Parameter::new("If-Match")
         .location(salvo::oapi::ParameterIn::Header)
         .schema(docs::string())
         .description("ETag of the branch's version being changed; 412 when it changed meanwhile");
     let body = RequestBody::new()
         .required(Required::True)
-        .description(format!("The image itself, at most {} KiB", logo::MAX_LOGO_BYTES / 1024))
-        .add_content("image/png", Content::new(image()))
-        .add_content("image/jpeg", Content::new(image()));
+        .description(format!(
+            "The image itself, at most {} KiB; sent as application/octet-stream, it is told by its bytes",
+            logo::MAX_LOGO_BYTES / 1024
+        ))
+        .add_content("image/png", Content::new(docs::binary("image/png")))
+        .add_content("image/jpeg", Content::new(docs::binary("image/jpeg")))
+        .add_content("application/octet-stream", Content::new(docs::binary("application/octet-stream")));
     let op = admin
         .operation("branches", "Set the logo printed in the branch's letterhead (a PNG or JPEG)")
         .add_parameter(docs::path_id())
@@ -99,21 +115,28 @@ fn logo_endpoints(admin: &mut Endpoints) {
         salvo::oapi::Response::new("The image is too large")
             .add_content("application/json", Content::new(salvo::oapi::Object::new())),
     );
-    admin.add(PathItemType::Put, path, logo::set, op);
+    admin.add(PathItemType::Put, path, "uploadBranchLogo", logo::set, op);
     let op = admin.operation("branches", "The branch's logo").add_parameter(docs::path_id());
     let op = Doc::not_found(
         op.add_response(
             "200",
             salvo::oapi::Response::new("The image, in its media type")
-                .add_content("image/png", Content::new(image()))
-                .add_content("image/jpeg", Content::new(image())),
+                .add_content("image/png", Content::new(docs::binary("image/png")))
+                .add_content("image/jpeg", Content::new(docs::binary("image/jpeg"))),
         ),
     );
-    admin.add_behind(PathItemType::Get, path, Some(Produces(&["image/png", "image/jpeg"])), logo::get, op);
+    admin.add_behind(
+        PathItemType::Get,
+        path,
+        "getBranchLogo",
+        Some(Produces(&["image/png", "image/jpeg"])),
+        logo::get,
+        op,
+    );
     let op = admin
         .operation("branches", "Remove the branch's logo")
         .add_parameter(docs::path_id())
         .add_parameter(if_match);
     let op = Doc::stale(Doc::not_found(Doc::answers(op, "200", "The branch", docs::envelope(branch))));
-    admin.add(PathItemType::Delete, path, logo::remove, op);
+    admin.add(PathItemType::Delete, path, "deleteBranchLogo", logo::remove, op);
 }

@@ -111,7 +111,14 @@ pub fn endpoints() -> Vec<Endpoints> {
         Doc::answers(op, "201", "The key, with its secret", docs::envelope(shown)),
         "A field is wrong",
     ));
-    admin.add_taking(PathItemType::Post, path, &calendar_keys::KEY_REQUEST, calendar_keys::create, op);
+    admin.add_taking(
+        PathItemType::Post,
+        path,
+        "createCalendarKey",
+        &calendar_keys::KEY_REQUEST,
+        calendar_keys::create,
+        op,
+    );
     let op = admin
         .operation("appointments", "A doctor's calendar keys at the branch, revoked ones too")
         .add_parameter(docs::path_id());
@@ -119,6 +126,7 @@ pub fn endpoints() -> Vec<Endpoints> {
     admin.add(
         PathItemType::Get,
         path,
+        "listCalendarKeys",
         calendar_keys::list,
         Doc::not_found(Doc::answers(op, "200", "The keys", keys)),
     );
@@ -127,7 +135,13 @@ pub fn endpoints() -> Vec<Endpoints> {
         .add_parameter(docs::path_id())
         .add_parameter(docs::path_param("key_id"));
     let op = Doc::not_found(Doc::answers(op, "200", "The revoked key", docs::envelope(key_schema())));
-    admin.add(PathItemType::Delete, "doctors/{id:num}/calendar-keys/{key_id:num}", calendar_keys::revoke, op);
+    admin.add(
+        PathItemType::Delete,
+        "doctors/{id:num}/calendar-keys/{key_id:num}",
+        "revokeCalendarKey",
+        calendar_keys::revoke,
+        op,
+    );
 
     let mut feeds = Endpoints::at_root(Access::Public);
     let op = feeds
@@ -157,6 +171,7 @@ pub fn endpoints() -> Vec<Endpoints> {
         PathItemType::Get,
         // A pattern, not `num`, which salvo cannot combine with the `.ics` after it.
         "calendar/doctors/{id|[0-9]+}.ics",
+        "getDoctorCalendarFeed",
         Some(Produces(&["text/calendar"])),
         feed::feed,
         op,
@@ -204,7 +219,13 @@ fn availability_endpoints() -> Endpoints {
         ),
         "A bad parameter, a span over 31 days, or an unknown doctor or service",
     );
-    branch.add(PathItemType::Get, "appointments/availability", availability::availability, op);
+    branch.add(
+        PathItemType::Get,
+        "appointments/availability",
+        "listFreeSlots",
+        availability::availability,
+        op,
+    );
     recalls::add_routes(&mut branch);
     branch
 }

@@ -170,5 +170,11 @@ pub fn add_routes(branch: &mut Endpoints) {
         Doc::not_found(Doc::invalid(Doc::answers(op, "201", "The recall", created), "A bad field")),
         "The patient was merged into another",
     );
-    branch.add(PathItemType::Post, "patients/{id:num}/recalls", create_for_patient, op);
+    branch.add(
+        PathItemType::Post,
+        "patients/{id:num}/recalls",
+        "createPatientRecall",
+        create_for_patient,
+        op,
+    );
 }

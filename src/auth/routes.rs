@@ -289,11 +289,11 @@ fn login_endpoints(public: &mut Endpoints, signed_in: &mut Endpoints) {
         message(),
     );
     let op = Doc::answers(op, "429", "Too many attempts from this address", message());
-    public.add_taking(PathItemType::Post, "auth/login", &LOGIN, login, op);
+    public.add_taking(PathItemType::Post, "auth/login", "login", &LOGIN, login, op);
     let op = signed_in.operation("auth", "Revoke the token of this request");
     // Not kept for replay: once the token is revoked, a repeat answers 401, which says the same.
     let op = Doc::answers(op, "200", "Logged out", message());
-    signed_in.add_behind(PathItemType::Post, "auth/logout", Some(Unkeyed), logout, op);
+    signed_in.add_behind(PathItemType::Post, "auth/logout", "logout", Some(Unkeyed), logout, op);
 }
 
 fn reset_endpoints(public: &mut Endpoints) {
@@ -302,24 +302,52 @@ fn reset_endpoints(public: &mut Endpoints) {
         Doc::answers(op, "429", "Too many attempts from this address", message())
     };
     let op = step(public, "Send a 6-digit reset code to an e-mail address");
-    public.add_taking(PathItemType::Post, "auth/reset-code", &RESET_CODE, reset::reset_code, op);
+    public.add_taking(
+        PathItemType::Post,
+        "auth/reset-code",
+        "sendResetCode",
+        &RESET_CODE,
+        reset::reset_code,
+        op,
+    );
     let op = step(public, "Check a reset code");
-    public.add_taking(PathItemType::Post, "auth/verify-code", &VERIFY_CODE, reset::verify_code, op);
+    public.add_taking(
+        PathItemType::Post,
+        "auth/verify-code",
+        "verifyResetCode",
+        &VERIFY_CODE,
+        reset::verify_code,
+        op,
+    );
     let op = step(public, "Set a new password with a reset code (ends every session)");
-    public.add_taking(PathItemType::Post, "auth/reset-password", &RESET_PASSWORD, reset::reset_password, op);
+    public.add_taking(
+        PathItemType::Post,
+        "auth/reset-password",
+        "resetPassword",
+        &RESET_PASSWORD,
+        reset::reset_password,
+        op,
+    );
 }
 
 fn session_endpoints(signed_in: &mut Endpoints, password: &mut Endpoints, enrolling: &mut Endpoints) {
     let op = enrolling.operation("auth", "The current user");
     let op = Doc::answers(op, "200", "Profile", docs::envelope(profile_view()));
-    enrolling.add(PathItemType::Get, "auth/profile", profile, op);
+    enrolling.add(PathItemType::Get, "auth/profile", "getProfile", profile, op);
     let op = signed_in.operation("auth", "Change name and e-mail");
     let op = Doc::answers(op, "200", "Updated", docs::envelope(profile_view()));
-    signed_in.add_taking(PathItemType::Put, "auth/profile", &PROFILE, update_profile, op);
+    signed_in.add_taking(PathItemType::Put, "auth/profile", "updateProfile", &PROFILE, update_profile, op);
     let op = signed_in.operation("auth", "Make a branch the active one");
     let switched = Object::new().property("branch", branch_summary()).property("user", profile_view());
     let op = Doc::answers(op, "200", "Switched", docs::envelope(switched));
-    signed_in.add_taking(PathItemType::Post, "auth/switch-branch", &SWITCH_BRANCH, switch_branch, op);
+    signed_in.add_taking(
+        PathItemType::Post,
+        "auth/switch-branch",
+        "switchBranch",
+        &SWITCH_BRANCH,
+        switch_branch,
+        op,
+    );
     let op = signed_in.operation("auth", "Branches the user may work in");
     let op = Doc::answers(
         op,
@@ -327,12 +355,13 @@ fn session_endpoints(signed_in: &mut Endpoints, password: &mut Endpoints, enroll
         "Branches",
         docs::envelope(salvo::oapi::Array::new().items(branch_summary())),
     );
-    signed_in.add(PathItemType::Get, "auth/branches", my_branches, op);
+    signed_in.add(PathItemType::Get, "auth/branches", "listMyBranches", my_branches, op);
     let op = password.operation("auth", "Change the password (ends the user's other sessions)");
     let op = Doc::answers(op, "200", "Changed", message());
     password.add_taking(
         PathItemType::Post,
         "profile/change-password",
+        "changePassword",
         &CHANGE_PASSWORD,
         change_password_handler,
         op,

@@ -124,13 +124,13 @@ pub(super) fn endpoints(signed_in: &mut Endpoints) {
         "Sessions, most recently used first",
         docs::envelope(Array::new().items(session())),
     );
-    signed_in.add(PathItemType::Get, "auth/sessions", list, op);
+    signed_in.add(PathItemType::Get, "auth/sessions", "listSessions", list, op);
     let op = signed_in.operation("auth", "End one of the user's sessions").add_parameter(docs::path_id());
     let op =
         Doc::not_found(Doc::answers(op, "200", "Ended", Object::new().property("message", docs::string())));
-    signed_in.add(PathItemType::Delete, "auth/sessions/{id:num}", end_one, op);
+    signed_in.add(PathItemType::Delete, "auth/sessions/{id:num}", "endSession", end_one, op);
     let op = signed_in.operation("auth", "End every session of the user but this one");
     let ended = Object::new().property("ended", docs::integer()).required("ended");
     let op = Doc::answers(op, "200", "Ended", docs::envelope(ended));
-    signed_in.add(PathItemType::Post, "auth/logout-all", end_others, op);
+    signed_in.add(PathItemType::Post, "auth/logout-all", "endOtherSessions", end_others, op);
 }

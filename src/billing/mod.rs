@@ -526,6 +526,12 @@ pub fn endpoints() -> Vec<Endpoints> {
         .operation("patients", "A patient's totals over posted billing transactions")
         .add_parameter(docs::path_id());
     let op = Doc::not_found(Doc::answers(op, "200", "Money as fixed-scale strings", docs::envelope(data)));
-    branch.add(PathItemType::Get, "patients/{id:num}/billing-summary", summary, op);
+    branch.add(
+        PathItemType::Get,
+        "patients/{id:num}/billing-summary",
+        "getPatientBillingSummary",
+        summary,
+        op,
+    );
     vec![branch]
 }

@@ -477,7 +477,7 @@ pub fn add_endpoints(branch: &mut Endpoints) {
         op,
         "A list parameter is out of range or unknown, or the cursor is not one",
     ));
-    branch.add(PathItemType::Get, "patients/{id:num}/access-log", read, op);
+    branch.add(PathItemType::Get, "patients/{id:num}/access-log", "getPatientAccessLog", read, op);
     let mut op = branch.operation("patients", "The patient's access log as CSV or PDF (audit.read)");
     op = op.add_parameter(docs::path_id());
     for parameter in narrowing() {
@@ -493,12 +493,7 @@ pub fn add_endpoints(branch: &mut Endpoints) {
             "200",
             salvo::oapi::Response::new("Every entry selected, newest first")
                 .add_content("text/csv", salvo::oapi::Content::new(docs::string()))
-                .add_content(
-                    "application/pdf",
-                    salvo::oapi::Content::new(
-                        docs::string().format(salvo::oapi::SchemaFormat::Custom("binary".into())),
-                    ),
-                ),
+                .add_content("application/pdf", salvo::oapi::Content::new(docs::binary("application/pdf"))),
         );
     let op = Doc::not_found(Doc::invalid(
         op,
@@ -507,6 +502,7 @@ pub fn add_endpoints(branch: &mut Endpoints) {
     branch.add_behind(
         PathItemType::Get,
         "patients/{id:num}/access-log/export",
+        "exportPatientAccessLog",
         Some(Produces(EXPORTS)),
         export,
         op,

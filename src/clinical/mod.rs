@@ -46,6 +46,7 @@ pub fn endpoints() -> Vec<Endpoints> {
     branch.add_behind(
         PathItemType::Get,
         "patient-visits/{id:num}/summary",
+        "getVisitSummary",
         Some(Produces(JSON_OR_PDF)),
         summary::summary,
         op,
@@ -69,7 +70,7 @@ pub fn endpoints() -> Vec<Endpoints> {
         docs::envelope(salvo::oapi::Array::new().items(salvo::oapi::Ref::from_schema_name("Patient")));
     let op = Doc::answers(op, "200", "Best matches first", found);
     let op = Doc::invalid(op, "search missing or limit out of range");
-    branch.add(PathItemType::Get, "patients/search", patients::lookup, op);
+    branch.add(PathItemType::Get, "patients/search", "searchPatients", patients::lookup, op);
     let mut op = branch
         .operation("patients", "Export patients as CSV (or JSON lines), streamed")
         .add_parameter(docs::query(
@@ -90,6 +91,7 @@ pub fn endpoints() -> Vec<Endpoints> {
     branch.add_behind(
         PathItemType::Get,
         "patients/export",
+        "exportPatients",
         Some(Produces(&["text/csv", "application/x-ndjson", "application/json"])),
         patients::export,
         Doc::invalid(op, "A parameter is out of range or unknown"),

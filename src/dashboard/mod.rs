@@ -48,7 +48,7 @@ pub fn endpoints() -> Vec<Endpoints> {
         Date,
         Ahead,
     }
-    fn add(branch: &mut Endpoints, path: &str, handler: impl Handler, summary: &str, days: Days) {
+    fn add(branch: &mut Endpoints, path: &str, id: &str, handler: impl Handler, summary: &str, days: Days) {
         let op = branch.operation("dashboard", summary);
         let op = match days {
             Days::Range => op
@@ -69,14 +69,29 @@ pub fn endpoints() -> Vec<Endpoints> {
             Doc::answers(op, "200", summary, docs::envelope(Object::new())),
             "A bad date, range or days",
         );
-        branch.add(PathItemType::Get, &format!("dashboard/{path}"), handler, op);
+        branch.add(PathItemType::Get, &format!("dashboard/{path}"), id, handler, op);
     }
     let mut branch = Endpoints::new(Access::Branch);
-    add(&mut branch, "stats", stats, "Counts and money over a range of local dates", Days::Range);
-    add(&mut branch, "calendar", calendar, "Each day of a range: visits and surgeries", Days::Range);
+    add(
+        &mut branch,
+        "stats",
+        "getDashboardStats",
+        stats,
+        "Counts and money over a range of local dates",
+        Days::Range,
+    );
+    add(
+        &mut branch,
+        "calendar",
+        "getDashboardCalendar",
+        calendar,
+        "Each day of a range: visits and surgeries",
+        Days::Range,
+    );
     add(
         &mut branch,
         "appointments",
+        "getDashboardAppointments",
         appointment_calendar,
         "Each day of a range: appointments by status, in all and per doctor",
         Days::Range,
@@ -84,6 +99,7 @@ pub fn endpoints() -> Vec<Endpoints> {
     add(
         &mut branch,
         "patient-flow",
+        "getDashboardPatientFlow",
         patient_flow,
         "One local day of the queue and its appointments booked or arrived (parameter date)",
         Days::Date,
@@ -91,6 +107,7 @@ pub fn endpoints() -> Vec<Endpoints> {
     add(
         &mut branch,
         "upcoming-surgeries",
+        "getDashboardUpcomingSurgeries",
         upcoming_surgeries,
         "Scheduled and confirmed surgeries of the next days (parameter days, 1 to 90)",
         Days::Ahead,
@@ -98,6 +115,7 @@ pub fn endpoints() -> Vec<Endpoints> {
     add(
         &mut branch,
         "patient-demographics",
+        "getDashboardPatientDemographics",
         patient_demographics,
         "Live patients (registered in the range when one is given)",
         Days::Range,

@@ -45,6 +45,12 @@ pub fn endpoints() -> Vec<Endpoints> {
         .add_parameter(docs::query("end_date", docs::date(), "Examined on or before"));
     let op = Doc::answers(op, "200", "By time, then record", docs::envelope(Array::new().items(point)));
     let op = Doc::not_found(Doc::invalid(op, "kind missing or unknown; a bad eye or date"));
-    branch.add(PathItemType::Get, "patients/{id:num}/measurements", measurements::measurements, op);
+    branch.add(
+        PathItemType::Get,
+        "patients/{id:num}/measurements",
+        "listPatientMeasurements",
+        measurements::measurements,
+        op,
+    );
     vec![branch]
 }

@@ -116,7 +116,7 @@ pub fn endpoints() -> Vec<Endpoints> {
         )
         .description("Needs no token: a FHIR client reads it before it signs in; it holds no patient data.");
     let op = Doc::fhir_answers(op, "200", "The CapabilityStatement", resource_schema("CapabilityStatement"));
-    public.add(PathItemType::Get, "fhir/r4/metadata", capability::metadata, op);
+    public.add(PathItemType::Get, "fhir/r4/metadata", "getFhirCapabilities", capability::metadata, op);
 
     let mut branch = Endpoints::at_root(Access::Branch).hoop(Produces(outcome::MEDIA));
     for kind in Type::ALL {
@@ -196,7 +196,13 @@ pub fn endpoints() -> Vec<Endpoints> {
             op = op.add_parameter(docs::query(parameter, schema, description));
         }
         let op = Doc::fhir_answers(op, "200", "The matching resources", bundle_schema(name));
-        branch.add(PathItemType::Get, &format!("fhir/r4/{name}"), handlers::Serve::Search(kind), op);
+        branch.add(
+            PathItemType::Get,
+            &format!("fhir/r4/{name}"),
+            &format!("searchFhir{name}"),
+            handlers::Serve::Search(kind),
+            op,
+        );
 
         let id = if kind.numeric_ids() {
             docs::path_id()
@@ -221,7 +227,7 @@ pub fn endpoints() -> Vec<Endpoints> {
         } else {
             format!("fhir/r4/{name}/{{id}}")
         };
-        branch.add(PathItemType::Get, &path, handlers::Serve::Read(kind), op);
+        branch.add(PathItemType::Get, &path, &format!("readFhir{name}"), handlers::Serve::Read(kind), op);
     }
     let op = branch
         .fhir_operation(
@@ -257,7 +263,13 @@ pub fn endpoints() -> Vec<Endpoints> {
         "The patient was merged into another: Location is the survivor's $everything",
         resource_schema("OperationOutcome"),
     );
-    branch.add(PathItemType::Get, "fhir/r4/Patient/{id:num}/$everything", handlers::everything, op);
+    branch.add(
+        PathItemType::Get,
+        "fhir/r4/Patient/{id:num}/$everything",
+        "getFhirPatientEverything",
+        handlers::everything,
+        op,
+    );
 
     let op = branch
         .fhir_operation("fhir", "Read a Binary by id: an attachment's bytes")
@@ -279,12 +291,11 @@ pub fn endpoints() -> Vec<Endpoints> {
         .property("contentType", docs::string())
         .property("securityContext", Object::new().property("reference", docs::string()))
         .property("data", docs::string().format(SchemaFormat::Custom("byte".into())));
-    let bytes = || Content::new(docs::string().format(SchemaFormat::Custom("binary".into())));
     let mut answer = salvo::oapi::Response::new("The Binary, or the bytes themselves")
         .add_content(FHIR_JSON, Content::new(schema.clone()))
         .add_content("application/json", Content::new(schema));
     for media in &binary::PRODUCED[2..] {
-        answer = answer.add_content(*media, bytes());
+        answer = answer.add_content(*media, Content::new(docs::binary(media)));
     }
     let op = op.add_response("200", answer);
     let op = Doc::answers_bytes(op, "206", "The range asked for, with Content-Range", &binary::PRODUCED[2..]);
@@ -298,6 +309,7 @@ pub fn endpoints() -> Vec<Endpoints> {
     branch.add_behind(
         PathItemType::Get,
         "fhir/r4/Binary/{id:num}",
+        "readFhirBinary",
         Some(Produces(binary::PRODUCED)),
         binary::read,
         op,

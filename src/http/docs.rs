@@ -63,6 +63,12 @@ pub fn blank_pattern(lines: Lines) -> &'static str {
 pub fn search_term() -> Object {
     string().max_length(crate::http::list::MAX_SEARCH_LEN).pattern(text_pattern(true, true))
 }
+/// Bytes of `media_type`, as a body or an answer: `format: binary`, which client generators
+/// read as a file, and `contentMediaType`, which OpenAPI 3.1 says it with.
+pub fn binary(media_type: &str) -> Object {
+    string().format(SchemaFormat::Custom("binary".into())).content_media_type(media_type)
+}
+
 pub fn integer() -> Object {
     Object::with_type(BasicType::Integer).format(SchemaFormat::KnownFormat(KnownFormat::Int64))
 }
@@ -367,7 +373,7 @@ impl Doc {
     /// An operation that also answers a printed document, in PDF, when `Accept` prefers it
     /// to JSON; a record without a printed form is a 406 `not_printable`.
     pub fn printable(mut op: Operation, describes: &str) -> Operation {
-        let pdf = Content::new(string().format(SchemaFormat::Custom("binary".into())));
+        let pdf = Content::new(binary("application/pdf"));
         if let Some(RefOr::Type(ok)) = op.responses.get_mut("200") {
             ok.contents.insert("application/pdf".into(), pdf);
             ok.description = format!(
@@ -408,13 +414,11 @@ impl Doc {
     /// A file sent as the body: as itself, in one of `media_types`, or in the part `file` of
     /// `multipart/form-data` beside the fields of `form`.
     pub fn with_file_body(op: Operation, media_types: &[&str], form: Object) -> Operation {
-        let binary = || Content::new(string().format(SchemaFormat::Custom("binary".into())));
         let mut body = RequestBody::new().required(Required::True);
         for media_type in media_types {
-            body = body.add_content(*media_type, binary());
+            body = body.add_content(*media_type, Content::new(binary(media_type)));
         }
-        let form =
-            form.property("file", string().format(SchemaFormat::Custom("binary".into()))).required("file");
+        let form = form.property("file", binary("application/octet-stream")).required("file");
         op.request_body(body.add_content("multipart/form-data", Content::new(form)))
     }
 
@@ -422,10 +426,7 @@ impl Doc {
     pub fn answers_bytes(op: Operation, status: &str, description: &str, media_types: &[&str]) -> Operation {
         let mut answer = salvo::oapi::Response::new(description);
         for media_type in media_types {
-            answer = answer.add_content(
-                *media_type,
-                Content::new(string().format(SchemaFormat::Custom("binary".into()))),
-            );
+            answer = answer.add_content(*media_type, Content::new(binary(media_type)));
         }
         op.add_response(status, answer)
     }
@@ -484,7 +485,14 @@ impl Doc {
         self.api = api.add_path(path, PathItem::new(method, op));
     }
 
+    /// Adds the component `name`; adding it again must add the same schema (a structure that
+    /// several declarations share), never another one under a name already taken.
     pub fn add_schema(&mut self, name: &str, schema: impl Into<RefOr<Schema>>) {
+        let schema = schema.into();
+        if let Some(known) = self.api.components.schemas.get(name) {
+            let json = |s: &RefOr<Schema>| serde_json::to_value(s).ok();
+            assert_eq!(json(known), json(&schema), "two schemas are named {name}");
+        }
         let api = std::mem::take(&mut self.api);
         self.api = api.add_schema(name, schema);
     }

@@ -121,18 +121,27 @@ impl Endpoints {
 
     /// Serves `handler` at `method` and `path` (below `/api/v1` unless the group is
     /// [`at_root`](Self::at_root), in the router's syntax: `patients/{id:num}`) and describes
-    /// it with `operation`.
-    pub fn add(&mut self, method: PathItemType, path: &str, handler: impl Handler, operation: Operation) {
-        self.add_behind(method, path, None::<Passing>, handler, operation);
+    /// it with `operation`, named `id` (its `operationId`: a verb, then what it acts on, in
+    /// camelCase, as `docs/api-decisions.md` has it).
+    pub fn add(
+        &mut self,
+        method: PathItemType,
+        path: &str,
+        id: &str,
+        handler: impl Handler,
+        operation: Operation,
+    ) {
+        self.add_behind(method, path, id, None::<Passing>, handler, operation);
     }
 
     /// Serves `handler`, which reads the JSON body `body`, at `method` and `path`, and describes
-    /// it with `operation` and the body's schema (a component of the document, named by the
-    /// body's declaration).
+    /// it with `operation`, named `id`, and the body's schema (a component of the document,
+    /// named by the body's declaration).
     pub fn add_taking(
         &mut self,
         method: PathItemType,
         path: &str,
+        id: &str,
         body: &'static dyn DeclaredBody,
         handler: impl Handler,
         operation: Operation,
@@ -143,7 +152,7 @@ impl Endpoints {
         } else {
             Doc::with_optional_body(operation, reference)
         };
-        self.add_behind(method, path, Some(Declares(body.name())), handler, operation);
+        self.add_behind(method, path, id, Some(Declares(body.name())), handler, operation);
         if !self.bodies.iter().any(|known| known.name() == body.name()) {
             self.bodies.push(body);
         }
@@ -154,10 +163,16 @@ impl Endpoints {
         &mut self,
         method: PathItemType,
         path: &str,
+        id: &str,
         hoop: Option<impl Handler>,
         handler: impl Handler,
         operation: Operation,
     ) {
+        self.route(method, path, hoop, handler);
+        self.operations.push((method, documented_path_below(self.base, path), operation.operation_id(id)));
+    }
+
+    fn route(&mut self, method: PathItemType, path: &str, hoop: Option<impl Handler>, handler: impl Handler) {
         let mut route = Router::with_path(path);
         if let Some(hoop) = hoop {
             route = route.hoop(hoop);
@@ -171,15 +186,13 @@ impl Endpoints {
             other => panic!("no route for {other:?}"),
         };
         self.router = std::mem::take(&mut self.router).push(route);
-        self.operations.push((method, documented_path_below(self.base, path), operation));
     }
 
     /// Serves `handler` in place of the shared one for an operation of a declared resource,
-    /// which its declaration describes (creating a branch also provisions its schema).
+    /// which its declaration describes (and names; creating a branch also provisions its
+    /// schema).
     pub fn serve_declared(&mut self, method: PathItemType, path: &str, handler: impl Handler) {
-        let operations = std::mem::take(&mut self.operations);
-        self.add(method, path, handler, Operation::new());
-        self.operations = operations;
+        self.route(method, path, None::<Passing>, handler);
     }
 
     /// Changes the description of a declared resource's operation that a hand-written part of

@@ -43,11 +43,11 @@ pub fn endpoints() -> Vec<Endpoints> {
     let mut signed_in = Endpoints::new(Access::User);
     let mut values = Object::new();
     for e in ALL {
-        values =
-            values.property(e.name, Array::new().items(docs::string().enum_values(e.values.iter().copied())));
+        let component = salvo::oapi::Ref::from_schema_name(crate::resource::docs::enumeration_name(e));
+        values = values.property(e.name, Array::new().items(component));
     }
     let op = signed_in.operation("lookups", "Every enumeration and its values, in order");
     let op = Doc::answers(op, "200", "Enumerations", docs::envelope(values));
-    signed_in.add(PathItemType::Get, "enums", enums, op);
+    signed_in.add(PathItemType::Get, "enums", "listEnums", enums, op);
     vec![signed_in]
 }

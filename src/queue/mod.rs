@@ -77,15 +77,15 @@ pub fn endpoints() -> Vec<Endpoints> {
         Doc::answers(op, "200", "The queue", docs::envelope(view)),
         "A bad date or status",
     ));
-    branch.add(PathItemType::Get, path, show_queue, op);
+    branch.add(PathItemType::Get, path, "getServiceQueue", show_queue, op);
     let op = branch.operation("queue", "Issue a ticket").add_parameter(docs::path_id());
     let op = Doc::not_found(Doc::answers(op, "201", "The ticket", docs::envelope(ticket())));
-    branch.add_taking(PathItemType::Post, path, &TICKET_HOLDER, create_ticket, op);
+    branch.add_taking(PathItemType::Post, path, "issueQueueTicket", &TICKET_HOLDER, create_ticket, op);
     let answer =
         Object::new().property("visit", Ref::from_schema_name("PatientVisit")).property("ticket", ticket());
     let op = branch.operation("queue", "Check a patient in: a visit dated today and its ticket");
     let op = Doc::answers(op, "201", "Visit and ticket", docs::envelope(answer));
-    branch.add_taking(PathItemType::Post, "queue/visits", &CHECK_IN, create_visit, op);
+    branch.add_taking(PathItemType::Post, "queue/visits", "checkInPatient", &CHECK_IN, create_visit, op);
     let op = branch
         .operation("queue", "Move a ticket to another service of the branch")
         .add_parameter(docs::path_id());
@@ -97,6 +97,7 @@ pub fn endpoints() -> Vec<Endpoints> {
     branch.add_taking(
         PathItemType::Post,
         "queue/queue-tickets/{id:num}/transfer",
+        "transferQueueTicket",
         &TRANSFER_TO,
         transfer,
         op,
@@ -124,6 +125,7 @@ pub fn endpoints() -> Vec<Endpoints> {
     branch.add_behind(
         PathItemType::Get,
         "queue/branch-services/{id:num}/events",
+        "streamQueueEvents",
         Some(Produces(&["text/event-stream"])),
         events::follow,
         Doc::not_found(op),
@@ -176,6 +178,7 @@ fn screens() -> Endpoints {
     screens.add_behind(
         PathItemType::Get,
         "display/{id:num}",
+        "getDisplayPage",
         Some(Produces(&["text/html"])),
         display::page,
         op,
@@ -227,6 +230,7 @@ fn screens() -> Endpoints {
     screens.add_behind(
         PathItemType::Get,
         "display/{id:num}/events",
+        "streamDisplayEvents",
         Some(Produces(&["text/event-stream"])),
         display::follow,
         op,

@@ -316,11 +316,16 @@ impl Resource {
     /// created, changed, deleted, opened or exported what, and when.
     pub const fn audit_trail(path: &'static str, scope: Scope) -> Resource {
         use crate::permissions::ADMIN_ACCESS;
+        // Two names: the document names its operations and schemas after them.
+        let (label, plural) = match scope {
+            Scope::Branch => ("Audit record", "audit records"),
+            Scope::Registry => ("System audit record", "system audit records"),
+        };
         Resource {
             path,
             table: "audit_log",
-            label: "Audit record",
-            plural: "audit records",
+            label,
+            plural,
             scope,
             read_only: &[
                 ("at", Shape::Timestamp),

@@ -33,6 +33,7 @@ mod master;
 mod metrics;
 mod mfa;
 mod openapi;
+mod openapi_clients;
 mod otlp;
 mod parameters;
 mod patients;

@@ -1,8 +1,9 @@
 //! The served API description is one that real client generators and validators accept:
-//! valid against the OpenAPI 3.1 schema, every `$ref` resolving, and (where the machine has
-//! it) accepted by openapi-spec-validator, the validator client generators rely on.
+//! valid against the OpenAPI 3.1 schema, every `$ref` resolving, every operation named, and
+//! (where the machine has it) accepted by openapi-spec-validator, the validator client
+//! generators rely on (the generators themselves: `openapi_clients.rs`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -13,7 +14,7 @@ use crate::support::{TestApp, assert_status, reply};
 /// The OpenAPI 3.1 schema (2022-10-07), as published by the OpenAPI Initiative.
 const OAS_3_1_SCHEMA: &str = include_str!("data/openapi-3.1.schema.json");
 
-async fn served_document() -> (TestApp, Value) {
+pub async fn served_document() -> (TestApp, Value) {
     let app = TestApp::spawn().await;
     let r = reply(app.http.get(app.url("/docs/api/openapi.json"))).await;
     assert_status(&r, 200);
@@ -238,4 +239,71 @@ async fn attachments_describe_their_file_bodies_and_every_answer_they_give() {
     }
     let remove = &doc["paths"]["/api/v1/patients/{patient_id}/attachments/{id}"]["delete"];
     assert!(remove["responses"]["200"].is_object());
+}
+
+/// The verbs a hand-written route's `operationId` may start with (`docs/api-decisions.md`); a
+/// declared resource's start with `list`, `get`, `create`, `update`, `delete` or the name of
+/// one of its actions.
+const HAND_WRITTEN_VERBS: &[&str] = &[
+    "add", "change", "check", "confirm", "create", "delete", "disable", "end", "export", "get", "issue",
+    "list", "login", "logout", "merge", "read", "remove", "reset", "revoke", "search", "send", "start",
+    "stream", "switch", "transfer", "unmerge", "update", "upload", "verify",
+];
+
+/// `no_show` as an `operationId` starts: `noShow`.
+fn camel_case(name: &str) -> String {
+    let mut words = name.split('_');
+    let first = words.next().unwrap_or_default().to_owned();
+    words.fold(first, |id, word| {
+        let mut chars = word.chars();
+        id + &chars.next().map(|c| c.to_uppercase().chain(chars).collect::<String>()).unwrap_or_default()
+    })
+}
+
+/// Every operation has an `operationId`, none twice, each camelCase and starting with its
+/// verb, followed by nothing or by a capital (what it acts on): `login`, `listPatients`.
+#[tokio::test]
+async fn every_operation_has_a_unique_operation_id_that_starts_with_its_verb() {
+    let (_app, doc) = served_document().await;
+    let mut verbs: BTreeSet<String> = HAND_WRITTEN_VERBS.iter().map(|v| (*v).to_owned()).collect();
+    for r in clinic_server::app::resources() {
+        verbs.extend(r.actions.iter().map(|a| camel_case(a.name)));
+    }
+    let mut ids: BTreeMap<String, String> = BTreeMap::new();
+    let mut wrong = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let at = format!("{} {path}", method.to_uppercase());
+            let Some(id) = op["operationId"].as_str() else {
+                wrong.push(format!("{at}: no operationId"));
+                continue;
+            };
+            let camel = id.starts_with(|c: char| c.is_ascii_lowercase())
+                && id.chars().all(|c| c.is_ascii_alphanumeric());
+            let verb_first = verbs.iter().any(|verb| {
+                id.strip_prefix(verb.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(|c: char| c.is_ascii_uppercase()))
+            });
+            if !camel || !verb_first {
+                wrong.push(format!("{at}: {id} is not a verb and its object in camelCase"));
+            }
+            if let Some(other) = ids.insert(id.to_owned(), at.clone()) {
+                wrong.push(format!("{at}: {id} also names {other}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    assert!(ids.len() > 300, "only {} operations", ids.len());
+    let named = |id: &str| ids.get(id).map(String::as_str);
+    assert_eq!(named("login"), Some("POST /api/v1/auth/login"));
+    assert_eq!(named("listPatients"), Some("GET /api/v1/patients"));
+    assert_eq!(named("createPatient"), Some("POST /api/v1/patients"));
+    assert_eq!(named("getPatient"), Some("GET /api/v1/patients/{id}"));
+    assert_eq!(named("updatePatient"), Some("PUT /api/v1/patients/{id}"));
+    assert_eq!(named("deletePatient"), Some("DELETE /api/v1/patients/{id}"));
+    assert_eq!(named("signMedicalCertificate"), Some("POST /api/v1/medical-certificates/{id}/sign"));
+    assert_eq!(named("noShowAppointment"), Some("POST /api/v1/appointments/{id}/no-show"));
+    assert_eq!(named("listAmslerGrids"), Some("GET /api/v1/amsler-grids"));
+    assert_eq!(named("listSystemAuditRecords"), Some("GET /api/v1/system-audit-logs"));
+    assert_eq!(named("uploadBranchLogo"), Some("PUT /api/v1/branches/{id}/logo"));
 }

@@ -223,7 +223,7 @@ pub fn endpoints(mut enrolling: Endpoints) -> Vec<Endpoints> {
         .property("qr_svg", docs::string().description("The URI as a QR code, an SVG document"));
     let op = Doc::answers(op, "200", "Pending secret", docs::envelope(started));
     let op = Doc::conflict(op, "mfa_already_enabled: a second factor is already on");
-    enrolling.add(PathItemType::Post, "auth/mfa/totp", start, op);
+    enrolling.add(PathItemType::Post, "auth/mfa/totp", "startTotpEnrolment", start, op);
     let op =
         enrolling.operation("auth", "Turn the pending second factor on with a code; answers recovery codes");
     let enabled = Object::new().property(
@@ -232,13 +232,20 @@ pub fn endpoints(mut enrolling: Endpoints) -> Vec<Endpoints> {
     );
     let op = Doc::answers(op, "200", "On; ten one-time recovery codes, shown once", docs::envelope(enabled));
     let op = Doc::conflict(op, "mfa_already_enabled: a second factor is already on");
-    enrolling.add_taking(PathItemType::Post, "auth/mfa/totp/confirm", &MFA_CODE, confirm, op);
+    enrolling.add_taking(
+        PathItemType::Post,
+        "auth/mfa/totp/confirm",
+        "confirmTotpEnrolment",
+        &MFA_CODE,
+        confirm,
+        op,
+    );
 
     let mut signed_in = Endpoints::new(Access::User);
     let op = signed_in.operation("auth", "Turn the second factor off (password and a code)");
     let op = Doc::answers(op, "200", "Off", message());
     let op = Doc::conflict(op, "mfa_not_enabled: no second factor is on");
-    signed_in.add_taking(PathItemType::Delete, "auth/mfa/totp", &MFA_OFF, disable, op);
+    signed_in.add_taking(PathItemType::Delete, "auth/mfa/totp", "disableTotp", &MFA_OFF, disable, op);
 
     let mut admin = Endpoints::new(Access::User).hoop(Require(ADMIN_ACCESS));
     let op = admin
@@ -247,7 +254,7 @@ pub fn endpoints(mut enrolling: Endpoints) -> Vec<Endpoints> {
     let op = Doc::answers(op, "200", "Removed", message());
     let op = Doc::not_found(op);
     let op = Doc::conflict(op, "mfa_not_enabled: the user has no second factor on");
-    admin.add(PathItemType::Post, "users/{id:num}/mfa/reset", reset, op);
+    admin.add(PathItemType::Post, "users/{id:num}/mfa/reset", "resetUserMfa", reset, op);
     vec![enrolling, signed_in, admin]
 }
 

@@ -109,7 +109,7 @@ pub fn add_endpoints(branch: &mut Endpoints) {
     let op = Doc::invalid(op, "A visit or examination not of this patient, or a bad title");
     let op = Doc::error(op, "400", "The body or form could not be read");
     let op = Doc::error(op, "408", "The body did not arrive in time");
-    branch.add(PathItemType::Post, COLLECTION, writes::upload, Doc::not_found(op));
+    branch.add(PathItemType::Post, COLLECTION, "uploadAttachment", writes::upload, Doc::not_found(op));
 
     let op = branch
         .operation("attachments", "Remove an attachment from the chart, with a reason")
@@ -122,7 +122,14 @@ pub fn add_endpoints(branch: &mut Endpoints) {
         ));
     let op = Doc::answers(op, "200", "Removed", Object::new().property("message", docs::string()));
     let op = Doc::invalid(Doc::stale(op), "reason missing or too long");
-    branch.add_taking(PathItemType::Delete, MEMBER, &writes::REMOVAL, writes::remove, Doc::not_found(op));
+    branch.add_taking(
+        PathItemType::Delete,
+        MEMBER,
+        "deleteAttachment",
+        &writes::REMOVAL,
+        writes::remove,
+        Doc::not_found(op),
+    );
 
     let op = branch
         .operation("attachments", "The attachment's bytes, or a thumbnail of an image")
@@ -146,6 +153,7 @@ pub fn add_endpoints(branch: &mut Endpoints) {
     branch.add_behind(
         PathItemType::Get,
         &format!("{MEMBER}/content"),
+        "getAttachmentContent",
         Some(Produces(PRODUCED)),
         content::content,
         Doc::not_found(op),

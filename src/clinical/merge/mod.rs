@@ -90,6 +90,7 @@ pub fn add_endpoints(branch: &mut Endpoints) {
     branch.add(
         PathItemType::Get,
         "patients/duplicates",
+        "listDuplicatePatients",
         duplicates::duplicates,
         Doc::invalid(op, "A parameter is out of range or unknown"),
     );
@@ -111,6 +112,7 @@ pub fn add_endpoints(branch: &mut Endpoints) {
     branch.add_taking(
         PathItemType::Post,
         "patients/{id:num}/merge",
+        "mergePatient",
         &merging::ASKED,
         merging::merge_duplicate,
         op,
@@ -133,6 +135,7 @@ pub fn add_endpoints(branch: &mut Endpoints) {
     branch.add_taking(
         PathItemType::Post,
         "patients/{id:num}/unmerge",
+        "unmergePatient",
         &undoing::UNMERGE,
         undoing::unmerge,
         op,

@@ -10,6 +10,7 @@ use super::actions::{Action, Verb};
 use super::decimal::{Decimal, Style};
 use super::field::{Field, Kind, Structure};
 use super::{Resource, Scope, Shape};
+use crate::enums::Enumeration;
 use crate::http::docs::{self, Access, Doc};
 use crate::http::text::Lines;
 
@@ -22,7 +23,29 @@ pub use parameters::list_parameters;
 
 /// The component name of a resource's records (`PatientVisit`); its input is `<name>Input`.
 pub fn schema_name(resource: &Resource) -> String {
-    resource.label.split(' ').map(capitalised).collect()
+    pascal_case(resource.label)
+}
+
+/// Words (`Amsler grid`, `toggle_status`) run together, each capitalised: `AmslerGrid`.
+fn pascal_case(words: &str) -> String {
+    words.split([' ', '_']).map(capitalised).collect()
+}
+
+/// The component of an enumeration's values (`AllergyStatusEnum`), one for every field of it:
+/// a nullable field refers to it beside `null`, so that a client generator makes one type of
+/// it. The suffix keeps it apart from records named alike (a purchase order status).
+pub fn enumeration_name(enumeration: &Enumeration) -> String {
+    format!("{}Enum", pascal_case(enumeration.name))
+}
+
+/// Adds the component of every enumeration.
+pub fn enumerations(doc: &mut Doc) {
+    for enumeration in crate::enums::ALL {
+        let values = docs::string()
+            .enum_values(enumeration.values.iter().copied())
+            .description(format!("`{}` of `GET /enums`", enumeration.name));
+        doc.add_schema(&enumeration_name(enumeration), values);
+    }
 }
 
 fn capitalised(word: &str) -> String {
@@ -102,12 +125,7 @@ fn value_schema(kind: Kind, nullable: bool, side: Side) -> RefOr<Schema> {
             .pattern(DATE_PATTERN)
             .description(if past { "Not in the future" } else { "YYYY-MM-DD" }),
         Kind::Bool => typed(BasicType::Boolean, nullable),
-        Kind::Enum(values) => {
-            let values = values.values.iter().map(|v| serde_json::Value::from(*v));
-            let values: Vec<serde_json::Value> =
-                if nullable { values.chain([serde_json::Value::Null]).collect() } else { values.collect() };
-            text().enum_values(values)
-        }
+        Kind::Enum(enumeration) => return nullable_ref(&enumeration_name(enumeration), nullable),
         Kind::Code { min, max, marks } => text()
             .min_length(min)
             .max_length(max)
@@ -186,7 +204,7 @@ fn sent_decimal(spec: Decimal, nullable: bool) -> RefOr<Schema> {
     .into()
 }
 
-/// A structure's component, or null.
+/// A component (a structure, an enumeration), or null.
 fn nullable_ref(name: &str, nullable: bool) -> RefOr<Schema> {
     if !nullable {
         return Ref::from_schema_name(name).into();
@@ -353,8 +371,19 @@ impl Operations<'_> {
         Operations { resource, access, tag: resource.path.split('/').next().unwrap_or(resource.path) }
     }
 
-    fn start(&self, summary: &str) -> Operation {
-        let op = Doc::operation(self.access, self.tag, summary);
+    /// `verb` and the records' name: `listPatients` (`plural`), `getPatient`,
+    /// `signMedicalCertificate`.
+    fn named(&self, verb: &str, plural: bool) -> String {
+        let records = if plural { self.resource.plural } else { self.resource.label };
+        let verb = pascal_case(verb);
+        let mut verb = verb.chars();
+        let verb: String = verb.next().map(|c| c.to_ascii_lowercase()).into_iter().chain(verb).collect();
+        verb + &pascal_case(records)
+    }
+
+    /// Starts the operation `verb` (see [`Operations::named`]).
+    fn start(&self, verb: &str, plural: bool, summary: &str) -> Operation {
+        let op = Doc::operation(self.access, self.tag, summary).operation_id(self.named(verb, plural));
         match self.resource.parent {
             Some(p) => op.add_parameter(
                 Parameter::new(p.param)
@@ -373,7 +402,7 @@ impl Operations<'_> {
 
     fn list(&self, item: impl Into<RefOr<Schema>>) -> Operation {
         let r = self.resource;
-        let mut op = self.start(&format!("List {}", r.plural));
+        let mut op = self.start("list", true, &format!("List {}", r.plural));
         for parameter in list_parameters(r) {
             op = op.add_parameter(parameter);
         }
@@ -383,7 +412,7 @@ impl Operations<'_> {
 
     fn show(&self, item: impl Into<RefOr<Schema>>) -> Operation {
         let op = self
-            .start(&format!("Get {} {}", self.resource.article(), self.resource.noun()))
+            .start("get", false, &format!("Get {} {}", self.resource.article(), self.resource.noun()))
             .add_parameter(docs::path_id());
         let op = Doc::not_found(Doc::answers(op, "200", "The record", docs::envelope(item)));
         match self.resource.printable {
@@ -393,17 +422,25 @@ impl Operations<'_> {
     }
 
     fn create(&self, item: impl Into<RefOr<Schema>>, body: impl Into<RefOr<Schema>>) -> Operation {
-        let op = self.start(&format!("Create {} {}", self.resource.article(), self.resource.noun()));
+        let op = self.start(
+            "create",
+            false,
+            &format!("Create {} {}", self.resource.article(), self.resource.noun()),
+        );
         self.nested(Doc::answers(Doc::with_body(op, body), "201", "Created", docs::envelope(item)))
     }
 
     fn update(&self, item: impl Into<RefOr<Schema>>, body: impl Into<RefOr<Schema>>) -> Operation {
         let op = self
-            .start(&format!(
-                "Update {} {} (fields sent are changed)",
-                self.resource.article(),
-                self.resource.noun()
-            ))
+            .start(
+                "update",
+                false,
+                &format!(
+                    "Update {} {} (fields sent are changed)",
+                    self.resource.article(),
+                    self.resource.noun()
+                ),
+            )
             .add_parameter(docs::path_id())
             .add_parameter(if_match_header(
                 "ETag of the version being edited; 412 when it changed meanwhile",
@@ -417,7 +454,7 @@ impl Operations<'_> {
         let moves: Vec<String> =
             action.moves.iter().map(|m| format!("{} -> {}", m.from.join(" | "), m.to)).collect();
         let op = self
-            .start(&format!("{}: {}", action.name.replace('_', " "), moves.join("; ")))
+            .start(action.name, false, &format!("{}: {}", action.name.replace('_', " "), moves.join("; ")))
             .add_parameter(docs::path_id())
             .add_parameter(if_match_header("ETag of the version acted on; 412 when it changed meanwhile"));
         let op = if action.input.is_empty() {
@@ -447,7 +484,7 @@ impl Operations<'_> {
 
     fn delete(&self) -> Operation {
         let op = self
-            .start(&format!("Delete {} {}", self.resource.article(), self.resource.noun()))
+            .start("delete", false, &format!("Delete {} {}", self.resource.article(), self.resource.noun()))
             .add_parameter(docs::path_id())
             .add_parameter(if_match_header(
                 "ETag of the version being deleted; 412 when it changed meanwhile",
