@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::codes::own;
-use super::search::{Accepts, Search};
+use super::search::{Accepts, LAST_UPDATED, Search};
 use super::shape::{meta, reference, text};
 use super::sql::{Page, Sql, page};
 use crate::http::error::ApiResult;
@@ -15,8 +15,12 @@ use crate::resource::{Conn, Context};
 
 const CLINICAL_STATUS: &str = "http://terminology.hl7.org/CodeSystem/allergyintolerance-clinical";
 
-pub const ACCEPTS: Accepts =
-    Accepts { patient: true, dates: &["date"], identifier: false, ..Accepts::NOTHING_MORE };
+pub const ACCEPTS: Accepts = Accepts {
+    patient: true,
+    dates: &["date"],
+    sorts: &[("date", "noted_on"), LAST_UPDATED],
+    ..Accepts::NOTHING_MORE
+};
 
 pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResult<Page> {
     let mut sql = Sql::default();
@@ -30,7 +34,7 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
            FROM allergies a {}",
         sql.filter()
     );
-    page(conn, &matching, "id DESC", sql, search.count, search.offset).await
+    page(conn, &matching, "id DESC", sql, search).await
 }
 
 /// The names of the medicines the allergies in `rows` are to.

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::codes;
-use super::search::{Accepts, Search};
+use super::search::{Accepts, LAST_UPDATED, Search};
 use super::shape::{meta, reference, text};
 use super::sql::{Page, Sql, page};
 use crate::http::error::ApiResult;
@@ -23,6 +23,7 @@ pub const ACCEPTS: Accepts = Accepts {
     identifier: false,
     practitioner: Some("practitioner"),
     statuses: STATUSES,
+    sorts: &[("date", "starts_at"), LAST_UPDATED],
     ..Accepts::NOTHING_MORE
 };
 
@@ -46,7 +47,7 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
            FROM appointments a {}",
         sql.filter()
     );
-    page(conn, &matching, "starts_at DESC, id DESC", sql, search.count, search.offset).await
+    page(conn, &matching, "starts_at DESC, id DESC", sql, search).await
 }
 
 /// The resource of `row`, with the doctors' and the services' names.

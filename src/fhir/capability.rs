@@ -9,6 +9,9 @@ use super::search::now;
 use crate::http as web;
 use crate::state::AppState;
 
+const FAMILY: &str = "The last name: starting with the value, case and accents aside; :contains, holding it \
+                      anywhere, case and accents aside; :exact, exactly it; several, comma-separated, match any";
+
 /// Each search parameter a type takes, as `(name, type, documentation)`.
 fn parameters(kind: Type) -> Vec<(&'static str, &'static str, &'static str)> {
     let accepts = kind.accepts();
@@ -18,6 +21,13 @@ fn parameters(kind: Type) -> Vec<(&'static str, &'static str, &'static str)> {
     }
     if accepts.identifier {
         parameters.push(("identifier", "token", "The PIN, as <pin> or urn:clinic-server:pin|<pin>"));
+    }
+    if accepts.names {
+        parameters.extend([
+            ("name", "string", "Any part of the name (first, middle or last name, suffix); see family"),
+            ("family", "string", FAMILY),
+            ("given", "string", "The first or middle name; see family"),
+        ]);
     }
     if let Some(name) = accepts.practitioner {
         parameters.push((name, "reference", "The doctor: an id or Practitioner/<id>; several match any"));
@@ -45,6 +55,12 @@ fn parameters(kind: Type) -> Vec<(&'static str, &'static str, &'static str)> {
     parameters
 }
 
+/// What a type's `_sort` takes, as its documentation says it.
+fn sorting(kind: Type) -> String {
+    let sorts: Vec<&str> = kind.accepts().sorts.iter().map(|(name, _)| *name).collect();
+    format!("_sort by {}, comma-separated, each after - to sort descending", sorts.join(", "))
+}
+
 pub fn statement(base: &str) -> Value {
     let resources: Vec<Value> = Type::ALL
         .into_iter()
@@ -55,6 +71,7 @@ pub fn statement(base: &str) -> Value {
                 .collect();
             let mut resource = json!({
                 "type": kind.name(),
+                "documentation": sorting(kind),
                 "interaction": [{ "code": "read" }, { "code": "search-type" }],
                 "searchParam": search,
             });
@@ -84,7 +101,9 @@ pub fn statement(base: &str) -> Value {
         "format": ["application/fhir+json", "json"],
         "rest": [{
             "mode": "server",
-            "documentation": "Searches page with _count (1 to 100, default 20) and _offset; the links of a Bundle keep the query.",
+            "documentation": "Searches page with _count (1 to 100, default 20) and _offset; the links of a Bundle keep the query. \
+                              _count=0 or _summary=count answers the total alone. _sort orders by the parameters each type's \
+                              documentation names, then by the type's own order. A modifier or _sort not taken is a 400.",
             "security": {
                 "description": "A bearer token from POST /api/v1/auth/login in Authorization, and the branch in X-Branch-Id; \
                                 each type needs the permission its API reads need."

@@ -6,14 +6,18 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::codes::{self, BILLING_NUMBER};
-use super::search::{Accepts, Search};
+use super::search::{Accepts, LAST_UPDATED, Search};
 use super::shape::{meta, reference, text};
 use super::sql::{Page, Sql, page};
 use crate::http::error::ApiResult;
 use crate::resource::Conn;
 
-pub const ACCEPTS: Accepts =
-    Accepts { patient: true, dates: &["date", "occurrence"], identifier: false, ..Accepts::NOTHING_MORE };
+pub const ACCEPTS: Accepts = Accepts {
+    patient: true,
+    dates: &["date", "occurrence"],
+    sorts: &[("date", "transaction_date"), ("occurrence", "transaction_date"), LAST_UPDATED],
+    ..Accepts::NOTHING_MORE
+};
 
 pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResult<Page> {
     let mut sql = Sql::default();
@@ -32,7 +36,7 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
            FROM billing_transactions b {}",
         sql.filter()
     );
-    page(conn, &matching, "transaction_date DESC, id DESC", sql, search.count, search.offset).await
+    page(conn, &matching, "transaction_date DESC, id DESC", sql, search).await
 }
 
 /// What a charge names of the master data, as `(kind, id)` (`bill-item`, `procedure`,

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::codes::{SNOMED, concept, eye_site};
-use super::search::{Accepts, Search};
+use super::search::{Accepts, LAST_UPDATED, Search};
 use super::shape::{meta, reference, text};
 use super::sql::{Page, Sql, page};
 use crate::http::error::ApiResult;
@@ -17,7 +17,8 @@ const CLINICAL: &str = "http://terminology.hl7.org/CodeSystem/condition-clinical
 const VERIFICATION: &str = "http://terminology.hl7.org/CodeSystem/condition-ver-status";
 const CATEGORY: &str = "http://terminology.hl7.org/CodeSystem/condition-category";
 
-pub const ACCEPTS: Accepts = Accepts { patient: true, code: Some(ICD_10_CM), ..Accepts::NOTHING_MORE };
+pub const ACCEPTS: Accepts =
+    Accepts { patient: true, code: Some(ICD_10_CM), sorts: &[LAST_UPDATED], ..Accepts::NOTHING_MORE };
 
 /// One row per condition, from the two tables that give them.
 const CONDITIONS: &str = "
@@ -53,8 +54,7 @@ pub async fn search(conn: &mut Conn, search: &Search) -> ApiResult<Page> {
         CONDITIONS.to_owned()
     };
     let matching = format!("SELECT * FROM ({conditions}) c {}", sql.filter());
-    page(conn, &matching, "onset DESC NULLS LAST, kind, record_id DESC", sql, search.count, search.offset)
-        .await
+    page(conn, &matching, "onset DESC NULLS LAST, kind, record_id DESC", sql, search).await
 }
 
 /// The laterality as a body site: an eye, both eyes, or none given.

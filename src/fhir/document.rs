@@ -6,13 +6,18 @@
 use serde_json::{Value, json};
 
 use super::codes::own;
-use super::search::{Accepts, Search};
+use super::search::{Accepts, LAST_UPDATED, Search};
 use super::shape::{meta, reference, text};
 use super::sql::{Page, Sql, page};
 use crate::http::error::ApiResult;
 use crate::resource::Conn;
 
-pub const ACCEPTS: Accepts = Accepts { patient: true, dates: &["date"], ..Accepts::NOTHING_MORE };
+pub const ACCEPTS: Accepts = Accepts {
+    patient: true,
+    dates: &["date"],
+    sorts: &[("date", "created_at"), LAST_UPDATED],
+    ..Accepts::NOTHING_MORE
+};
 
 /// The system of an attachment's SHA-256 (hex) as an identifier.
 pub fn sha256_system() -> String {
@@ -31,7 +36,7 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
            FROM attachments a {}",
         sql.filter()
     );
-    page(conn, &matching, "created_at DESC, id DESC", sql, search.count, search.offset).await
+    page(conn, &matching, "created_at DESC, id DESC", sql, search).await
 }
 
 /// The resource of `row`; its content's `url` is the Binary's, under `base` (the server's URL).

@@ -3,14 +3,18 @@
 use serde_json::{Value, json};
 
 use super::codes::{self, ACT_CODE};
-use super::search::{Accepts, Search};
+use super::search::{Accepts, LAST_UPDATED, Search};
 use super::shape::{meta, reference, text};
 use super::sql::{Page, Sql, page};
 use crate::http::error::ApiResult;
 use crate::resource::Conn;
 
-pub const ACCEPTS: Accepts =
-    Accepts { patient: true, dates: &["date"], identifier: false, ..Accepts::NOTHING_MORE };
+pub const ACCEPTS: Accepts = Accepts {
+    patient: true,
+    dates: &["date"],
+    sorts: &[("date", "visit_date"), LAST_UPDATED],
+    ..Accepts::NOTHING_MORE
+};
 
 pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResult<Page> {
     let mut sql = Sql::default();
@@ -23,7 +27,7 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
            FROM patient_visits v {}",
         sql.filter()
     );
-    page(conn, &matching, "visit_date DESC, id DESC", sql, search.count, search.offset).await
+    page(conn, &matching, "visit_date DESC, id DESC", sql, search).await
 }
 
 pub fn resource(row: &Value) -> Value {

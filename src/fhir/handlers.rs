@@ -191,7 +191,10 @@ pub async fn everything(req: &mut Request, depot: &mut Depot, res: &mut Response
     let pairs = list::query_pairs(req);
     let paging = search::parse(&pairs, Accepts::NOTHING_MORE)?;
     if paging.ids.is_some() {
-        return Err(ApiError::bad_request("invalid_search", "$everything takes only _count and _offset."));
+        return Err(ApiError::bad_request(
+            "invalid_search",
+            "$everything takes only _count, _offset and _summary=count.",
+        ));
     }
     let kinds: Vec<Type> =
         Type::EVERYTHING.into_iter().filter(|kind| ctx.user.can(kind.permission())).collect();

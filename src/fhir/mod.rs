@@ -7,7 +7,9 @@
 //! `AllergyIntolerance` (a patient's allergies, `allergy`), `Condition` and
 //! `DocumentReference` (a patient's attachments, `document`), read by id and searched by
 //! `_id`, `patient` and date, plus `Binary` (an attachment's bytes, read only: `binary`),
-//! `Patient/{id}/$everything` and the CapabilityStatement. It only reads, with its own SQL on the request's branch connection;
+//! `Patient/{id}/$everything` and the CapabilityStatement; a Patient by its names too
+//! (`names`), any search sorted (`_sort`) or answered as its total alone (`_count=0`,
+//! `_summary=count`). It only reads, with its own SQL on the request's branch connection;
 //! each type needs the permission the API's reads of the same records need, and every read
 //! of patient data is recorded as the API's patient reads are.
 mod allergy;
@@ -17,10 +19,12 @@ mod capability;
 mod charge;
 mod codes;
 mod condition;
+mod dates;
 mod document;
 mod encounter;
 mod handlers;
 mod kinds;
+mod names;
 mod observation;
 mod outcome;
 mod patient;
@@ -39,6 +43,15 @@ use crate::http::endpoints::Endpoints;
 use crate::http::guard::Produces;
 pub use kinds::Type;
 pub use outcome::{OperationOutcomes, catch_errors};
+
+/// What `_count` and `_summary` are, on every search.
+const COUNT: &str = "Entries per page, default 20; 0 answers the total alone";
+const SUMMARY: &str = "count: the total alone, no entries; false: the entries (the default)";
+
+/// How a name parameter matches, by its modifier.
+const NAME_STARTS: &str = "starts with it, case and accents aside; comma-separated (any); may repeat (all)";
+const NAME_EXACT: &str = "is exactly it, case and accents included; comma-separated (any)";
+const NAME_CONTAINS: &str = "holds it anywhere, case and accents aside; comma-separated (any)";
 
 /// A resource of `kind`, as the API description shows it.
 fn resource_schema(kind: &str) -> Object {
@@ -123,13 +136,36 @@ pub fn endpoints() -> Vec<Endpoints> {
         let name = kind.name();
         let needs = format!("Needs `{}`.", kind.permission());
         let mut op = branch.fhir_operation("fhir", &format!("Search {name}")).description(format!(
-            "{needs} A searchset Bundle with `total` and `self`/`next`/`previous` links; a parameter \
-             this search does not take, or a value holding a control character, is a 400."
+            "{needs} A searchset Bundle with `total` and `self`/`next`/`previous` links (the total \
+             alone with `_count=0` or `_summary=count`); a parameter this search does not take, a \
+             modifier it does not know, a `_sort` it does not take, or a value holding a control \
+             character, is a 400."
         ));
         let text = || docs::string().pattern(docs::text_pattern(true, true));
         let mut parameters: Vec<(&str, RefOr<Schema>, &str)> =
             vec![("_id", text().into(), "Ids, comma-separated")];
         let accepts = kind.accepts();
+        // Each name parameter, then with each of its modifiers.
+        let named: Vec<(String, String)> = names::PARAMETERS
+            .iter()
+            .filter(|_| accepts.names)
+            .flat_map(|name| {
+                let part = match *name {
+                    "family" => "The last name",
+                    "given" => "The first or middle name",
+                    _ => "Any part of the name (first, middle or last name, suffix)",
+                };
+                [(name.to_string(), format!("{part}: {NAME_STARTS}"))].into_iter().chain(
+                    names::MODIFIERS.iter().map(move |modifier| {
+                        let how = if *modifier == "exact" { NAME_EXACT } else { NAME_CONTAINS };
+                        (format!("{name}:{modifier}"), format!("{part}: {how}"))
+                    }),
+                )
+            })
+            .collect();
+        for (name, description) in &named {
+            parameters.push((name, text().into(), description));
+        }
         if accepts.patient {
             parameters.push((
                 "patient",
@@ -177,10 +213,29 @@ pub fn endpoints() -> Vec<Endpoints> {
                  after eq, gt, lt, ge or le; comma-separated (any), each with its own prefix; may repeat (all)",
             ));
         }
+        let sorts: Vec<&str> = accepts.sorts.iter().map(|(name, _)| *name).collect();
+        let sorted = format!(" *(-?({}))? *", sorts.join("|"));
+        if !sorts.is_empty() {
+            parameters.push((
+                "_sort",
+                docs::string().pattern(format!("^{sorted}(,{sorted})*$")).into(),
+                "The order: parameters, comma-separated, each after - to sort descending; then the type's own order",
+            ));
+        }
         parameters.push((
             "_count",
-            docs::or_blank(docs::integer().minimum(1).maximum(search::MAX_COUNT)),
-            "Entries per page, default 20",
+            docs::or_blank(docs::integer().minimum(0).maximum(search::MAX_COUNT)),
+            COUNT,
+        ));
+        parameters.push((
+            "_summary",
+            docs::or_blank(docs::string().enum_values(["count", "false"])),
+            SUMMARY,
+        ));
+        parameters.push((
+            "_totalMethod",
+            docs::or_blank(docs::string().enum_values(["count"])),
+            "Only count (fhirpy's count() sends it): every total is counted",
         ));
         parameters.push((
             "_offset",
@@ -237,14 +292,20 @@ pub fn endpoints() -> Vec<Endpoints> {
         .description(
             "Needs `patients.read`; observations and prescriptions only with `clinical.read`, charges only \
              with `billing.read`, appointments only with `appointments.read`, documents only with \
-             `attachments.read`. One searchset, paged with _count and _offset. A patient merged into \
-             another moves (301) to the survivor's.",
+             `attachments.read`. One searchset, paged with _count and _offset (`_count=0` or \
+             `_summary=count`: the total alone). A patient merged into another moves (301) to the \
+             survivor's.",
         )
         .add_parameter(docs::path_id())
         .add_parameter(docs::query(
             "_count",
-            docs::or_blank(docs::integer().minimum(1).maximum(search::MAX_COUNT)),
-            "Entries per page, default 20",
+            docs::or_blank(docs::integer().minimum(0).maximum(search::MAX_COUNT)),
+            COUNT,
+        ))
+        .add_parameter(docs::query(
+            "_summary",
+            docs::or_blank(docs::string().enum_values(["count", "false"])),
+            SUMMARY,
         ))
         .add_parameter(docs::query(
             "_offset",

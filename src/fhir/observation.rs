@@ -11,14 +11,18 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::codes::{self, quantity};
-use super::search::{Accepts, Search};
+use super::search::{Accepts, LAST_UPDATED, Search};
 use super::shape::{merge, meta, practitioner, reference};
 use super::sql::{Page, Sql, page};
 use crate::http::error::ApiResult;
 use crate::resource::Conn;
 
-pub const ACCEPTS: Accepts =
-    Accepts { patient: true, dates: &["date"], identifier: false, ..Accepts::NOTHING_MORE };
+pub const ACCEPTS: Accepts = Accepts {
+    patient: true,
+    dates: &["date"],
+    sorts: &[("date", "examined_at"), LAST_UPDATED],
+    ..Accepts::NOTHING_MORE
+};
 
 /// One row per observation, from the three examinations that give them.
 const OBSERVATIONS: &str = "
@@ -74,7 +78,7 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
     };
     let matching = format!("SELECT * FROM ({observations}) o {}", sql.filter());
     let order = "examined_at DESC, kind, record_id, eye DESC, reading";
-    page(conn, &matching, order, sql, search.count, search.offset).await
+    page(conn, &matching, order, sql, search).await
 }
 
 pub fn resource(row: &Value, names: &HashMap<i64, String>) -> Value {

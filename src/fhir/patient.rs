@@ -1,16 +1,21 @@
-//! `Patient`: a patient of the branch, identified by the PIN.
+//! `Patient`: a patient of the branch, identified by the PIN, searched by its names too.
 
 use serde_json::{Value, json};
 
 use super::codes::{self, PIN};
-use super::search::{Accepts, Search};
+use super::search::{Accepts, LAST_UPDATED, Search};
 use super::shape::{meta, text};
 use super::sql::{Page, Sql, page};
 use crate::http::error::ApiResult;
 use crate::resource::Conn;
 
-pub const ACCEPTS: Accepts =
-    Accepts { patient: false, dates: &["birthdate"], identifier: true, ..Accepts::NOTHING_MORE };
+pub const ACCEPTS: Accepts = Accepts {
+    dates: &["birthdate"],
+    identifier: true,
+    names: true,
+    sorts: &[("birthdate", "birth_date"), ("family", "last_name"), LAST_UPDATED],
+    ..Accepts::NOTHING_MORE
+};
 
 pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResult<Page> {
     let mut sql = Sql::default();
@@ -27,6 +32,7 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
         sql.condition(format!("p.pin = ANY({placeholder}::text[])"));
     }
     sql.dates("p.birth_date", true, search, timezone);
+    sql.names(search);
     let matching = format!(
         "SELECT p.id, p.id AS patient_id, p.pin, p.first_name, p.middle_name, p.last_name, p.suffix,
                 p.birth_date, p.sex, p.civil_status, p.status, p.phone, p.email, p.address_line, p.city,
@@ -34,7 +40,7 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
            FROM patients p {}",
         sql.filter()
     );
-    let mut found = page(conn, &matching, "id", sql, search.count, search.offset).await?;
+    let mut found = page(conn, &matching, "id", sql, search).await?;
     // The patients merged into those of the page, for their `replaces` links.
     let ids: Vec<i64> = found.rows.iter().filter_map(|r| r["id"].as_i64()).collect();
     let client = conn.client();

@@ -7,13 +7,14 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use super::search::{Accepts, Search};
+use super::search::{Accepts, LAST_UPDATED, Search};
 use super::shape::reference;
 use super::sql::{Page, Sql, page};
 use crate::http::error::ApiResult;
 use crate::resource::Conn;
 
-pub const ACCEPTS: Accepts = Accepts { practitioner: Some("actor"), ..Accepts::NOTHING_MORE };
+pub const ACCEPTS: Accepts =
+    Accepts { practitioner: Some("actor"), sorts: &[LAST_UPDATED], ..Accepts::NOTHING_MORE };
 
 /// How far ahead the hours of a doctor that keeps them without end are planned.
 pub const HORIZON_DAYS: i32 = 180;
@@ -46,7 +47,7 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
          {}",
         sql.filter()
     );
-    page(conn, &matching, "id", sql, search.count, search.offset).await
+    page(conn, &matching, "id", sql, search).await
 }
 
 const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];

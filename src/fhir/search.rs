@@ -1,13 +1,15 @@
-//! FHIR search parameters: which ones a type takes, their values (`_id`, `patient`, dates with
-//! their prefixes, `_count` and `_offset`), and the searchset Bundle with links that keep the
-//! query. The SQL they make is `sql`'s.
+//! FHIR search parameters: which ones a type takes, their values (`_id`, `patient`, dates as
+//! `dates` reads them, a patient's names as `names` does, `_sort`, `_count`, `_summary` and
+//! `_offset`), and the searchset Bundle with links that keep the query. The SQL they make is
+//! `sql`'s.
 
 use serde_json::{Value, json};
+use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use time::macros::format_description;
-use time::{Date, Duration, Month, OffsetDateTime, PrimitiveDateTime, UtcOffset};
 
 use super::codes::PIN;
+pub use super::dates::{DateParam, Prefix, Span, date_param};
+use super::names::{self, NameMatch};
 use crate::http::error::{ApiError, ApiResult};
 
 /// Entries per page unless `_count` says otherwise, and the most it may say.
@@ -16,8 +18,12 @@ pub const MAX_COUNT: i64 = 100;
 /// The furthest page a search reaches (`_offset`), so that no request scans without end.
 pub const MAX_OFFSET: i64 = 1_000_000;
 
-/// Parameters every search takes.
-const COMMON: &[&str] = &["_id", "_count", "_offset", "_format"];
+/// Parameters every search takes. `_totalMethod=count` is what fhirpy's `count()` sends
+/// beside `_count=0`: every total here is a count.
+const COMMON: &[&str] = &["_id", "_count", "_offset", "_format", "_sort", "_summary", "_totalMethod"];
+
+/// `_sort` by `_lastUpdated`, for a type whose rows carry their `updated_at`.
+pub const LAST_UPDATED: (&str, &str) = ("_lastUpdated", "updated_at");
 
 /// What one resource type's search takes besides [`COMMON`].
 #[derive(Clone, Copy)]
@@ -36,6 +42,10 @@ pub struct Accepts {
     pub schedule: bool,
     /// `code`, as a token of this system (`system|code`, `|code` or `code`).
     pub code: Option<&'static str>,
+    /// `name`, `family` and `given` (a patient's names).
+    pub names: bool,
+    /// What `_sort` takes: each parameter with the column of the type's rows it orders.
+    pub sorts: &'static [(&'static str, &'static str)],
 }
 
 impl Accepts {
@@ -48,36 +58,16 @@ impl Accepts {
         statuses: &[],
         schedule: false,
         code: None,
+        names: false,
+        sorts: &[],
     };
 }
 
-/// `eq`, `gt`, `lt`, `ge`, `le` (none is `eq`).
+/// A key of `_sort`: a column of the type's rows, and which way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Prefix {
-    Eq,
-    Gt,
-    Lt,
-    Ge,
-    Le,
-}
-
-/// What a date parameter's value covers: from its start up to (not including) its end, at
-/// the precision written (`2026` is a year, `2026-03-01T10:00Z` a minute). A span that ends
-/// with year 9999 has no end the calendar can write (`None`): it reaches the end of time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Span {
-    /// Whole local days of the branch.
-    Days(Date, Option<Date>),
-    /// Instants (in UTC), when the value has a time and an offset.
-    Instants(OffsetDateTime, Option<OffsetDateTime>),
-    /// Local times of the branch, when the value has a time but no offset.
-    Local(PrimitiveDateTime, Option<PrimitiveDateTime>),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DateParam {
-    pub prefix: Prefix,
-    pub span: Span,
+pub struct SortKey {
+    pub column: &'static str,
+    pub descending: bool,
 }
 
 /// A parsed search.
@@ -98,9 +88,14 @@ pub struct Search {
     pub codes: Option<Vec<String>>,
     /// Every date parameter must hold, each by any of its comma-separated values.
     pub dates: Vec<Vec<DateParam>>,
+    /// Every name parameter must hold too.
+    pub names: Vec<NameMatch>,
+    /// The order asked for, before the type's own.
+    pub sort: Vec<SortKey>,
     /// The records deleted rather than the live ones: what a read of an id not found asks
     /// next, to tell a 410 from a 404.
     pub gone: bool,
+    /// Entries per page; none (`_count=0`, `_summary=count`) answers the total alone.
     pub count: i64,
     pub offset: i64,
     /// The query as sent, for the links.
@@ -135,21 +130,52 @@ pub fn parse(pairs: &[(String, String)], accepts: Accepts) -> ApiResult<Search> 
     if accepts.code.is_some() {
         taken.push("code");
     }
+    if accepts.names {
+        taken.extend(names::PARAMETERS);
+    }
+    let mut summary = false;
     // Control characters never get here: `http::text::QueryText` refused them in front of
     // the routes.
-    for (name, value) in pairs {
-        if !taken.contains(&name.as_str()) {
+    for (sent, value) in pairs {
+        let (name, modifier) = match sent.split_once(':') {
+            Some((name, modifier)) => (name, Some(modifier)),
+            None => (sent.as_str(), None),
+        };
+        if !taken.contains(&name) {
             return Err(invalid(format!(
-                "This search does not take the parameter {name}; it takes {}.",
+                "This search does not take the parameter {sent}; it takes {}.",
                 taken.join(", ")
             )));
+        }
+        let named = names::PARAMETERS.contains(&name);
+        if let Some(modifier) = modifier.filter(|_| !named) {
+            return Err(invalid(format!("The modifier :{modifier} is not supported on {name}.")));
         }
         let items: Vec<String> = list(value).collect();
         if items.is_empty() {
             continue;
         }
-        match name.as_str() {
+        match name {
             "_id" => all_of(&mut search.ids, items),
+            name if named => search.names.push(names::parameter(name, modifier, items)?),
+            "_sort" => {
+                for item in &items {
+                    let key = sort_key(item, accepts)?;
+                    // A column sorted again changes nothing: its first key decides.
+                    if !search.sort.iter().any(|k| k.column == key.column) {
+                        search.sort.push(key);
+                    }
+                }
+            }
+            "_summary" => match value.trim() {
+                "count" => summary = true,
+                "false" => {}
+                other => return Err(invalid(format!("_summary takes count or false, not {other}."))),
+            },
+            "_totalMethod" if value.trim() != "count" => {
+                return Err(invalid("_totalMethod takes count: every total is counted."));
+            }
+            "_totalMethod" => {}
             "identifier" => all_of(&mut search.identifiers, items.iter().filter_map(|i| pin(i)).collect()),
             "code" => {
                 let system = accepts.code.unwrap_or_default();
@@ -177,13 +203,35 @@ pub fn parse(pairs: &[(String, String)], accepts: Accepts) -> ApiResult<Search> 
                     .collect::<ApiResult<Vec<_>>>()?;
                 all_of(&mut search.practitioners, ids);
             }
-            "_count" => search.count = number(name, value.trim(), 1, MAX_COUNT)?,
+            "_count" => search.count = number(name, value.trim(), 0, MAX_COUNT)?,
             "_offset" => search.offset = number(name, value.trim(), 0, MAX_OFFSET)?,
             "_format" => format(value.trim())?,
             _ => search.dates.push(items.iter().map(|v| date_param(name, v)).collect::<ApiResult<_>>()?),
         }
     }
+    if summary {
+        search.count = 0;
+    }
     Ok(search)
+}
+
+/// One key of `_sort`: a parameter the type sorts by, after `-` for descending.
+fn sort_key(item: &str, accepts: Accepts) -> ApiResult<SortKey> {
+    let (name, descending) = match item.strip_prefix('-') {
+        Some(name) => (name, true),
+        None => (item, false),
+    };
+    match accepts.sorts.iter().find(|(sorted, _)| *sorted == name) {
+        Some((_, column)) => Ok(SortKey { column, descending }),
+        None if accepts.sorts.is_empty() => Err(invalid("This search takes no _sort.")),
+        None => {
+            let names: Vec<&str> = accepts.sorts.iter().map(|(name, _)| *name).collect();
+            Err(invalid(format!(
+                "_sort takes {}, each after - to sort descending; not {item}.",
+                names.join(", ")
+            )))
+        }
+    }
 }
 
 /// A parameter given again must hold too: what may match is what both allow.
@@ -252,104 +300,9 @@ fn reference(name: &str, kind: &str, value: &str) -> ApiResult<i64> {
         .ok_or_else(|| invalid(format!("{name} must be a {kind} id or reference, not {value}.")))
 }
 
-/// A date parameter: an optional prefix, then a date or a date and time.
-pub fn date_param(name: &str, value: &str) -> ApiResult<DateParam> {
-    let (prefix, rest) = match value.get(..2) {
-        Some("eq") => (Prefix::Eq, &value[2..]),
-        Some("gt") => (Prefix::Gt, &value[2..]),
-        Some("lt") => (Prefix::Lt, &value[2..]),
-        Some("ge") => (Prefix::Ge, &value[2..]),
-        Some("le") => (Prefix::Le, &value[2..]),
-        Some(other) if other.chars().all(|c| c.is_ascii_lowercase()) => {
-            return Err(invalid(format!(
-                "{name}: the prefix {other} is not supported; use eq, gt, lt, ge or le."
-            )));
-        }
-        _ => (Prefix::Eq, value),
-    };
-    let span = span(rest).map_err(|unreadable| match unreadable {
-        Unreadable::Malformed => invalid(format!(
-            "{name} must be a date (YYYY, YYYY-MM, YYYY-MM-DD) or a date and time \
-             (YYYY-MM-DDThh:mm[:ss][Z|+hh:mm]), after an optional prefix; not {value}."
-        )),
-        Unreadable::OutOfRange => {
-            invalid(format!("{name}: {value} is outside the years 1 to 9999 once its offset is taken away."))
-        }
-    })?;
-    Ok(DateParam { prefix, span })
-}
-
-/// Why a date parameter's value is refused.
-#[derive(Debug, PartialEq, Eq)]
-enum Unreadable {
-    Malformed,
-    /// A date and time whose offset carries it past the calendar's years (`9999-12-31T20:00-05:00`).
-    OutOfRange,
-}
-
-fn span(value: &str) -> Result<Span, Unreadable> {
-    use Unreadable::Malformed;
-    let first_of = |year: i32, month: Month| Date::from_calendar_date(year, month, 1).ok();
-    let year = |text: &str| text.parse::<i32>().ok().filter(|y| (1..=9999).contains(y)).ok_or(Malformed);
-    match value.len() {
-        4 if value.bytes().all(|b| b.is_ascii_digit()) => {
-            let year = year(value)?;
-            return Ok(Span::Days(
-                first_of(year, Month::January).ok_or(Malformed)?,
-                first_of(year + 1, Month::January),
-            ));
-        }
-        7 => {
-            let (year_text, month) = value.split_once('-').ok_or(Malformed)?;
-            let year = if year_text.len() == 4 { year(year_text)? } else { return Err(Malformed) };
-            let month = month.parse::<u8>().ok().and_then(|m| Month::try_from(m).ok()).ok_or(Malformed)?;
-            let first = first_of(year, month).ok_or(Malformed)?;
-            let next = if month == Month::December {
-                first_of(year + 1, Month::January)
-            } else {
-                first_of(year, month.next())
-            };
-            return Ok(Span::Days(first, next));
-        }
-        10 => {
-            let day =
-                Date::parse(value, format_description!("[year]-[month]-[day]")).map_err(|_| Malformed)?;
-            return Ok(Span::Days(day, day.next_day()));
-        }
-        _ => {}
-    }
-    let (_, time) = value.split_once('T').ok_or(Malformed)?;
-    // Minutes (hh:mm) or seconds, with or without a fraction: the span is one unit of it.
-    let zoned = time.ends_with('Z') || time.contains('+') || time.contains('-');
-    let clock = time.trim_end_matches('Z').split(['+', '-']).next().ok_or(Malformed)?;
-    let unit = match clock.len() {
-        5 => Duration::MINUTE,
-        8 => Duration::SECOND,
-        n if n > 9 && clock.as_bytes()[8] == b'.' => Duration::MILLISECOND,
-        _ => return Err(Malformed),
-    };
-    if zoned {
-        let with_seconds = if clock.len() == 5 {
-            value.replacen(clock, &format!("{clock}:00"), 1)
-        } else {
-            value.to_owned()
-        };
-        let start = OffsetDateTime::parse(&with_seconds, &Rfc3339).map_err(|_| Malformed)?;
-        // In UTC here, so that no later conversion (the database's) can overflow.
-        let start = start.checked_to_offset(UtcOffset::UTC).ok_or(Unreadable::OutOfRange)?;
-        Ok(Span::Instants(start, start.checked_add(unit)))
-    } else {
-        let format = format_description!(
-            version = 2,
-            "[year]-[month]-[day]T[hour]:[minute][optional [:[second][optional [.[subsecond]]]]]"
-        );
-        let start = PrimitiveDateTime::parse(value, format).map_err(|_| Malformed)?;
-        Ok(Span::Local(start, start.checked_add(unit)))
-    }
-}
-
 /// A searchset Bundle: `total`, the entries, and `self`, `next` and `previous` links that
-/// keep every parameter but `_offset`.
+/// keep every parameter but `_offset`; a search that asked for the total alone (`_count=0`,
+/// `_summary=count`) has no entries and no other page.
 pub fn bundle(base: &str, path: &str, search: &Search, total: i64, entries: Vec<Value>) -> Value {
     let link = |offset: Option<i64>| {
         let mut query = form_urlencoded::Serializer::new(String::new());
@@ -365,21 +318,25 @@ pub fn bundle(base: &str, path: &str, search: &Search, total: i64, entries: Vec<
         if query.is_empty() { format!("{base}{path}") } else { format!("{base}{path}?{query}") }
     };
     let mut links = vec![json!({ "relation": "self", "url": link(None) })];
-    if search.offset + search.count < total {
+    let counted = search.count == 0;
+    if !counted && search.offset + search.count < total {
         links.push(json!({ "relation": "next", "url": link(Some(search.offset + search.count)) }));
     }
-    if search.offset > 0 {
+    if !counted && search.offset > 0 {
         let previous = (search.offset - search.count).max(0).min(total.saturating_sub(1).max(0));
         links.push(json!({ "relation": "previous", "url": link(Some(previous)) }));
     }
-    json!({
+    let mut bundle = json!({
         "resourceType": "Bundle",
         "meta": { "lastUpdated": now() },
         "type": "searchset",
         "total": total,
         "link": links,
-        "entry": entries,
-    })
+    });
+    if !counted {
+        bundle["entry"] = Value::Array(entries);
+    }
+    bundle
 }
 
 /// This moment, as FHIR writes an instant.
@@ -390,54 +347,11 @@ pub fn now() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use time::macros::{date, datetime};
 
     const ALL: Accepts = Accepts { patient: true, dates: &["date"], ..Accepts::NOTHING_MORE };
 
     fn pairs(query: &str) -> Vec<(String, String)> {
         form_urlencoded::parse(query.as_bytes()).into_owned().collect()
-    }
-
-    #[test]
-    fn dates_cover_the_span_their_precision_gives() {
-        let d = |v: &str| date_param("date", v).unwrap();
-        assert_eq!(d("2026").span, Span::Days(date!(2026 - 01 - 01), Some(date!(2027 - 01 - 01))));
-        assert_eq!(d("ge2026-12").span, Span::Days(date!(2026 - 12 - 01), Some(date!(2027 - 01 - 01))));
-        assert_eq!(d("ge2026-12").prefix, Prefix::Ge);
-        assert_eq!(d("lt2026-02-28").span, Span::Days(date!(2026 - 02 - 28), Some(date!(2026 - 03 - 01))));
-        assert_eq!(
-            d("gt2026-02-28T10:30Z").span,
-            Span::Instants(datetime!(2026-02-28 10:30 UTC), Some(datetime!(2026-02-28 10:31 UTC)))
-        );
-        assert_eq!(
-            d("eq2026-02-28T10:30:05+02:00").span,
-            Span::Instants(datetime!(2026-02-28 08:30:05 UTC), Some(datetime!(2026-02-28 08:30:06 UTC)))
-        );
-        assert_eq!(
-            d("2026-02-28T10:30").span,
-            Span::Local(datetime!(2026-02-28 10:30), Some(datetime!(2026-02-28 10:31)))
-        );
-        for bad in ["2026-13", "2026-02-30", "sa2026", "ne2026-01-01", "yesterday", "2026-01-01T25:00Z", "ge"]
-        {
-            assert!(date_param("date", bad).is_err(), "{bad} was taken");
-        }
-    }
-
-    #[test]
-    fn the_last_year_reaches_the_end_of_time_and_nothing_overflows() {
-        let d = |v: &str| date_param("date", v).unwrap().span;
-        assert_eq!(d("9999"), Span::Days(date!(9999 - 01 - 01), None));
-        assert_eq!(d("9999-12"), Span::Days(date!(9999 - 12 - 01), None));
-        assert_eq!(d("9999-12-31"), Span::Days(date!(9999 - 12 - 31), None));
-        assert_eq!(d("9999-12-31T23:59:59Z"), Span::Instants(datetime!(9999-12-31 23:59:59 UTC), None));
-        assert_eq!(d("9999-12-31T23:59"), Span::Local(datetime!(9999-12-31 23:59), None));
-        assert_eq!(
-            d("9999-12-31T20:00:00+05:00"),
-            Span::Instants(datetime!(9999-12-31 15:00 UTC), Some(datetime!(9999-12-31 15:00:01 UTC)))
-        );
-        // Past the calendar once its offset is taken away: a refusal, not a panic.
-        assert_eq!(span("9999-12-31T20:00:00-05:00"), Err(Unreadable::OutOfRange));
-        assert_eq!(span("0001-01-01T00:00:00+14:00").map(|_| ()), Ok(()));
     }
 
     #[test]
@@ -456,7 +370,6 @@ mod tests {
     #[test]
     fn unknown_parameters_and_bad_values_are_refused() {
         assert!(parse(&pairs("name=ana"), ALL).is_err());
-        assert!(parse(&pairs("_count=0"), ALL).is_err());
         assert!(parse(&pairs("_count=101"), ALL).is_err());
         assert!(parse(&pairs("_offset=-1"), ALL).is_err());
         assert!(parse(&pairs("patient=Practitioner/4"), ALL).is_err());
@@ -478,6 +391,57 @@ mod tests {
         .unwrap();
         assert_eq!(s.patients, Some(vec![5]), "a repeated parameter must hold too");
         assert_eq!((s.count, s.offset, s.ids.is_none(), s.dates.len()), (5, 0, true, 1));
+    }
+
+    #[test]
+    fn sorts_counts_and_modifiers_are_read_and_checked() {
+        let sorted = Accepts { sorts: &[("date", "visit_date"), LAST_UPDATED], ..ALL };
+        let s = parse(&pairs("_sort=-date,_lastUpdated&_sort=date"), sorted).unwrap();
+        let keys: Vec<(&str, bool)> = s.sort.iter().map(|k| (k.column, k.descending)).collect();
+        assert_eq!(keys, [("visit_date", true), ("updated_at", false)], "a column's first key decides");
+        for bad in ["_sort=birthdate", "_sort=--date", "_sort=-", "_sort:desc=date", "date:missing=true"] {
+            assert!(parse(&pairs(bad), sorted).is_err(), "{bad} was taken");
+        }
+        assert!(parse(&pairs("_sort=date"), ALL).is_err(), "a type that sorts by nothing");
+        let count = |query: &str| parse(&pairs(query), ALL).map(|s| s.count);
+        assert_eq!(count("_count=0").unwrap(), 0);
+        assert_eq!(count("_summary=count&_count=5").unwrap(), 0, "the total alone, whatever _count says");
+        assert_eq!(count("_summary=false&_count=5&_totalMethod=count").unwrap(), 5);
+        for bad in
+            ["_summary=true", "_summary=text", "_totalMethod=estimate", "name=ana", "patient:Patient=1"]
+        {
+            assert!(parse(&pairs(bad), ALL).is_err(), "{bad} was taken");
+        }
+        let named = Accepts { names: true, ..ALL };
+        let s = parse(&pairs("name=ana,ben&family:exact=Peña&given:contains=uz"), named).unwrap();
+        let parts: Vec<(names::Part, names::Matching, usize)> =
+            s.names.iter().map(|n| (n.part, n.matching, n.values.len())).collect();
+        use names::{Matching, Part};
+        assert_eq!(
+            parts,
+            [
+                (Part::Any, Matching::StartsWith, 2),
+                (Part::Family, Matching::Exact, 1),
+                (Part::Given, Matching::Contains, 1)
+            ]
+        );
+        assert!(parse(&pairs("family:text=x"), named).is_err());
+        assert!(parse(&pairs("family:exact:contains=x"), named).is_err());
+    }
+
+    #[test]
+    fn a_count_has_no_entries_and_no_other_page() {
+        let search = parse(&pairs("patient=4&_summary=count&_offset=2"), ALL).unwrap();
+        let bundle = bundle("http://h", "/fhir/r4/Encounter", &search, 5, vec![json!({})]);
+        assert_eq!(bundle["total"], 5);
+        assert!(bundle["entry"].is_null(), "{bundle}");
+        assert_eq!(
+            bundle["link"],
+            json!([{
+                "relation": "self",
+                "url": "http://h/fhir/r4/Encounter?patient=4&_summary=count&_offset=2",
+            }])
+        );
     }
 
     #[test]

@@ -15,7 +15,10 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::http::list::Bound;
 use crate::resource::Context;
 
-pub const ACCEPTS: Accepts = Accepts { dates: &["start"], schedule: true, ..Accepts::NOTHING_MORE };
+/// A free slot is worked out from the hours when asked for, never stored: it has no
+/// `lastUpdated` to sort by.
+pub const ACCEPTS: Accepts =
+    Accepts { dates: &["start"], schedule: true, sorts: &[("start", "starts_at")], ..Accepts::NOTHING_MORE };
 
 fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::bad_request("invalid_search", message)
@@ -131,6 +134,10 @@ pub async fn search(ctx: &Context, search: &Search) -> ApiResult<Page> {
     slots.retain(|s| search.schedules.as_ref().is_none_or(|d| d.contains(&s.doctor_id)));
     slots.sort_by_key(|s| (s.starts_at, s.doctor_id));
     slots.dedup_by_key(|s| (s.starts_at, s.doctor_id));
+    // `_sort` takes the start alone; its first key decides, the doctor telling ties apart.
+    if search.sort.first().is_some_and(|key| key.descending) {
+        slots.sort_by_key(|s| (std::cmp::Reverse(s.starts_at), s.doctor_id));
+    }
     let total = slots.len() as i64;
     let rows = slots
         .into_iter()

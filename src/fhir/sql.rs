@@ -1,10 +1,12 @@
 //! The SQL of a search: the conditions its parameters make (dates compared as FHIR compares
-//! ranges, in the branch's zone) and one statement for a page and its total.
+//! ranges, in the branch's zone; names as `names` matches them) and one statement for a page
+//! in the order asked for and its total.
 
 use serde_json::Value;
 use time::{Date, OffsetDateTime, PrimitiveDateTime};
 use tokio_postgres::types::ToSql;
 
+use super::names;
 use super::search::{DateParam, Prefix, Search, Span};
 use crate::db::sql::{Param, as_refs};
 use crate::http::error::ApiResult;
@@ -82,6 +84,14 @@ impl Sql {
                 .collect();
             let placeholder = self.value(matching);
             self.condition(format!("{column} = ANY({placeholder}::text[])"));
+        }
+    }
+
+    /// `name`, `family` and `given` on a patient row aliased `p`: each must hold.
+    pub fn names(&mut self, search: &Search) {
+        for matched in &search.names {
+            let values = self.value(matched.values.clone());
+            self.conditions.extend(names::conditions(matched, &values));
         }
     }
 
@@ -190,17 +200,25 @@ pub struct Page {
     pub rows: Vec<Value>,
 }
 
-/// Runs `matching` (a `SELECT` with `sql`'s values) for a page in `order`, and the count of
-/// every match, in one statement.
+/// Runs `matching` (a `SELECT` with `sql`'s values) for the page `search` asks for, in the
+/// order its `_sort` asks for and then in `order` (the type's own, which tells every row
+/// apart, so that pages neither overlap nor skip), and the count of every match, in one
+/// statement. A value a row lacks sorts after every other, either way.
 pub async fn page(
     conn: &mut Conn,
     matching: &str,
     order: &str,
     mut sql: Sql,
-    limit: i64,
-    offset: i64,
+    search: &Search,
 ) -> ApiResult<Page> {
-    let (limit, offset) = (sql.value(limit), sql.value(offset));
+    let mut keys: Vec<String> = search
+        .sort
+        .iter()
+        .map(|key| format!("{} {} NULLS LAST", key.column, if key.descending { "DESC" } else { "ASC" }))
+        .collect();
+    keys.push(order.to_owned());
+    let order = keys.join(", ");
+    let (limit, offset) = (sql.value(search.count), sql.value(search.offset));
     let statement = format!(
         "WITH m AS ({matching})
          SELECT (SELECT count(*) FROM m),

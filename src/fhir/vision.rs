@@ -6,14 +6,18 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::codes::{self, LENS_PRODUCT};
-use super::search::{Accepts, Search};
+use super::search::{Accepts, LAST_UPDATED, Search};
 use super::shape::{meta, practitioner, reference};
 use super::sql::{Page, Sql, page};
 use crate::http::error::ApiResult;
 use crate::resource::Conn;
 
-pub const ACCEPTS: Accepts =
-    Accepts { patient: true, dates: &["date", "datewritten"], identifier: false, ..Accepts::NOTHING_MORE };
+pub const ACCEPTS: Accepts = Accepts {
+    patient: true,
+    dates: &["date", "datewritten"],
+    sorts: &[("date", "examined_at"), ("datewritten", "examined_at"), LAST_UPDATED],
+    ..Accepts::NOTHING_MORE
+};
 
 pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResult<Page> {
     let mut sql = Sql::default();
@@ -31,7 +35,7 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
            FROM refractions t {}",
         sql.filter()
     );
-    page(conn, &matching, "examined_at DESC, id DESC", sql, search.count, search.offset).await
+    page(conn, &matching, "examined_at DESC, id DESC", sql, search).await
 }
 
 pub fn resource(row: &Value, names: &HashMap<i64, String>) -> Value {

@@ -1,8 +1,9 @@
 //! The FHIR R4 read facade (`/fhir/r4`): every type answered and validated by a FHIR model
 //! library (fhir.resources, run on the server's real answers), the codes of each eye, search
-//! by `patient`, dates with their prefixes and `_id`, paging that keeps the query,
-//! `$everything`, permissions per type, OperationOutcomes, content negotiation, tenant
-//! isolation and the read audit.
+//! by `patient`, dates with their prefixes, `_id` and a patient's names, `_sort`, the total
+//! alone, paging that keeps the query, `$everything`, permissions per type, OperationOutcomes,
+//! content negotiation, tenant isolation, the read audit, and searches made by a FHIR client
+//! library (fhirpy).
 //!
 //! The helpers shared by the topics are here; the tests are in the modules below, one topic each.
 
@@ -11,8 +12,11 @@ mod appointments;
 mod conditions;
 mod documents;
 mod edges;
+mod fhirpy;
+mod names;
 mod search;
 mod slots;
+mod sorting;
 mod types;
 
 use serde_json::{Value, json};

@@ -28,6 +28,12 @@ async fn free_slots_are_searched_by_schedule_and_start_and_a_taken_one_is_gone()
         resources(&found).iter().map(|s| s["start"].as_str().unwrap().to_owned()).collect();
     let utc = |time: &str| format!("{monday}T{time}:00Z");
     assert_eq!(starts, [utc("08:00"), utc("08:30"), utc("08:45")], "{found}");
+    let latest = fhir(app, branch, &format!("{path}&_sort=-start&_count=2"), 200).await;
+    let starts: Vec<String> =
+        resources(&latest).iter().map(|s| s["start"].as_str().unwrap().to_owned()).collect();
+    assert_eq!((latest["total"].as_i64(), starts), (Some(3), vec![utc("08:45"), utc("08:30")]));
+    let counted = fhir(app, branch, &format!("{path}&_count=0"), 200).await;
+    assert_eq!((counted["total"].as_i64(), counted.get("entry")), (Some(3), None));
     let first = resources(&found)[0].clone();
     assert_eq!(first["schedule"]["reference"], format!("Schedule/{doctor}"));
     assert_eq!(
