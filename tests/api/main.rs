@@ -41,6 +41,7 @@ mod pharmacy;
 mod prometheus;
 mod queue;
 mod read_audit;
+mod readme;
 mod reliability;
 mod security;
 mod servers;

@@ -11,11 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{TestApp, assert_status, client, eventually, id_of, reply, try_reply};
-
-fn required() -> bool {
-    std::env::var("PROMETHEUS").is_ok_and(|v| v == "required")
-}
+use crate::support::{TestApp, assert_status, client, eventually, id_of, reply, tool_present, try_reply};
 
 /// Whether `binary` runs; a missing one fails the test only when it is required.
 fn installed(binary: &str) -> bool {
@@ -25,11 +21,8 @@ fn installed(binary: &str) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if !found {
-        assert!(!required(), "{binary} is required (PROMETHEUS=required) but not installed");
-        eprintln!("{binary} is not installed (Debian's prometheus package); skipped");
-    }
-    found
+    let missing = format!("{binary} not found (Debian's prometheus package)");
+    tool_present(found, "PROMETHEUS", &missing, "this Prometheus test is skipped")
 }
 
 /// A Prometheus of this test's own: its configuration, storage and port; killed and removed

@@ -6,12 +6,11 @@ use serde_json::Value;
 
 use super::{File, attachments, content, picture, png, upload, upload_as};
 use crate::support::printed::pdf_of;
-use crate::support::{Clinic, assert_error, assert_invalid, assert_status, id_of, reply};
+use crate::support::{Clinic, assert_error, assert_invalid, assert_status, id_of, reply, tool_present};
 
 /// A DICOM Part 10 file written by pydicom (`pip install pydicom`), or `None` with a note
 /// where it is missing, unless `PYDICOM=required`.
 fn dicom_file() -> Option<Vec<u8>> {
-    let required = std::env::var("PYDICOM").is_ok_and(|v| v == "required");
     let path = std::env::temp_dir().join(format!("clinic-dicom-{}.dcm", std::process::id()));
     let script = r#"
 import sys
@@ -49,8 +48,9 @@ ds.save_as(sys.argv[1], enforce_file_format=True)
         }
         other => {
             let said = other.map(|o| String::from_utf8_lossy(&o.stderr).into_owned()).unwrap_or_default();
-            assert!(!required, "pydicom is required (pip install pydicom): {said}");
-            eprintln!("no pydicom (pip install pydicom): the DICOM upload was not tried");
+            let why = said.trim().lines().last().unwrap_or_default();
+            let missing = format!("pydicom not found (pip install pydicom; python3 said {why:?})");
+            tool_present(false, "PYDICOM", &missing, "the DICOM upload is skipped");
             None
         }
     }

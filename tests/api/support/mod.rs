@@ -11,6 +11,7 @@ pub mod mail;
 pub mod printed;
 pub mod smtp;
 pub mod sse;
+mod tools;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 pub use db::{TestDb, database_url, server_url};
+pub use tools::tool_present;
 
 /// Today's date in UTC (the main branch's zone in the tests).
 pub fn today() -> time::Date {

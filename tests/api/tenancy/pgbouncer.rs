@@ -13,7 +13,7 @@ use clinic_server::tenancy::{audit_chain, moving};
 use serde_json::json;
 
 use crate::servers::{SecondServer, hosts_of};
-use crate::support::{SOON, TestApp, assert_status, eventually};
+use crate::support::{SOON, TestApp, assert_status, eventually, tool_present};
 
 /// A PgBouncer of the test's own, on a Unix socket in its folder under `var/`, in front of a
 /// second cluster: `clinic` in session mode; `clinic_transaction` (one server connection)
@@ -30,10 +30,9 @@ const PORT: u16 = 6432;
 impl Bouncer {
     /// `None`, with a note, when PgBouncer is not installed and not required.
     async fn start(second: &SecondServer, name: &str) -> Option<Self> {
-        let required = std::env::var("PGBOUNCER").is_ok_and(|v| v == "required");
-        if Command::new("pgbouncer").arg("--version").output().is_err() {
-            assert!(!required, "pgbouncer is required but not installed");
-            eprintln!("pgbouncer is not installed (apt-get install pgbouncer); its tests are skipped");
+        let found = Command::new("pgbouncer").arg("--version").output().is_ok();
+        let missing = "pgbouncer not found (apt-get install pgbouncer)";
+        if !tool_present(found, "PGBOUNCER", missing, "the PgBouncer test is skipped") {
             return None;
         }
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("var").join(format!("pgbouncer-{name}"));
