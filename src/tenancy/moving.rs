@@ -280,24 +280,24 @@ async fn catch_up_and_compare(
     laps: &mut Laps,
 ) -> anyhow::Result<u64> {
     let mut rows = 0;
-    let flags = copy::changed(from, schema, tables, snapshot).await?;
+    let survey = copy::survey(from, schema, tables, snapshot).await?;
+    let source_counts: Vec<(String, i64)> =
+        tables.iter().zip(&survey).map(|(t, (count, _))| (t.name.clone(), *count)).collect();
     let changed: Vec<Table> =
-        tables.iter().zip(flags).filter(|(_, changed)| *changed).map(|(t, _)| t.clone()).collect();
-    laps.lap("find changed tables");
+        tables.iter().zip(&survey).filter(|(_, (_, changed))| *changed).map(|(t, _)| t.clone()).collect();
+    laps.lap("count rows and find changed tables");
     for table in &changed {
         rows += copy::catch_up(from, schema, to, schema, table, snapshot).await?;
     }
     laps.lap("copy changed rows");
-    let counts =
-        async || tokio::try_join!(copy::counts(from, schema, tables), copy::counts(to, schema, tables));
-    let (source_counts, mut target_counts) = counts().await?;
+    let mut target_counts = copy::counts(to, schema, tables).await?;
     if source_counts != target_counts {
         for table in tables.iter().rev() {
             if count_of(&source_counts, &table.name) != count_of(&target_counts, &table.name) {
                 copy::remove_deleted(from, schema, to, schema, table).await?;
             }
         }
-        target_counts = counts().await?.1;
+        target_counts = copy::counts(to, schema, tables).await?;
     }
     laps.lap("count and remove deleted rows");
     if source_counts != target_counts {
