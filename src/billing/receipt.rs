@@ -43,7 +43,7 @@ impl Printable for Receipt {
                     WHERE resource = $1 AND record_id = $2 AND user_id IS NOT NULL
                       AND (action = 'post' OR (action = 'create' AND after->>'status' = 'posted'))
                     ORDER BY at DESC, id DESC LIMIT 1";
-        let resource = printing.resource;
+        let resource = printing.resource.path();
         let poster: Option<i64> = printing.row(sql, &[&resource, &id]).await?.map(|r| r.get(0));
         let signing = match poster {
             Some(user) => Signing::Signed {
@@ -58,11 +58,11 @@ impl Printable for Receipt {
             blocks: vec![
                 Block::Fields(patient),
                 Block::Fields(vec![
-                    ("Amount received".into(), text(record, "amount")),
+                    ("Amount received".into(), printing.value(record, "amount")),
                     ("Payment method".into(), method),
-                    ("Reference".into(), text(record, "reference")),
-                    ("Transaction date".into(), text(record, "transaction_date")),
-                    ("Description".into(), text(record, "description")),
+                    ("Reference".into(), printing.value(record, "reference")),
+                    ("Transaction date".into(), printing.value(record, "transaction_date")),
+                    ("Description".into(), printing.value(record, "description")),
                 ]),
             ],
             signing,

@@ -8,7 +8,7 @@ use crate::http::error::ApiResult;
 use crate::pdf::{Block, Sheet, Signing};
 use crate::resource::Resource;
 use crate::resource::field::{Kind, Target};
-use crate::resource::printable::{Printable, Printing, described, text};
+use crate::resource::printable::{Printable, Printing, shown, text};
 
 pub struct Certificate;
 
@@ -53,12 +53,12 @@ impl Printable for Certificate {
                 Block::Fields(patient_fields),
                 Block::Text(statement),
                 Block::Fields(vec![
-                    ("Issued on".into(), text(record, "issued_on")),
+                    ("Issued on".into(), printing.value(record, "issued_on")),
                     ("Doctor".into(), doctor),
-                    ("Diagnosis".into(), text(record, "diagnosis")),
-                    ("Recommendation".into(), text(record, "recommendation")),
+                    ("Diagnosis".into(), printing.value(record, "diagnosis")),
+                    ("Recommendation".into(), printing.value(record, "recommendation")),
                     ("Rest".into(), rest),
-                    ("Valid until".into(), text(record, "valid_until")),
+                    ("Valid until".into(), printing.value(record, "valid_until")),
                 ]),
             ],
             signing: printing.signing(record).await?,
@@ -89,7 +89,7 @@ impl VisitSummary {
         if let (Kind::Timestamp { .. }, Some(at)) = (kind, value.as_str()) {
             return printing.local_time(at).await;
         }
-        let Some(id) = value.as_i64() else { return Ok(described(value)) };
+        let Some(id) = value.as_i64() else { return Ok(shown(Some(kind), value)) };
         Ok(match kind {
             Kind::Ref(Target::Staff) => printing.user_name(id).await?,
             Kind::Ref(Target::Registry("doctors")) => printing.doctor(Some(id)).await?.0,
@@ -101,7 +101,7 @@ impl VisitSummary {
                     .map(|r| r.get(0))
                     .unwrap_or_else(|| format!("#{id}"))
             }
-            _ => described(value),
+            _ => shown(Some(kind), value),
         })
     }
 
@@ -160,12 +160,12 @@ impl Printable for VisitSummary {
         let doctor = printing.doctor(visit["doctor_id"].as_i64()).await?.0;
         blocks.push(Block::Heading("Visit".into()));
         blocks.push(Block::Fields(vec![
-            ("Date".into(), text(visit, "visit_date")),
-            ("Type".into(), text(visit, "visit_type").replace('_', " ")),
-            ("Status".into(), text(visit, "status").replace('_', " ")),
+            ("Date".into(), printing.value(visit, "visit_date")),
+            ("Type".into(), printing.value(visit, "visit_type")),
+            ("Status".into(), printing.value(visit, "status")),
             ("Doctor".into(), doctor),
-            ("Reason".into(), text(visit, "reason")),
-            ("Notes".into(), text(visit, "notes")),
+            ("Reason".into(), printing.value(visit, "reason")),
+            ("Notes".into(), printing.value(visit, "notes")),
         ]));
         // The summary is final once the visit is completed and every signed kind of record
         // in it is signed; its signers are theirs.

@@ -22,8 +22,10 @@ fn power(value: &Value) -> String {
     }
 }
 
-/// One eye's row: sphere, cylinder, axis, near addition, prism and its base, acuity.
-fn eye_row(name: &str, eye: &Value) -> Vec<String> {
+/// One eye's row (`side` the eye's field): sphere, cylinder, axis, near addition, prism and
+/// its base, acuity.
+fn eye_row(printing: &Printing<'_>, name: &str, record: &Value, side: &str) -> Vec<String> {
+    let eye = &record[side];
     if eye.is_null() {
         return vec![name.to_owned(), "not prescribed".into()];
     }
@@ -39,8 +41,8 @@ fn eye_row(name: &str, eye: &Value) -> Vec<String> {
         axis,
         power(&eye["add"]),
         prism,
-        text(eye, "prism_base"),
-        text(eye, "va"),
+        printing.value(record, &format!("{side}.prism_base")),
+        printing.value(record, &format!("{side}.va")),
     ]
 }
 
@@ -79,11 +81,11 @@ impl Printable for Prescription {
                 Block::Table {
                     columns: columns.iter().zip(shares).map(|(c, s)| ((*c).to_owned(), s)).collect(),
                     rows: vec![
-                        eye_row("Right (OD)", &record["right_eye"]),
-                        eye_row("Left (OS)", &record["left_eye"]),
+                        eye_row(printing, "Right (OD)", record, "right_eye"),
+                        eye_row(printing, "Left (OS)", record, "left_eye"),
                     ],
                 },
-                Block::Fields(vec![("Notes".into(), text(record, "notes"))]),
+                Block::Fields(vec![("Notes".into(), printing.value(record, "notes"))]),
             ],
             signing: printing.signing(record).await?,
             footer: String::new(),

@@ -1,7 +1,8 @@
 //! Printed documents: a medical certificate, a spectacle prescription, a receipt and a visit
 //! summary answer `application/pdf` when asked for it, under the branch's letterhead, with
-//! every field, a DRAFT mark until signed and the signer after; their text is read back with
-//! pdftotext and every page rendered with pdftoppm. JSON stays the default, unchanged.
+//! every field (enumerations in words), a DRAFT mark until signed and the signer after; their
+//! text is read back with pdftotext and every page rendered with pdftoppm. JSON stays the
+//! default, unchanged.
 
 mod letterhead;
 mod logo_images;
@@ -57,7 +58,8 @@ fn shows_letterhead_and_patient(text: &str, patient: &Value) {
     }
     shows(text, patient["pin"].as_str().unwrap());
     shows(text, "1984-07-09");
-    shows(text, "female");
+    shows(text, "Sex Female");
+    assert!(!text.contains("female"), "the sex prints as a word, not as its value:\n{text}");
     shows(text, "Printed");
     shows(text, "by Administrator");
     shows(text, "Page 1 of 1");
@@ -149,7 +151,7 @@ async fn a_final_refraction_prints_as_a_spectacle_prescription_and_other_kinds_d
         "Examiner Administrator",
         "Eye Sphere Cylinder Axis Add Prism Base VA",
         "Right (OD) -1.25 -0.50 90° +1.50 6/6",
-        "Left (OS) +0.75 +1.50 1.5 Δ in 6/9",
+        "Left (OS) +0.75 +1.50 1.5 Δ In 6/9",
         "Notes Progressive lenses advised.",
         "DRAFT: not signed",
     ] {
@@ -244,17 +246,17 @@ async fn a_visit_summary_prints_its_records_as_a_draft_until_the_visit_is_comple
     for value in [
         "Visit summary",
         "Date 2026-01-05",
-        "Status scheduled",
+        "Status Scheduled",
         "Complaint (1)",
         "Complaint Blurred distance vision",
-        "Eye both",
+        "Eye Both",
         "Refraction (1)",
         "Examiner Administrator",
-        "Kind final_rx",
+        "Kind Final prescription",
         "Right eye sphere -2.00",
         "Left eye not assessed",
         "Tonometry (1)",
-        "Right eye readings iop mmhg 15.0, method goldmann",
+        "Right eye readings iop mmhg 15.0, method Goldmann",
         "Signed DRAFT: not signed",
         "DRAFT: not signed",
     ] {
@@ -272,7 +274,7 @@ async fn a_visit_summary_prints_its_records_as_a_draft_until_the_visit_is_comple
     assert_status(&done, 200);
     let pdf = pdf_of(&app, &app.admin_token, &path, branch).await;
     let text = printed::text(&pdf);
-    shows(&text, "Status completed");
+    shows(&text, "Status Completed");
     assert!(!text.contains("+00:00"), "times are the branch's local times: {text}");
     shows(&text, "Signed by Administrator");
     assert!(!text.contains("DRAFT"), "{text}");
