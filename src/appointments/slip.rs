@@ -74,6 +74,7 @@ impl Printable for Slip {
             reference: Some(format!("No. {}", text(record, "id"))),
             blocks,
             signing: Signing::NotSigned,
+            sign_here: None,
             footer: String::new(),
         })
     }

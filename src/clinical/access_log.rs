@@ -350,6 +350,7 @@ async fn report(
             },
         ],
         signing: Signing::NotSigned,
+        sign_here: None,
         footer: String::new(),
     })
 }

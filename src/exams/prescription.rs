@@ -5,7 +5,7 @@ use salvo::async_trait;
 use serde_json::Value;
 
 use crate::http::error::ApiResult;
-use crate::pdf::{Block, Sheet};
+use crate::pdf::{Block, Sheet, SignHere};
 use crate::resource::printable::{Printable, Printing, text};
 
 pub struct Prescription;
@@ -69,6 +69,8 @@ impl Printable for Prescription {
             Some(id) => printing.user_name(id).await?,
             None => String::new(),
         };
+        // The examiner prescribes, and signs the printed copy; the clinic stamps it.
+        let prescriber = SignHere { name: examiner.clone(), details: vec!["Examiner".into()], stamp: true };
         let examined = printing.local_time(&text(record, "examined_at")).await?;
         let columns = ["Eye", "Sphere", "Cylinder", "Axis", "Add", "Prism", "Base", "VA"];
         let shares = [1.6, 1.0, 1.0, 0.8, 0.9, 0.9, 0.8, 1.0];
@@ -88,6 +90,7 @@ impl Printable for Prescription {
                 Block::Fields(vec![("Notes".into(), printing.value(record, "notes"))]),
             ],
             signing: printing.signing(record).await?,
+            sign_here: Some(prescriber),
             footer: String::new(),
         })
     }

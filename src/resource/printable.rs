@@ -12,7 +12,7 @@ use super::context::{Conn, Context};
 use super::field::Kind;
 use crate::enums::SEX;
 use crate::http::error::{ApiError, ApiResult};
-use crate::pdf::{Sheet, Signing};
+use crate::pdf::{Sheet, SignHere, Signing};
 
 /// A record's printed form.
 #[async_trait]
@@ -163,6 +163,18 @@ impl Printing<'_> {
         let Some(id) = id else { return Ok(Default::default()) };
         let sql = "SELECT concat_ws(' ', first_name, last_name), license_no FROM doctors WHERE id = $1";
         Ok(self.registry_row(sql, &[&id]).await?.map(|r| (r.get(0), r.get(1))).unwrap_or_default())
+    }
+
+    /// Where a doctor of the master data signs a printed document by hand: "Dr." and their
+    /// name, their licence number, a box for the clinic's stamp; an unnamed line when the
+    /// record names no doctor.
+    pub async fn doctor_signs(&self, id: Option<i64>) -> ApiResult<SignHere> {
+        let (name, licence) = self.doctor(id).await?;
+        let lower = name.trim().to_lowercase();
+        let titled = lower.is_empty() || lower.starts_with("dr.") || lower.starts_with("dr ");
+        let name = if titled { name } else { format!("Dr. {name}") };
+        let details = if licence.is_empty() { Vec::new() } else { vec![format!("Licence no. {licence}")] };
+        Ok(SignHere { name, details, stamp: true })
     }
 
     /// An instant (RFC 3339) as the branch reads it: local date and time, and the zone.
