@@ -9,6 +9,64 @@ pub struct Enumeration {
     pub values: &'static [&'static str],
 }
 
+impl Enumeration {
+    /// How `value` reads on a printed page: its own label where words from the value would
+    /// read wrong (`LABELS`: abbreviations, hyphens, names), else the value as a sentence
+    /// (`no_show` is "No show", `female` "Female").
+    pub fn label(&self, value: &str) -> String {
+        let own = LABELS.iter().find(|(enumeration, _)| std::ptr::eq(*enumeration, self));
+        if let Some((_, label)) = own.and_then(|(_, labels)| labels.iter().find(|(v, _)| *v == value)) {
+            return (*label).to_owned();
+        }
+        let words = value.replace('_', " ");
+        let mut chars = words.chars();
+        chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default()
+    }
+}
+
+/// The values whose printed label is not their words: the usage of the clinic, where it
+/// writes an abbreviation or a name.
+static LABELS: &[(&Enumeration, &[(&str, &str)])] = &[
+    (&VISIT_TYPE, &[("follow_up", "Follow-up"), ("post_op", "Post-operative")]),
+    (&EYE, &[("n_a", "Not applicable")]),
+    (&EXAM_KIND, &[("eom", "Extraocular motility")]),
+    (&MEASUREMENT_KIND, &[("iop", "IOP"), ("va_logmar", "VA (logMAR)"), ("cd_ratio", "C/D ratio")]),
+    (
+        &VA_NOTATION,
+        &[
+            ("snellen_m", "Snellen (metres)"),
+            ("snellen_ft", "Snellen (feet)"),
+            ("logmar", "logMAR"),
+            ("etdrs_letters", "ETDRS letters"),
+            ("n_point", "N point"),
+        ],
+    ),
+    (&REFRACTION_KIND, &[("final_rx", "Final prescription")]),
+    (
+        &TONOMETRY_METHOD,
+        &[
+            ("tonopen", "Tono-Pen"),
+            ("icare", "iCare"),
+            ("non_contact", "Non-contact"),
+            ("schiotz", "Schiøtz"),
+        ],
+    ),
+    (&IRIS_CONFIGURATION, &[("bombe", "Bombé")]),
+    (&VITREOUS_STATE, &[("pvd", "Posterior vitreous detachment")]),
+    (
+        &IMAGING_MODALITY,
+        &[
+            ("xray", "X-ray"),
+            ("ct", "CT"),
+            ("mri", "MRI"),
+            ("b_scan", "B-scan"),
+            ("oct", "OCT"),
+            ("ffa", "FFA"),
+        ],
+    ),
+    (&ANAESTHESIA, &[("sub_tenon", "Sub-Tenon's")]),
+];
+
 pub static SEX: Enumeration = Enumeration { name: "sex", values: &["male", "female", "other", "unknown"] };
 pub static CIVIL_STATUS: Enumeration =
     Enumeration { name: "civil_status", values: &["single", "married", "widowed", "separated", "divorced"] };
@@ -257,3 +315,28 @@ pub static ALL: &[&Enumeration] = &[
     &LATERALITY,
     &PROBLEM_STATUS,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_print_as_words_or_as_their_own_label() {
+        assert_eq!(SEX.label("female"), "Female");
+        assert_eq!(CIVIL_STATUS.label("married"), "Married");
+        assert_eq!(QUEUE_STATUS.label("no_show"), "No show");
+        assert_eq!(VISIT_TYPE.label("follow_up"), "Follow-up");
+        assert_eq!(IMAGING_MODALITY.label("oct"), "OCT");
+        assert_eq!(SEX.label(""), "");
+    }
+
+    #[test]
+    fn every_own_label_is_of_a_listed_enumerations_value() {
+        for (enumeration, labels) in LABELS {
+            assert!(ALL.iter().any(|listed| std::ptr::eq(*listed, *enumeration)), "{}", enumeration.name);
+            for (value, _) in *labels {
+                assert!(enumeration.values.contains(value), "{}: {value}", enumeration.name);
+            }
+        }
+    }
+}

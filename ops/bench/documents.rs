@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use clinic_server::pdf::{Block, Letterhead, Logo, Sheet, Signing, page_count, render};
+use clinic_server::pdf::{Block, Letterhead, Logo, Sheet, SignHere, Signing, page_count, render};
 
 /// A 96 x 96 PNG (a grey square), as a small logo.
 fn logo() -> Logo {
@@ -71,7 +71,7 @@ fn patient() -> Block {
         ("Patient", "Nguyễn Thị Peña"),
         ("PIN", "MAIN-000042"),
         ("Birth date", "1984-07-09"),
-        ("Sex", "female"),
+        ("Sex", "Female"),
     ])
 }
 
@@ -80,11 +80,18 @@ fn signed() -> Signing {
 }
 
 fn sheet(title: &str, blocks: Vec<Block>, signing: Signing) -> Sheet {
+    // A signed document ends where its doctor signs it by hand, beside the clinic's stamp.
+    let sign_here = matches!(signing, Signing::Signed { .. }).then(|| SignHere {
+        name: "Dr. Iris Tan".into(),
+        details: vec!["Licence no. PRC-0457731".into()],
+        stamp: true,
+    });
     Sheet {
         title: title.into(),
         reference: Some("MC-MAIN-000001".into()),
         blocks,
         signing,
+        sign_here,
         footer: "Printed 2026-01-06 10:45 (Asia/Manila) by Ana Cruz".into(),
     }
 }

@@ -54,17 +54,17 @@ impl Printable for Slip {
             ("Date".into(), day),
             ("Time".into(), format!("{from} to {to} ({zone})")),
             ("Length".into(), format!("{minutes} minutes")),
-            ("Status".into(), text(record, "status").replace('_', " ")),
+            ("Status".into(), printing.value(record, "status")),
         ];
         if record["status"] == "cancelled" {
-            when.push(("Cancelled because".into(), text(record, "cancel_reason")));
+            when.push(("Cancelled because".into(), printing.value(record, "cancel_reason")));
         }
         let mut blocks = vec![
             Block::Fields(patient),
             Block::Fields(vec![("Doctor".into(), doctor), ("Service".into(), service)]),
             Block::Fields(when),
         ];
-        let reason = text(record, "reason");
+        let reason = printing.value(record, "reason");
         if !reason.is_empty() {
             blocks.push(Block::Heading("Reason".into()));
             blocks.push(Block::Text(reason));
@@ -74,6 +74,7 @@ impl Printable for Slip {
             reference: Some(format!("No. {}", text(record, "id"))),
             blocks,
             signing: Signing::NotSigned,
+            sign_here: None,
             footer: String::new(),
         })
     }

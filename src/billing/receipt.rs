@@ -1,12 +1,13 @@
 //! A posted payment printed as a receipt. Charges, discounts, refunds and payments not
 //! posted (open, voided) have no printed form. The receipt is signed by whoever posted the
-//! payment, when they posted it: the audit log's record of that write says who.
+//! payment, when they posted it: the audit log's record of that write says who. Its printed
+//! copy is signed again by hand on the cashier's line.
 
 use salvo::async_trait;
 use serde_json::Value;
 
 use crate::http::error::ApiResult;
-use crate::pdf::{Block, Sheet, Signing};
+use crate::pdf::{Block, Sheet, SignHere, Signing};
 use crate::resource::printable::{Printable, Printing, text};
 
 pub struct Receipt;
@@ -43,29 +44,37 @@ impl Printable for Receipt {
                     WHERE resource = $1 AND record_id = $2 AND user_id IS NOT NULL
                       AND (action = 'post' OR (action = 'create' AND after->>'status' = 'posted'))
                     ORDER BY at DESC, id DESC LIMIT 1";
-        let resource = printing.resource;
+        let resource = printing.resource.path();
         let poster: Option<i64> = printing.row(sql, &[&resource, &id]).await?.map(|r| r.get(0));
-        let signing = match poster {
-            Some(user) => Signing::Signed {
-                signer: printing.user_name(user).await?,
+        let cashier = match poster {
+            Some(user) => Some(printing.user_name(user).await?),
+            None => None,
+        };
+        let signing = match &cashier {
+            Some(cashier) => Signing::Signed {
+                signer: cashier.clone(),
                 at: printing.local_time(&text(record, "posted_at")).await?,
             },
             None => Signing::Unsigned,
         };
+        // The cashier who took the payment signs the printed copy; a receipt takes no stamp.
+        let cashier =
+            SignHere { name: cashier.unwrap_or_default(), details: vec!["Cashier".into()], stamp: false };
         Ok(Sheet {
             title: "Receipt".into(),
             reference: Some(text(record, "number")),
             blocks: vec![
                 Block::Fields(patient),
                 Block::Fields(vec![
-                    ("Amount received".into(), text(record, "amount")),
+                    ("Amount received".into(), printing.value(record, "amount")),
                     ("Payment method".into(), method),
-                    ("Reference".into(), text(record, "reference")),
-                    ("Transaction date".into(), text(record, "transaction_date")),
-                    ("Description".into(), text(record, "description")),
+                    ("Reference".into(), printing.value(record, "reference")),
+                    ("Transaction date".into(), printing.value(record, "transaction_date")),
+                    ("Description".into(), printing.value(record, "description")),
                 ]),
             ],
             signing,
+            sign_here: Some(cashier),
             footer: String::new(),
         })
     }

@@ -350,6 +350,7 @@ async fn report(
             },
         ],
         signing: Signing::NotSigned,
+        sign_here: None,
         footer: String::new(),
     })
 }
@@ -376,7 +377,7 @@ pub async fn export(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     let code = ctx.branch()?.code.clone();
     let name = format!("access-log-{code}-patient-{patient}");
     if pdf {
-        let mut printing = Printing { ctx: &ctx, conn, resource: PATIENTS.path };
+        let mut printing = Printing { ctx: &ctx, conn, resource: &PATIENTS };
         let mut sheet = report(&mut printing, patient, &entries, &query).await?;
         sheet.footer = print::footer(&mut printing).await?;
         drop(printing);

@@ -1,5 +1,6 @@
 //! The printed forms of clinical records: a medical certificate, and a visit's summary with
-//! every record of the visit the caller may read.
+//! every record of the visit the caller may read. Each is signed by hand, once printed, by
+//! the doctor it names: the certificate's doctor, the visit's.
 
 use salvo::async_trait;
 use serde_json::Value;
@@ -8,7 +9,7 @@ use crate::http::error::ApiResult;
 use crate::pdf::{Block, Sheet, Signing};
 use crate::resource::Resource;
 use crate::resource::field::{Kind, Target};
-use crate::resource::printable::{Printable, Printing, described, text};
+use crate::resource::printable::{Printable, Printing, shown, text};
 
 pub struct Certificate;
 
@@ -37,8 +38,8 @@ impl Printable for Certificate {
         let name = patient_fields.first().map(|(_, name)| name.clone()).unwrap_or_default();
         let seen_on = visit_date(printing, record["patient_visit_id"].as_i64()).await?;
         patient_fields.push(("Visit date".into(), seen_on.clone()));
-        let (doctor, license) = printing.doctor(record["doctor_id"].as_i64()).await?;
-        let doctor = if license.is_empty() { doctor } else { format!("{doctor} (licence no. {license})") };
+        // The certifying doctor signs the printed copy, whoever signed it in the system.
+        let doctor = printing.doctor_signs(record["doctor_id"].as_i64()).await?;
         let rest = match record["rest_days"].as_i64() {
             Some(1) => "1 day".to_owned(),
             Some(days) => format!("{days} days"),
@@ -53,15 +54,16 @@ impl Printable for Certificate {
                 Block::Fields(patient_fields),
                 Block::Text(statement),
                 Block::Fields(vec![
-                    ("Issued on".into(), text(record, "issued_on")),
-                    ("Doctor".into(), doctor),
-                    ("Diagnosis".into(), text(record, "diagnosis")),
-                    ("Recommendation".into(), text(record, "recommendation")),
+                    ("Issued on".into(), printing.value(record, "issued_on")),
+                    ("Doctor".into(), doctor.name.clone()),
+                    ("Diagnosis".into(), printing.value(record, "diagnosis")),
+                    ("Recommendation".into(), printing.value(record, "recommendation")),
                     ("Rest".into(), rest),
-                    ("Valid until".into(), text(record, "valid_until")),
+                    ("Valid until".into(), printing.value(record, "valid_until")),
                 ]),
             ],
             signing: printing.signing(record).await?,
+            sign_here: Some(doctor),
             footer: String::new(),
         })
     }
@@ -89,7 +91,7 @@ impl VisitSummary {
         if let (Kind::Timestamp { .. }, Some(at)) = (kind, value.as_str()) {
             return printing.local_time(at).await;
         }
-        let Some(id) = value.as_i64() else { return Ok(described(value)) };
+        let Some(id) = value.as_i64() else { return Ok(shown(Some(kind), value)) };
         Ok(match kind {
             Kind::Ref(Target::Staff) => printing.user_name(id).await?,
             Kind::Ref(Target::Registry("doctors")) => printing.doctor(Some(id)).await?.0,
@@ -101,7 +103,7 @@ impl VisitSummary {
                     .map(|r| r.get(0))
                     .unwrap_or_else(|| format!("#{id}"))
             }
-            _ => described(value),
+            _ => shown(Some(kind), value),
         })
     }
 
@@ -157,15 +159,16 @@ impl Printable for VisitSummary {
         let mut patient_fields = printing.patient_fields(patient).await?;
         patient_fields.push(("Allergies".into(), printing.allergies(patient).await?));
         let mut blocks = vec![Block::Fields(patient_fields)];
-        let doctor = printing.doctor(visit["doctor_id"].as_i64()).await?.0;
+        // The visit's doctor signs the printed summary.
+        let doctor = printing.doctor_signs(visit["doctor_id"].as_i64()).await?;
         blocks.push(Block::Heading("Visit".into()));
         blocks.push(Block::Fields(vec![
-            ("Date".into(), text(visit, "visit_date")),
-            ("Type".into(), text(visit, "visit_type").replace('_', " ")),
-            ("Status".into(), text(visit, "status").replace('_', " ")),
-            ("Doctor".into(), doctor),
-            ("Reason".into(), text(visit, "reason")),
-            ("Notes".into(), text(visit, "notes")),
+            ("Date".into(), printing.value(visit, "visit_date")),
+            ("Type".into(), printing.value(visit, "visit_type")),
+            ("Status".into(), printing.value(visit, "status")),
+            ("Doctor".into(), doctor.name.clone()),
+            ("Reason".into(), printing.value(visit, "reason")),
+            ("Notes".into(), printing.value(visit, "notes")),
         ]));
         // The summary is final once the visit is completed and every signed kind of record
         // in it is signed; its signers are theirs.
@@ -210,6 +213,7 @@ impl Printable for VisitSummary {
             reference: Some(text(visit, "visit_date")),
             blocks,
             signing,
+            sign_here: Some(doctor),
             footer: String::new(),
         })
     }

@@ -68,7 +68,7 @@ pub async fn summary(req: &mut Request, depot: &mut Depot, res: &mut Response) -
     let answer = row.get::<_, Value>(0);
     if print::wants_print(req) {
         let printable = VisitSummary { kinds };
-        return print::answer(&ctx, res, &printable, PATIENT_VISITS.path, visit, &answer).await;
+        return print::answer(&ctx, res, &printable, &PATIENT_VISITS, visit, &answer).await;
     }
     web::ok(res, "Visit summary retrieved.", answer);
     Ok(())

@@ -5,7 +5,7 @@ use salvo::async_trait;
 use serde_json::Value;
 
 use crate::http::error::ApiResult;
-use crate::pdf::{Block, Sheet};
+use crate::pdf::{Block, Sheet, SignHere};
 use crate::resource::printable::{Printable, Printing, text};
 
 pub struct Prescription;
@@ -22,8 +22,10 @@ fn power(value: &Value) -> String {
     }
 }
 
-/// One eye's row: sphere, cylinder, axis, near addition, prism and its base, acuity.
-fn eye_row(name: &str, eye: &Value) -> Vec<String> {
+/// One eye's row (`side` the eye's field): sphere, cylinder, axis, near addition, prism and
+/// its base, acuity.
+fn eye_row(printing: &Printing<'_>, name: &str, record: &Value, side: &str) -> Vec<String> {
+    let eye = &record[side];
     if eye.is_null() {
         return vec![name.to_owned(), "not prescribed".into()];
     }
@@ -39,8 +41,8 @@ fn eye_row(name: &str, eye: &Value) -> Vec<String> {
         axis,
         power(&eye["add"]),
         prism,
-        text(eye, "prism_base"),
-        text(eye, "va"),
+        printing.value(record, &format!("{side}.prism_base")),
+        printing.value(record, &format!("{side}.va")),
     ]
 }
 
@@ -67,6 +69,8 @@ impl Printable for Prescription {
             Some(id) => printing.user_name(id).await?,
             None => String::new(),
         };
+        // The examiner prescribes, and signs the printed copy; the clinic stamps it.
+        let prescriber = SignHere { name: examiner.clone(), details: vec!["Examiner".into()], stamp: true };
         let examined = printing.local_time(&text(record, "examined_at")).await?;
         let columns = ["Eye", "Sphere", "Cylinder", "Axis", "Add", "Prism", "Base", "VA"];
         let shares = [1.6, 1.0, 1.0, 0.8, 0.9, 0.9, 0.8, 1.0];
@@ -79,13 +83,14 @@ impl Printable for Prescription {
                 Block::Table {
                     columns: columns.iter().zip(shares).map(|(c, s)| ((*c).to_owned(), s)).collect(),
                     rows: vec![
-                        eye_row("Right (OD)", &record["right_eye"]),
-                        eye_row("Left (OS)", &record["left_eye"]),
+                        eye_row(printing, "Right (OD)", record, "right_eye"),
+                        eye_row(printing, "Left (OS)", record, "left_eye"),
                     ],
                 },
-                Block::Fields(vec![("Notes".into(), text(record, "notes"))]),
+                Block::Fields(vec![("Notes".into(), printing.value(record, "notes"))]),
             ],
             signing: printing.signing(record).await?,
+            sign_here: Some(prescriber),
             footer: String::new(),
         })
     }

@@ -1,5 +1,5 @@
 //! Drawing laid-out pages with krilla: text in the embedded fonts, rules, shades, the logo,
-//! a DRAFT mark across pages that should be signed and are not, and a footer with the page
+//! the line to sign on and the stamp's box, a DRAFT mark across pages that should be signed and are not, and a footer with the page
 //! number.
 
 use std::sync::LazyLock;
@@ -10,7 +10,7 @@ use krilla::image::Image;
 use krilla::metadata::Metadata;
 use krilla::num::NormalizedF32;
 use krilla::page::PageSettings;
-use krilla::paint::{Fill, Stroke};
+use krilla::paint::{Fill, Stroke, StrokeDash};
 use krilla::surface::Surface;
 use krilla::text::{Font, GlyphId, KrillaGlyph};
 use krilla::{Data, Document};
@@ -112,15 +112,37 @@ fn words<'g>(run: &Run, glyphs: &'g [KrillaGlyph], x: f32, size: f32) -> Vec<(f3
     words
 }
 
-fn rule(surface: &mut Surface, y: f32, weight: f32) {
+/// A line across the page from `from` to `to` at `y`, grey, or darker when signed on.
+fn line(surface: &mut Surface, (from, to): (f32, f32), y: f32, weight: f32, shade: u8) {
     let mut path = PathBuilder::new();
-    path.move_to(LEFT, y);
-    path.line_to(RIGHT, y);
+    path.move_to(from, y);
+    path.line_to(to, y);
+    let Some(path) = path.finish() else { return };
+    surface.set_fill(None);
+    surface.set_stroke(Some(Stroke {
+        paint: rgb::Color::new(shade, shade, shade).into(),
+        width: weight,
+        ..Default::default()
+    }));
+    surface.draw_path(&path);
+    surface.set_stroke(None);
+}
+
+fn rule(surface: &mut Surface, y: f32, weight: f32) {
+    line(surface, (LEFT, RIGHT), y, weight, 120);
+}
+
+/// A dashed box, the place of a stamp: dashed so that it reads as a place, not a border.
+fn frame(surface: &mut Surface, rect: Option<Rect>) {
+    let mut path = PathBuilder::new();
+    let Some(rect) = rect else { return };
+    path.push_rect(rect);
     let Some(path) = path.finish() else { return };
     surface.set_fill(None);
     surface.set_stroke(Some(Stroke {
         paint: rgb::Color::new(120, 120, 120).into(),
-        width: weight,
+        width: 0.6,
+        dash: Some(StrokeDash { array: vec![3.0, 2.5], offset: 0.0 }),
         ..Default::default()
     }));
     surface.draw_path(&path);
@@ -156,6 +178,8 @@ fn draw_page(surface: &mut Surface, page: &Page, logo: Option<&Image>) {
         match item {
             Item::Text { x, y, size, tone, line } => text(surface, *x, *y, *size, *tone, line, 1.0),
             Item::Rule { y, weight } => rule(surface, *y, *weight),
+            Item::Line { x, y, width } => line(surface, (*x, x + width), *y, 0.8, 40),
+            Item::Frame { x, y, width, height } => frame(surface, Rect::from_xywh(*x, *y, *width, *height)),
             Item::Shade { y, height } => shade(surface, *y, *height),
             Item::Logo { x, y, width, height } => {
                 if let (Some(image), Some(size)) = (logo, Size::from_wh(*width, *height)) {

@@ -2,7 +2,7 @@
 //! and a new page begun wherever the last one is full, inside a block too (a table's
 //! headings repeated on it), so that nothing runs past the footer.
 
-use super::sheet::{Block, Letterhead, Sheet, Signing};
+use super::sheet::{Block, Letterhead, Sheet, SignHere, Signing};
 use super::text::{self, Line};
 
 /// A4, in points.
@@ -24,6 +24,16 @@ const LOGO_BOX: f32 = 64.0;
 const LABEL_WIDTH: f32 = 150.0;
 /// The widest page number the footer leaves room for.
 const WIDEST_PAGE_NUMBER: &str = "Page 9999 of 9999";
+/// The line signed on by hand, and the room above it for the signature (about 2 cm).
+const SIGNATURE_WIDTH: f32 = 200.0;
+const SIGNATURE_ROOM: f32 = 58.0;
+/// The box a clinic's stamp goes in (a round stamp of 3.5 cm fits), beside the signature.
+const STAMP_WIDTH: f32 = 120.0;
+const STAMP_HEIGHT: f32 = 100.0;
+const STAMP_GAP: f32 = 28.0;
+/// The line saying who signed the document in the system, and when.
+const SIGNED_SIZE: f32 = 8.5;
+const SIGNED_LEADING: f32 = 11.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Tone {
@@ -33,10 +43,13 @@ pub(super) enum Tone {
 }
 
 /// One thing drawn on a page; `y` grows downwards from the top edge, text at its baseline.
+/// A `Line` is what a signature goes on, a `Frame` (dashed) where a stamp goes.
 #[derive(Debug, Clone)]
 pub(super) enum Item {
     Text { x: f32, y: f32, size: f32, tone: Tone, line: Line },
     Rule { y: f32, weight: f32 },
+    Line { x: f32, y: f32, width: f32 },
+    Frame { x: f32, y: f32, width: f32, height: f32 },
     Shade { y: f32, height: f32 },
     Logo { x: f32, y: f32, width: f32, height: f32 },
 }
@@ -286,25 +299,95 @@ impl Layout<'_> {
         self.y += 8.0;
     }
 
+    /// The end of a signed kind of document: a DRAFT note while it is not signed; once it
+    /// is, the place where its printed copy is signed by hand (when it declares one) and who
+    /// signed it in the system, kept together on one page.
     fn signature(&mut self) {
-        match &self.sheet.signing {
-            Signing::NotSigned => {}
+        let sheet = self.sheet;
+        let signed = match &sheet.signing {
+            Signing::Unsigned => return self.draft_note(),
+            Signing::NotSigned => Vec::new(),
             Signing::Signed { signer, at } => {
-                self.room(60.0);
-                self.y += 18.0;
-                let fields = [("Signed by".to_owned(), signer.clone()), ("Signed at".to_owned(), at.clone())];
-                self.fields(&fields);
+                let said = format!("Signed in the system by {signer} on {at}");
+                text::wrap(&said, SIGNED_SIZE, false, CONTENT_WIDTH)
             }
-            Signing::Unsigned => {
-                self.room(60.0);
-                self.y += 18.0;
-                let mark = text::wrap("DRAFT: not signed", 13.0, true, CONTENT_WIDTH);
-                self.lines(LEFT, 13.0, Tone::Alert, 16.0, mark);
-                let note = "This document is not signed and is not valid as a signed record.";
-                self.lines(LEFT, 9.0, Tone::Muted, 14.0, text::wrap(note, 9.0, false, CONTENT_WIDTH));
-            }
+        };
+        let sign_here = sheet.sign_here.as_ref().map(|place| self.sign_here_lines(place));
+        if signed.is_empty() && sign_here.is_none() {
+            return;
         }
+        let place_height = sign_here.as_ref().map_or(0.0, |lines| lines.height + 14.0);
+        self.room(24.0 + place_height + signed.len() as f32 * SIGNED_LEADING);
+        self.y += 24.0;
+        if let (Some(place), Some(lines)) = (&sheet.sign_here, sign_here) {
+            self.sign_here(place, lines);
+            self.y += 14.0;
+        }
+        self.lines(LEFT, SIGNED_SIZE, Tone::Muted, SIGNED_LEADING, signed);
     }
+
+    fn draft_note(&mut self) {
+        self.room(60.0);
+        self.y += 18.0;
+        let mark = text::wrap("DRAFT: not signed", 13.0, true, CONTENT_WIDTH);
+        self.lines(LEFT, 13.0, Tone::Alert, 16.0, mark);
+        let note = "This document is not signed and is not valid as a signed record.";
+        self.lines(LEFT, 9.0, Tone::Muted, 14.0, text::wrap(note, 9.0, false, CONTENT_WIDTH));
+    }
+
+    /// What goes under the signature line, and how tall the place to sign is.
+    fn sign_here_lines(&self, place: &SignHere) -> SignHereLines {
+        // Without a name, the line says what to write on it.
+        let named = !place.name.trim().is_empty();
+        let name = if named { place.name.as_str() } else { "Signature over printed name" };
+        let name = text::wrap(name, if named { 10.0 } else { 8.5 }, named, SIGNATURE_WIDTH);
+        let details: Vec<Line> =
+            place.details.iter().flat_map(|d| text::wrap(d, 8.5, false, SIGNATURE_WIDTH)).collect();
+        let signature =
+            SIGNATURE_ROOM + 14.0 + 13.0 * (name.len().max(1) - 1) as f32 + 11.0 * details.len() as f32;
+        let stamp = if place.stamp { STAMP_HEIGHT + 14.0 } else { 0.0 };
+        SignHereLines { name, named, details, height: signature.max(stamp) }
+    }
+
+    /// The place to sign by hand, from the current `y` as its top: the line with the name
+    /// and details centred under it, and the stamp's box to its right with its label under
+    /// it; `y` is left under the taller of the two.
+    fn sign_here(&mut self, place: &SignHere, lines: SignHereLines) {
+        let top = self.y;
+        let right = if place.stamp { RIGHT - STAMP_WIDTH - STAMP_GAP } else { RIGHT };
+        let left = right - SIGNATURE_WIDTH;
+        let centred = |line: &Line, size: f32| left + (SIGNATURE_WIDTH - line.width(size)) / 2.0;
+        let rule = top + SIGNATURE_ROOM;
+        self.page().push(Item::Line { x: left, y: rule, width: SIGNATURE_WIDTH });
+        self.y = rule + 14.0;
+        let (size, tone) = if lines.named { (10.0, Tone::Ink) } else { (8.5, Tone::Muted) };
+        for line in lines.name {
+            self.text(centred(&line, size), size, tone, line);
+            self.y += 13.0;
+        }
+        self.y -= 2.0;
+        for line in lines.details {
+            self.text(centred(&line, 8.5), 8.5, Tone::Muted, line);
+            self.y += 11.0;
+        }
+        if place.stamp {
+            let x = RIGHT - STAMP_WIDTH;
+            self.page().push(Item::Frame { x, y: top, width: STAMP_WIDTH, height: STAMP_HEIGHT });
+            let label = text::line("Clinic stamp", false);
+            let y = top + STAMP_HEIGHT + 12.0;
+            let label_x = x + (STAMP_WIDTH - label.width(8.5)) / 2.0;
+            self.page().push(Item::Text { x: label_x, y, size: 8.5, tone: Tone::Muted, line: label });
+        }
+        self.y = top + lines.height;
+    }
+}
+
+/// The lines under a signature line, laid out before the place is, to know its height.
+struct SignHereLines {
+    name: Vec<Line>,
+    named: bool,
+    details: Vec<Line>,
+    height: f32,
 }
 
 /// The footer's lines with their baselines, the last on the footer's baseline, wrapped to

@@ -19,6 +19,7 @@ fn sheet(blocks: Vec<Block>) -> Sheet {
         reference: Some("MC-1".into()),
         blocks,
         signing: Signing::Signed { signer: "Dr. Iris Tan".into(), at: "2026-01-06 10:42".into() },
+        sign_here: None,
         footer: "Printed 2026-01-06 by Ana Cruz".into(),
     }
 }
@@ -154,4 +155,61 @@ fn a_long_footer_wraps_beside_the_page_number_and_the_body_keeps_clear_of_it() {
     assert!(laid.footer.iter().all(|(_, l)| LEFT + l.width(FOOTER_SIZE) < RIGHT - number));
     let top_of_footer = laid.footer[0].0 - FOOTER_SIZE;
     assert!(texts(&laid).iter().all(|(_, _, y, ..)| *y < top_of_footer - 10.0));
+}
+
+#[test]
+fn the_place_to_sign_and_stamp_is_kept_on_one_page_clear_of_the_text_and_the_footer() {
+    let place =
+        SignHere { name: "Dr. Iris Tan".into(), details: vec!["Licence no. 0457731".into()], stamp: true };
+    let letterhead = Letterhead { name: "Main".into(), ..Default::default() };
+    // However much comes before it, the place and the line under it share a page.
+    for words in [10, 400, 455, 470, 490, 520, 900] {
+        let mut signed = sheet(vec![Block::Text("word ".repeat(words))]);
+        signed.sign_here = Some(place.clone());
+        let laid = lay_out(&letterhead, &signed);
+        let last = laid.pages.last().unwrap();
+        let frame = last.iter().find_map(|item| match item {
+            Item::Frame { x, y, width, height } => Some((*x, *y, *width, *height)),
+            _ => None,
+        });
+        let (fx, fy, fw, fh) =
+            frame.unwrap_or_else(|| panic!("{words} words: no stamp box on the last page"));
+        let signature_line = last.iter().find_map(|item| match item {
+            Item::Line { x, y, width } => Some((*x, *y, *width)),
+            _ => None,
+        });
+        let (lx, ly, lw) = signature_line.expect("a line to sign on");
+        assert!(lx + lw < fx && fx + fw <= RIGHT + 0.01, "the line is beside the box");
+        let bottom = laid.footer[0].0 - FOOTER_GAP;
+        let on_last: Vec<_> =
+            texts(&laid).into_iter().filter(|(page, ..)| *page == laid.pages.len() - 1).collect();
+        let find = |text: &str| {
+            on_last
+                .iter()
+                .find(|(.., line)| line.text == text)
+                .unwrap_or_else(|| panic!("{words}: {text} not on the last page"))
+        };
+        let (_, nx, ny, nw, _) = find("Dr. Iris Tan");
+        assert!(*ny > ly && *nx >= lx && nx + nw <= lx + lw, "the name is under the line");
+        let (_, _, stamp_y, ..) = find("Clinic stamp");
+        assert!(*stamp_y > fy + fh, "the stamp's label is under its box");
+        let (_, _, signed_y, ..) = find("Signed in the system by Dr. Iris Tan on 2026-01-06 10:42");
+        assert!(*signed_y > fy + fh && *signed_y > *stamp_y && *signed_y <= bottom + 0.01);
+        // Nothing else of the page reaches into the place.
+        for (_, x, y, width, line) in &on_last {
+            let inside_box = *x < fx + fw && x + width > fx && *y > fy && *y - 10.0 < fy + fh;
+            assert!(
+                !inside_box || line.text == "Clinic stamp",
+                "{words}: {:?} is in the stamp's box",
+                line.text
+            );
+            let above_line = *y <= ly && *y > fy - 1.0 && *x < lx + lw && x + width > lx;
+            assert!(!above_line, "{words}: {:?} is where the signature goes", line.text);
+        }
+    }
+    // A draft has no place to sign.
+    let mut draft = sheet(Vec::new());
+    (draft.signing, draft.sign_here) = (Signing::Unsigned, Some(place));
+    let laid = lay_out(&letterhead, &draft);
+    assert!(laid.pages.iter().flatten().all(|item| !matches!(item, Item::Frame { .. } | Item::Line { .. })));
 }

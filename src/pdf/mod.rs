@@ -6,7 +6,8 @@
 //! needs: nothing is cut. krilla writes the PDF: it embeds the fonts as subsets and maps every
 //! glyph back to its characters, so that the text can be copied and extracted. A document
 //! that should be signed and is not carries a DRAFT mark across every page and in place of
-//! the signature.
+//! the signature; a signed one says who signed it in the system and when, under the place
+//! where its printed copy is signed by hand and stamped, when it declares one.
 
 mod draw;
 mod fonts;
@@ -14,7 +15,7 @@ mod layout;
 mod sheet;
 mod text;
 
-pub use sheet::{Block, Letterhead, Logo, PdfError, Sheet, Signing};
+pub use sheet::{Block, Letterhead, Logo, PdfError, Sheet, SignHere, Signing};
 
 /// The document as PDF bytes. Takes a few milliseconds of CPU: call it off the async threads.
 pub fn render(letterhead: &Letterhead, sheet: &Sheet) -> Result<Vec<u8>, PdfError> {
@@ -39,6 +40,7 @@ mod tests {
             reference: Some("R-1".into()),
             blocks: vec![Block::Table { columns: vec![("A".into(), 1.0), ("B".into(), 2.0)], rows }],
             signing: Signing::NotSigned,
+            sign_here: None,
             footer: "printed".into(),
         };
         let pages = layout::lay_out(&Letterhead { name: "Main".into(), ..Default::default() }, &sheet).pages;

@@ -122,15 +122,27 @@ pub struct Letterhead {
     pub logo: Option<Logo>,
 }
 
-/// Whether, and by whom, a document is signed.
+/// Whether, and by whom, a document is signed in the system.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Signing {
-    /// Signed by `signer` at `at` (as the document shows it: local time and zone).
+    /// Signed in the system by `signer` at `at` (as the document shows it: local time and
+    /// zone).
     Signed { signer: String, at: String },
     /// Should be signed and is not: a DRAFT.
     Unsigned,
     /// Not a signed kind of document (a report).
     NotSigned,
+}
+
+/// Where a signed document is signed again by hand once printed: a line to sign on, who
+/// signs it under the line (a name, then what they sign as: "Licence no. 0457731",
+/// "Cashier"), and beside it a box for the clinic's stamp when the document takes one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SignHere {
+    /// Printed under the line; empty leaves it to be written by hand.
+    pub name: String,
+    pub details: Vec<String>,
+    pub stamp: bool,
 }
 
 /// A part of a page's body, in reading order.
@@ -154,6 +166,8 @@ pub struct Sheet {
     pub reference: Option<String>,
     pub blocks: Vec<Block>,
     pub signing: Signing,
+    /// Where the printed copy of a signed document is signed by hand (not on a DRAFT).
+    pub sign_here: Option<SignHere>,
     /// At the foot of every page, beside the page number (when and by whom it was printed).
     pub footer: String,
 }

@@ -225,6 +225,16 @@ pub fn registered() -> &'static [&'static Resource] {
     CATALOGUE.get().map(Vec::as_slice).unwrap_or(&[])
 }
 
+impl printable::Declared for Resource {
+    fn path(&self) -> &'static str {
+        self.path
+    }
+
+    fn kind_of(&self, name: &str) -> Option<Kind> {
+        self.filter_field(name).map(|f| f.kind)
+    }
+}
+
 impl std::fmt::Debug for Resource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Resource").field("path", &self.path).finish_non_exhaustive()

@@ -9,6 +9,7 @@ use salvo::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE, HeaderValue};
 use salvo::prelude::*;
 use serde_json::{Value, json};
 
+use super::Resource;
 use super::context::{Context, Scope};
 use super::printable::{Printable, Printing};
 use super::reads::record_read;
@@ -77,13 +78,13 @@ pub async fn footer(printing: &mut Printing<'_>) -> ApiResult<String> {
     Ok(format!("Printed {} by {}", printing.now().await?, printing.ctx.user.name))
 }
 
-/// Answers `record` (of `resource`, as the audit log names it) in its printed form: a 406
+/// Answers `record` (of `resource`, whose path the audit log names it by) in its printed form: a 406
 /// when it has none; otherwise the document, once its disclosure is recorded.
 pub async fn answer(
     ctx: &Context,
     res: &mut Response,
     printable: &dyn Printable,
-    resource: &'static str,
+    resource: &'static Resource,
     id: i64,
     record: &Value,
 ) -> ApiResult<()> {
@@ -97,7 +98,7 @@ pub async fn answer(
     drop(printing);
     let pdf = render(ctx, sheet).await?;
     let details = json!({ "patient_id": printable.patient_of(record), "format": "pdf" });
-    record_read(ctx, resource, "print", Some(id), Some(details)).await?;
+    record_read(ctx, resource.path, "print", Some(id), Some(details)).await?;
     send(res, &printable.file_name(record), pdf);
     Ok(())
 }

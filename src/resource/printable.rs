@@ -9,8 +9,10 @@ use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
 use super::context::{Conn, Context};
+use super::field::Kind;
+use crate::enums::SEX;
 use crate::http::error::{ApiError, ApiResult};
-use crate::pdf::{Sheet, Signing};
+use crate::pdf::{Sheet, SignHere, Signing};
 
 /// A record's printed form.
 #[async_trait]
@@ -40,11 +42,22 @@ pub trait Printable: Send + Sync {
 pub struct Printing<'a> {
     pub ctx: &'a Context,
     pub conn: Conn,
-    /// The printed resource, as the audit log names it.
-    pub resource: &'static str,
+    /// The printed resource: its path names it in the audit log, its fields say how their
+    /// values print.
+    pub resource: &'static dyn Declared,
 }
 
-/// A text value of `record`, or "" (documents show what is there).
+/// What printing needs of a record's declaration ([`crate::resource::Resource`]).
+pub trait Declared: Send + Sync {
+    /// The resource's path, which the audit log names it by.
+    fn path(&self) -> &'static str;
+
+    /// The kind of the field `name`, also of one only filtered on (a status the server moves).
+    fn kind_of(&self, name: &str) -> Option<Kind>;
+}
+
+/// A value of `record` as it is stored, or "" (file names, references, times to convert);
+/// what a page shows of a field is [`Printing::value`].
 pub fn text(record: &Value, field: &str) -> String {
     match record.field(field) {
         None | Some(Value::Null) => String::new(),
@@ -53,25 +66,40 @@ pub fn text(record: &Value, field: &str) -> String {
     }
 }
 
-/// A value of a record as a page shows it: lists item by item, an eye's findings as
-/// "name value" pairs, an eye that could not be assessed as such.
-pub fn described(value: &Value) -> String {
-    match value {
-        Value::Null => String::new(),
-        Value::Bool(true) => "yes".into(),
-        Value::Bool(false) => "no".into(),
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        Value::Array(items) => {
-            items.iter().map(described).filter(|d| !d.is_empty()).collect::<Vec<_>>().join("; ")
+/// A value of a field of `kind` (when known) as a page shows it: a value of an enumeration
+/// by its label ([`crate::enums::Enumeration::label`]), yes or no, lists item by item, an
+/// eye's findings as "name value" pairs by their own kinds, an eye that could not be
+/// assessed as such. Every document prints a field's value through here.
+pub fn shown(kind: Option<Kind>, value: &Value) -> String {
+    match (kind, value) {
+        (_, Value::Null) => String::new(),
+        (Some(Kind::Enum(enumeration)), Value::String(s)) => enumeration.label(s),
+        (_, Value::Bool(true)) => "Yes".into(),
+        (_, Value::Bool(false)) => "No".into(),
+        (_, Value::String(s)) => s.clone(),
+        (_, Value::Number(n)) => n.to_string(),
+        (kind, Value::Array(items)) => {
+            let item = match kind {
+                Some(Kind::List { item, .. }) => Some(*item),
+                _ => None,
+            };
+            items.iter().map(|i| shown(item, i)).filter(|d| !d.is_empty()).collect::<Vec<_>>().join("; ")
         }
-        Value::Object(fields) if fields.is_true("unable_to_assess") => "not assessed".into(),
-        Value::Object(fields) => fields
+        (_, Value::Object(fields)) if fields.is_true("unable_to_assess") => "not assessed".into(),
+        (kind, Value::Object(fields)) => fields
             .iter()
             .filter(|(name, value)| !value.is_null() && *name != "unable_to_assess")
-            .map(|(name, value)| format!("{} {}", name.replace('_', " "), described(value)))
+            .map(|(name, value)| format!("{} {}", name.replace('_', " "), shown(inner(kind, name), value)))
             .collect::<Vec<_>>()
             .join(", "),
+    }
+}
+
+/// The kind of the field `name` inside an object of `kind`.
+fn inner(kind: Option<Kind>, name: &str) -> Option<Kind> {
+    match kind {
+        Some(Kind::Object(structure)) => structure.fields.iter().find(|f| f.name == name).map(|f| f.kind),
+        _ => None,
     }
 }
 
@@ -81,6 +109,18 @@ pub fn joined<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
 }
 
 impl Printing<'_> {
+    /// What the page shows of `record`'s field at `path` (dotted into its objects:
+    /// `left_eye.prism_base`), by the printed resource's declaration of it.
+    pub fn value(&self, record: &Value, path: &str) -> String {
+        let mut names = path.split('.');
+        let first = names.next().unwrap_or_default();
+        let (mut kind, mut value) = (self.resource.kind_of(first), &record[first]);
+        for name in names {
+            (kind, value) = (inner(kind, name), &value[name]);
+        }
+        shown(kind, value)
+    }
+
     /// One row of a branch query, if any.
     pub async fn row(
         &mut self,
@@ -123,6 +163,18 @@ impl Printing<'_> {
         let Some(id) = id else { return Ok(Default::default()) };
         let sql = "SELECT concat_ws(' ', first_name, last_name), license_no FROM doctors WHERE id = $1";
         Ok(self.registry_row(sql, &[&id]).await?.map(|r| (r.get(0), r.get(1))).unwrap_or_default())
+    }
+
+    /// Where a doctor of the master data signs a printed document by hand: "Dr." and their
+    /// name, their licence number, a box for the clinic's stamp; an unnamed line when the
+    /// record names no doctor.
+    pub async fn doctor_signs(&self, id: Option<i64>) -> ApiResult<SignHere> {
+        let (name, licence) = self.doctor(id).await?;
+        let lower = name.trim().to_lowercase();
+        let titled = lower.is_empty() || lower.starts_with("dr.") || lower.starts_with("dr ");
+        let name = if titled { name } else { format!("Dr. {name}") };
+        let details = if licence.is_empty() { Vec::new() } else { vec![format!("Licence no. {licence}")] };
+        Ok(SignHere { name, details, stamp: true })
     }
 
     /// An instant (RFC 3339) as the branch reads it: local date and time, and the zone.
@@ -205,7 +257,7 @@ impl Printing<'_> {
             ("Patient".into(), row.get(1)),
             ("PIN".into(), row.get(0)),
             ("Birth date".into(), row.get(2)),
-            ("Sex".into(), row.get::<_, String>(3).replace('_', " ")),
+            ("Sex".into(), shown(Some(Kind::Enum(&SEX)), &Value::from(row.get::<_, String>(3)))),
         ])
     }
 }

@@ -205,7 +205,7 @@ impl ResourceHandler {
         drop(conn);
         if let Some(printable) = printed {
             let record: Value = serde_json::from_str(&data).map_err(anyhow::Error::from)?;
-            return print::answer(ctx, res, printable, self.resource.path, id, &record).await;
+            return print::answer(ctx, res, printable, self.resource, id, &record).await;
         }
         if self.resource.audit_reads {
             record_read(ctx, self.resource.path, "view", Some(id), parent_named(within)).await?;

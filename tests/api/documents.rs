@@ -1,7 +1,9 @@
 //! Printed documents: a medical certificate, a spectacle prescription, a receipt and a visit
 //! summary answer `application/pdf` when asked for it, under the branch's letterhead, with
-//! every field, a DRAFT mark until signed and the signer after; their text is read back with
-//! pdftotext and every page rendered with pdftoppm. JSON stays the default, unchanged.
+//! every field (enumerations in words), a DRAFT mark until signed, and after it the place
+//! where the printed copy is signed by hand and who signed it in the system; their text is
+//! read back with pdftotext and every page rendered with pdftoppm. JSON stays the default,
+//! unchanged.
 
 mod letterhead;
 mod logo_images;
@@ -57,7 +59,8 @@ fn shows_letterhead_and_patient(text: &str, patient: &Value) {
     }
     shows(text, patient["pin"].as_str().unwrap());
     shows(text, "1984-07-09");
-    shows(text, "female");
+    shows(text, "Sex Female");
+    assert!(!text.contains("female"), "the sex prints as a word, not as its value:\n{text}");
     shows(text, "Printed");
     shows(text, "by Administrator");
     shows(text, "Page 1 of 1");
@@ -101,7 +104,7 @@ async fn a_certificate_prints_every_field_as_a_draft_until_a_clinician_signs_it(
         "MC-MAIN-000001",
         "Visit date 2026-01-05",
         "Issued on 2026-01-06",
-        "Iris Tan (licence no. PRC-0457731)",
+        "Doctor Dr. Iris Tan",
         "Acute conjunctivitis, both eyes",
         "Rest; avoid contact lenses.",
         "Rest 3 days",
@@ -111,17 +114,22 @@ async fn a_certificate_prints_every_field_as_a_draft_until_a_clinician_signs_it(
     ] {
         shows(&draft, value);
     }
-    assert!(!draft.contains("Signed by"), "{draft}");
+    // A draft is not signed by hand either: no place to sign it.
+    for absent in ["Signed in the system", "Clinic stamp", "Licence no."] {
+        assert!(!draft.contains(absent), "{absent}: {draft}");
+    }
 
     let signed = app.post(&format!("{path}/sign"), Some(branch), json!({})).await;
     assert_status(&signed, 200);
     let at = signed.body["data"]["signed_at"].as_str().unwrap().to_owned();
     let pdf = pdf_of(&app, &app.admin_token, &path, branch).await;
     let text = printed::text(&pdf);
-    shows(&text, "Signed by Administrator");
-    // The branch's zone is UTC here: the signing time as the branch reads it.
-    shows(&text, &format!("Signed at {} {} (UTC)", &at[..10], &at[11..16]));
-    assert!(!text.contains("DRAFT"), "{text}");
+    // The certifying doctor signs the printed copy, under the line, beside the stamp's box;
+    // the account that signed it in the system is named apart, with the time (the branch's
+    // zone is UTC here) as the branch reads it.
+    shows(&text, "Dr. Iris Tan Licence no. PRC-0457731 Clinic stamp");
+    shows(&text, &format!("Signed in the system by Administrator on {} {} (UTC)", &at[..10], &at[11..16]));
+    assert!(!text.contains("Administrator Licence") && !text.contains("DRAFT"), "{text}");
     assert_eq!(printed::render_pages(&pdf, "certificate"), 1);
 
     // A signed certificate is kept as it was handed out.
@@ -149,16 +157,17 @@ async fn a_final_refraction_prints_as_a_spectacle_prescription_and_other_kinds_d
         "Examiner Administrator",
         "Eye Sphere Cylinder Axis Add Prism Base VA",
         "Right (OD) -1.25 -0.50 90° +1.50 6/6",
-        "Left (OS) +0.75 +1.50 1.5 Δ in 6/9",
+        "Left (OS) +0.75 +1.50 1.5 Δ In 6/9",
         "Notes Progressive lenses advised.",
         "DRAFT: not signed",
     ] {
         shows(&text, value);
     }
+    assert!(!text.contains("Clinic stamp"), "a draft has no place to sign: {text}");
     assert_status(&app.post(&format!("{path}/sign"), Some(branch), json!({})).await, 200);
     let pdf = pdf_of(&app, &app.admin_token, &path, branch).await;
     let text = printed::text(&pdf);
-    shows(&text, "Signed by Administrator");
+    shows(&text, "Administrator Examiner Clinic stamp Signed in the system by Administrator on");
     assert!(!text.contains("DRAFT"), "{text}");
     assert_eq!(printed::render_pages(&pdf, "prescription"), 1);
 
@@ -201,12 +210,14 @@ async fn a_posted_payment_prints_as_a_receipt_signed_by_whoever_posted_it() {
         "Reference AUTH-99812",
         &format!("Transaction date {}", posted.body["data"]["transaction_date"].as_str().unwrap()),
         "Description Consultation and refraction",
-        "Signed by cashier.lim",
-        &format!("Signed at {} {} (UTC)", &at[..10], &at[11..16]),
+        // The cashier's line, signed by hand; who posted it in the system, and when.
+        "cashier.lim Cashier",
+        &format!("Signed in the system by cashier.lim on {} {} (UTC)", &at[..10], &at[11..16]),
         "by cashier.lim",
     ] {
         shows(&text, value);
     }
+    assert!(!text.contains("Clinic stamp"), "a receipt takes no stamp: {text}");
     shows(&text, "Nguyễn Thị Peña");
     assert!(!text.contains("DRAFT"), "{text}");
     assert_eq!(printed::render_pages(&pdf, "receipt"), 1);
@@ -244,17 +255,17 @@ async fn a_visit_summary_prints_its_records_as_a_draft_until_the_visit_is_comple
     for value in [
         "Visit summary",
         "Date 2026-01-05",
-        "Status scheduled",
+        "Status Scheduled",
         "Complaint (1)",
         "Complaint Blurred distance vision",
-        "Eye both",
+        "Eye Both",
         "Refraction (1)",
         "Examiner Administrator",
-        "Kind final_rx",
+        "Kind Final prescription",
         "Right eye sphere -2.00",
         "Left eye not assessed",
         "Tonometry (1)",
-        "Right eye readings iop mmhg 15.0, method goldmann",
+        "Right eye readings iop mmhg 15.0, method Goldmann",
         "Signed DRAFT: not signed",
         "DRAFT: not signed",
     ] {
@@ -272,11 +283,15 @@ async fn a_visit_summary_prints_its_records_as_a_draft_until_the_visit_is_comple
     assert_status(&done, 200);
     let pdf = pdf_of(&app, &app.admin_token, &path, branch).await;
     let text = printed::text(&pdf);
-    shows(&text, "Status completed");
+    shows(&text, "Status Completed");
     assert!(!text.contains("+00:00"), "times are the branch's local times: {text}");
-    shows(&text, "Signed by Administrator");
     assert!(!text.contains("DRAFT"), "{text}");
-    assert_eq!(printed::render_pages(&pdf, "visit-summary"), 1);
+    // The visit names no doctor: the line is left for one to sign and write their name. The
+    // place to sign does not fit under the records: it is kept whole on a page of its own.
+    let pages: Vec<&str> = text.split('\u{c}').filter(|p| !p.trim().is_empty()).collect();
+    assert_eq!(pages.len(), 2, "{text}");
+    shows(pages[1], "Signature over printed name Clinic stamp Signed in the system by Administrator on");
+    assert_eq!(printed::render_pages(&pdf, "visit-summary"), 2);
 
     // Every print is a disclosure of the patient, recorded with its route.
     app.state.read_audit.flush().await;

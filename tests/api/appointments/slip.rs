@@ -44,7 +44,7 @@ async fn an_appointment_prints_as_a_slip_with_every_field_in_the_branchs_local_t
         "Date Monday 7 January 2030 (2030-01-07)",
         "Time 09:00 to 09:20 (Pacific/Auckland)",
         "Length 20 minutes",
-        "Status booked",
+        "Status Booked",
         "Reason Blurred vision",
         &branch_name,
         "12 Rizal Avenue, Cebu City",
@@ -64,13 +64,13 @@ async fn an_appointment_prints_as_a_slip_with_every_field_in_the_branchs_local_t
 
     // The slip follows the appointment's moves; JSON stays the default.
     assert_status(&desk.act(id_of(&booked), "arrive", json!({})).await, 200);
-    shows(&printed::text(&pdf_of(app, &app.admin_token, &path, desk.clinic.branch).await), "Status arrived");
+    shows(&printed::text(&pdf_of(app, &app.admin_token, &path, desk.clinic.branch).await), "Status Arrived");
     let other = desk.book("2030-01-06T21:00:00+00:00", json!({})).await;
     let cancel = json!({ "reason": "Patient travelling" });
     assert_status(&desk.act(id_of(&other), "cancel", cancel).await, 200);
     let other_path = format!("{APPOINTMENTS}/{}", id_of(&other));
     let text = printed::text(&pdf_of(app, &app.admin_token, &other_path, desk.clinic.branch).await);
-    shows(&text, "Status cancelled");
+    shows(&text, "Status Cancelled");
     shows(&text, "Cancelled because Patient travelling");
     let r = reply(get_accepting(app, &app.admin_token, &path, desk.clinic.branch, "application/json")).await;
     assert_status(&r, 200);

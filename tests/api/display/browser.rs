@@ -1,11 +1,13 @@
 //! The screen in a real browser: headless Chromium (Debian's `chromium`), driven over the
 //! DevTools protocol on a websocket, opens the page with its key, shows a call made through
-//! the API within a second, shows that it is stale while its network is down and catches up
-//! by itself when it is back, and blanks when the key is revoked.
+//! the API within a second, a number called apart from one being served (in words and in
+//! style, not only in colour), shows that it is stale while its network is down and catches
+//! up by itself when it is back, and blanks when the key is revoked.
 //!
 //! Without /usr/bin/chromium the test says so and passes, unless `DISPLAY_BROWSER=required`
 //! (CI installs Chromium and sets it). The screenshot of the called number is written to
-//! `DISPLAY_SCREENSHOT` (a PNG path), or to the temporary directory.
+//! `DISPLAY_SCREENSHOT` (a PNG path), or to the temporary directory, and one of the board
+//! with a number called and others served beside it, `-board` added to its name.
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
@@ -208,9 +210,22 @@ function shown() {
   const $ = (id) => document.getElementById(id);
   const rows = [...$('serving').children].map((row) => row.innerText.replace(/\s+/g, ' ').trim());
   const fresh = document.querySelector('#serving li.fresh');
+  // How each row looks: its class, the words of its state, its outline and its animation.
+  const looks = [...$('serving').children].map((row) => {
+    const style = getComputedStyle(row);
+    const state = row.querySelector('.state');
+    return {
+      number: row.dataset.number,
+      class: row.className,
+      state: state ? state.textContent : null,
+      outline: style.outlineStyle,
+      animation: style.animationName,
+    };
+  });
   return {
     state: document.body.dataset.state,
     serving: rows,
+    looks,
     waiting: [...$('waiting').children].map((item) => item.innerText),
     announced: $('announce').classList.contains('shown') ? $('announce-number').innerText : null,
     where: $('announce-where').innerText,
@@ -253,6 +268,21 @@ async fn relay(target: SocketAddr) -> (SocketAddr, watch::Sender<bool>) {
     (address, link)
 }
 
+/// Keeps a screenshot as `DISPLAY_SCREENSHOT` (or a file in the temporary directory), with
+/// `suffix` before its extension.
+fn keep_screenshot(png: &[u8], suffix: &str) {
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000, "{} bytes", png.len());
+    let file = std::env::var_os("DISPLAY_SCREENSHOT")
+        .map_or_else(|| std::env::temp_dir().join("clinic-display.png"), PathBuf::from);
+    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("clinic-display");
+    let file = file.with_file_name(format!("{stem}{suffix}.png"));
+    if let Some(folder) = file.parent() {
+        std::fs::create_dir_all(folder).unwrap();
+    }
+    std::fs::write(&file, png).unwrap();
+    eprintln!("screenshot: {}", file.display());
+}
+
 fn chromium_present() -> bool {
     let missing = format!("chromium not found ({CHROMIUM})");
     let present = std::path::Path::new(CHROMIUM).exists();
@@ -292,7 +322,7 @@ async fn a_screen_shows_a_call_within_a_second_and_blanks_when_its_key_is_revoke
     let board = block_in_place(|| {
         browser.until(deadline, "the board", |s| s["state"] == "live" && s["waiting"][0] == "OPH-002")
     });
-    assert_eq!(board["serving"], json!(["OPH-001 Room 1"]), "{board:#}");
+    assert_eq!(board["serving"], json!(["OPH-001 Now serving at Room 1"]), "{board:#}");
     assert_eq!(board["waiting"].as_array().unwrap().len(), 6, "{board:#}");
 
     // A call through the API, on the screen within a second.
@@ -300,25 +330,31 @@ async fn a_screen_shows_a_call_within_a_second_and_blanks_when_its_key_is_revoke
     assert_status(&move_ticket(&app, branch, tickets[1], "call", 0).await, 200);
     let shown = block_in_place(|| {
         browser.until(called + Duration::from_secs(1), "the call", |s| {
-            s["announced"] == "OPH-002" && s["fresh"] == "OPH-002" && s["serving"][0] == "OPH-002 Window 2"
+            s["announced"] == "OPH-002"
+                && s["fresh"] == "OPH-002"
+                && s["serving"][0] == "OPH-002 Called — please go to Window 2"
         })
     });
     let took = called.elapsed();
     assert_eq!(shown["where"], "Please go to Window 2");
-    assert_eq!(shown["serving"][1], "OPH-001 Room 1");
+    assert_eq!(shown["serving"][1], "OPH-001 Now serving at Room 1");
+    // Called and served tickets differ in words, class, outline and motion, not only colour.
+    let (call, served) = (&shown["looks"][0], &shown["looks"][1]);
+    assert_eq!((&call["number"], &call["class"]), (&json!("OPH-002"), &json!("called fresh")), "{shown:#}");
+    assert_eq!((&served["number"], &served["class"]), (&json!("OPH-001"), &json!("serving")), "{shown:#}");
+    assert_eq!(
+        (&call["state"], &served["state"]),
+        (&json!("Called — please go to"), &json!("Now serving at"))
+    );
+    assert_eq!((&call["outline"], &served["outline"]), (&json!("dashed"), &json!("none")), "{shown:#}");
+    assert!(call["animation"].as_str().unwrap().contains("beckon"), "the call pulses: {shown:#}");
+    assert_eq!(served["animation"], "none", "{shown:#}");
     assert_eq!(shown["waiting"][0], "OPH-003");
     assert!(!shown["text"].as_str().unwrap().contains("Quintero"), "{shown:#}");
     eprintln!("the call was on the screen {took:?} after it was made");
 
     let png = block_in_place(|| browser.screenshot());
-    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000, "{} bytes", png.len());
-    let file = std::env::var_os("DISPLAY_SCREENSHOT")
-        .map_or_else(|| std::env::temp_dir().join("clinic-display.png"), PathBuf::from);
-    if let Some(folder) = file.parent() {
-        std::fs::create_dir_all(folder).unwrap();
-    }
-    std::fs::write(&file, &png).unwrap();
-    eprintln!("screenshot: {}", file.display());
+    keep_screenshot(&png, "");
 
     // The network drops: the screen says it is stale and keeps what it showed; once the
     // network is back it reconnects by itself, and shows what was called meanwhile.
@@ -327,15 +363,26 @@ async fn a_screen_shows_a_call_within_a_second_and_blanks_when_its_key_is_revoke
         browser.until(Instant::now() + Duration::from_secs(5), "the stale screen", |s| s["state"] == "stale")
     });
     assert!(stale["text"].as_str().unwrap().contains("Reconnecting"), "{stale:#}");
-    assert_eq!(stale["serving"][0], "OPH-002 Window 2", "{stale:#}");
+    assert_eq!(stale["serving"][0], "OPH-002 Called — please go to Window 2", "{stale:#}");
     assert_status(&move_ticket(&app, branch, tickets[2], "call", 0).await, 200);
     link.send_replace(true);
     let back = block_in_place(|| {
         browser.until(Instant::now() + Duration::from_secs(10), "the screen back", |s| {
-            s["state"] == "live" && s["serving"][0] == "OPH-003 Window 2"
+            s["state"] == "live" && s["serving"][0] == "OPH-003 Called — please go to Window 2"
         })
     });
     assert_eq!(back["waiting"][0], "OPH-004", "{back:#}");
+    // Called before and not announced again, it is still set apart as called.
+    assert_eq!(back["looks"][1]["class"], "called", "{back:#}");
+    assert!(back["looks"][1]["animation"].as_str().unwrap().contains("beckon"), "{back:#}");
+    // Once the announcement is over, the board is in sight: kept to be looked at.
+    let png = block_in_place(|| {
+        browser.until(Instant::now() + Duration::from_secs(10), "the announcement over", |s| {
+            s["announced"].is_null()
+        });
+        browser.screenshot()
+    });
+    keep_screenshot(&png, "-board");
 
     // Revoked: the screen blanks and says it is not authorised.
     let revoked = Instant::now();

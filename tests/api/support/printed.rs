@@ -1,7 +1,7 @@
 //! Reading printed documents as a person would: their text extracted by `pdftotext` and
 //! their pages rendered to PNG by `pdftoppm` (Debian's poppler-utils, which `.ci/run`
-//! installs). With `PRINTED_PAGES_DIR` set, the first page of each rendered document is
-//! kept there as `<name>.png`, to be looked at.
+//! installs). With `PRINTED_PAGES_DIR` set, the pages of each rendered document are kept
+//! there as `<name>.png` (the first) and `<name>-<n>.png` (the others), to be looked at.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -43,7 +43,8 @@ pub fn squashed(text: &str) -> String {
 }
 
 /// Renders every page of `pdf` to PNG and answers how many there are; each must be a PNG of
-/// an A4 page's proportions. With `PRINTED_PAGES_DIR`, the first is kept as `<name>.png`.
+/// an A4 page's proportions. With `PRINTED_PAGES_DIR`, they are kept as `<name>.png` (the
+/// first) and `<name>-<n>.png`.
 pub fn render_pages(pdf: &[u8], name: &str) -> usize {
     let dir = scratch(name);
     let file = dir.join("document.pdf");
@@ -66,9 +67,12 @@ pub fn render_pages(pdf: &[u8], name: &str) -> usize {
             page.display()
         );
     }
-    if let (Ok(keep), Some(first)) = (std::env::var("PRINTED_PAGES_DIR"), pages.first()) {
+    if let Ok(keep) = std::env::var("PRINTED_PAGES_DIR") {
         std::fs::create_dir_all(&keep).unwrap();
-        std::fs::copy(first, Path::new(&keep).join(format!("{name}.png"))).unwrap();
+        for (i, page) in pages.iter().enumerate() {
+            let kept = if i == 0 { format!("{name}.png") } else { format!("{name}-{}.png", i + 1) };
+            std::fs::copy(page, Path::new(&keep).join(kept)).unwrap();
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
     pages.len()
