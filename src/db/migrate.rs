@@ -261,6 +261,26 @@ async fn build_schema(client: &mut Client, schema: &str) -> anyhow::Result<Optio
     Ok(Some(SchemaMigration { version: latest_tenant_version(), applied }))
 }
 
+/// How long before a month begins its audit partition is made: the walk that makes them
+/// runs every six hours, so a week is many chances, and a branch made in a month's first
+/// three weeks holds no empty month ahead (`tenants/V30` drops the ones made earlier).
+pub const AUDIT_MONTH_LEAD: time::Duration = time::Duration::days(7);
+
+/// How many months past the current one (UTC) an audit log should hold at `now`: the next
+/// one in the last [`AUDIT_MONTH_LEAD`] of a month, none before. Rows of a month without
+/// its partition would go to the default partition, which then blocks that month's making.
+pub fn audit_months_ahead(now: OffsetDateTime) -> i32 {
+    let now = now.to_offset(time::UtcOffset::UTC);
+    let next_month = match now.month() {
+        time::Month::December => time::Date::from_calendar_date(now.year() + 1, time::Month::January, 1),
+        month => time::Date::from_calendar_date(now.year(), month.next(), 1),
+    }
+    .expect("the first of a month is a date")
+    .midnight()
+    .assume_utc();
+    i32::from(next_month - now <= AUDIT_MONTH_LEAD)
+}
+
 /// What a spare schema is marked with: built ahead at the latest tenant version, not yet any
 /// branch's. Only a schema so marked is adopted or dropped as a spare.
 pub const SPARE_MARKER: &str = "clinic-server spare branch schema";
@@ -423,8 +443,12 @@ pub async fn adopt_spare_schema(
             tx.rollback().await?;
             return Ok(None);
         }
-        // The audit log's months ahead were made when the spare was built.
-        tx.batch_execute(&format!("SELECT {schema}.audit_log_add_months(2)")).await?;
+        // The spare may have been built in an earlier month.
+        tx.execute(
+            &format!("SELECT {schema}.audit_log_add_months($1)"),
+            &[&audit_months_ahead(OffsetDateTime::now_utc())],
+        )
+        .await?;
         tx.commit().await?;
         return Ok(Some(SchemaMigration {
             version: latest_tenant_version(),
@@ -449,6 +473,18 @@ mod tests {
         assert!(!is_branch_schema_name("branch_"));
         assert!(!is_branch_schema_name("public"));
         assert!(!is_branch_schema_name("branch_1; DROP TABLE users"));
+    }
+
+    #[test]
+    fn the_next_audit_month_is_made_in_the_last_week_of_this_one() {
+        use time::macros::datetime;
+        assert_eq!(audit_months_ahead(datetime!(2026-12-02 00:00 UTC)), 0);
+        assert_eq!(audit_months_ahead(datetime!(2026-12-24 23:59 UTC)), 0);
+        assert_eq!(audit_months_ahead(datetime!(2026-12-25 00:00 UTC)), 1);
+        assert_eq!(audit_months_ahead(datetime!(2026-12-31 23:59 UTC)), 1);
+        assert_eq!(audit_months_ahead(datetime!(2027-02-22 00:00 UTC)), 1);
+        // A month's end in another offset is still UTC's.
+        assert_eq!(audit_months_ahead(datetime!(2026-12-25 03:00 +05:00)), 0);
     }
 
     #[test]
@@ -507,6 +543,7 @@ mod tests {
         (26, "diagnoses", 8290533904279696826),
         (27, "hours_in_statements", 18407945311680868091),
         (28, "attachments", 14225405572014035635),
+        (29, "diagnosis_primary", 14293647152165759818),
     ];
 
     /// What differs between the migrations `set` holds and `released`: a released one changed

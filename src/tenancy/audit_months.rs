@@ -1,5 +1,6 @@
 //! The audit logs by month: the registry's and every branch's `audit_log` is partitioned by
-//! month (UTC) of `at`. The server makes the months ahead at start-up and every few hours;
+//! month (UTC) of `at`. The server makes the current month and, in its last week, the next at
+//! start-up and every few hours (`db::migrate::audit_months_ahead`);
 //! an operator archives old months with `clinic-server audit archive`, which writes each
 //! month to a CSV file, syncs it to disk, and only then detaches and drops that month,
 //! keeping the last position and hash of each lane of the log's chain (`audit_log_archived`) in
@@ -17,10 +18,9 @@ use tokio::io::AsyncWriteExt;
 
 use super::copy::ident;
 use crate::db::directory::Directory;
+use crate::db::migrate::audit_months_ahead;
 use crate::state::AppState;
 
-/// Months made ahead of the current one.
-const MONTHS_AHEAD: i32 = 2;
 /// How often the months ahead are made.
 const EVERY: Duration = Duration::from_secs(6 * 3600);
 
@@ -70,12 +70,13 @@ impl<'a> Servers<'a> {
 /// Makes the months ahead in every audit log; one that fails is logged, the others go on.
 pub async fn add_months(directory: &Directory) -> anyhow::Result<u32> {
     let mut made = 0;
+    let ahead = audit_months_ahead(time::OffsetDateTime::now_utc());
     let mut servers = Servers(HashMap::new(), &directory.settings().database_tls);
     for log in logs(directory).await? {
         let result = async {
             let client = servers.of(&log.url).await?;
             let sql = format!("SELECT {}.audit_log_add_months($1)", ident(&log.schema));
-            anyhow::Ok(client.query_one(&sql, &[&MONTHS_AHEAD]).await?.get::<_, i32>(0))
+            anyhow::Ok(client.query_one(&sql, &[&ahead]).await?.get::<_, i32>(0))
         }
         .await;
         match result {

@@ -1,4 +1,4 @@
-//! The audit logs by month: months are made ahead, and old months are archived to files by
+//! The audit logs by month: the next month is made in this one's last week, and old months are archived to files by
 //! an operator, never deleted otherwise.
 
 use clinic_server::tenancy::audit_months;
@@ -41,11 +41,21 @@ async fn every_audit_log_has_its_months_ahead_and_old_months_are_archived_to_fil
         .unwrap()
         .checked_add(time::Duration::days(32))
         .unwrap();
-    for schema in ["public".to_owned(), format!("branch_{main}"), format!("branch_{north}")] {
-        let months = partitions(&client, &schema).await;
-        assert!(months.contains(&month_name(next)), "{schema}: {months:?}");
-        assert!(months.contains(&"audit_log_default".to_owned()), "{schema}: {months:?}");
+    // A new branch holds its first month (the rows from before partitioning), the default,
+    // and the next month only in this month's last week.
+    let ahead = clinic_server::db::migrate::audit_months_ahead(time::OffsetDateTime::now_utc());
+    for schema in [format!("branch_{main}"), format!("branch_{north}")] {
+        let mut wanted = vec!["audit_log_default".to_owned(), "audit_log_until_partitioned".to_owned()];
+        if ahead == 1 {
+            wanted.push(month_name(next));
+        }
+        wanted.sort();
+        assert_eq!(partitions(&client, &schema).await, wanted, "{schema}");
     }
+    let registry = partitions(&client, "public").await;
+    assert!(registry.contains(&"audit_log_default".to_owned()), "{registry:?}");
+    client.query_one("SELECT audit_log_add_months(1)", &[]).await.unwrap();
+    assert!(partitions(&client, "public").await.contains(&month_name(next)));
 
     // A branch that has run since January 2025: its January is a month of its own.
     let schema = format!("branch_{north}");
@@ -122,6 +132,7 @@ async fn a_branch_s_months_are_made_once_on_utc_s_calendar_whatever_the_caller_s
     let north = app.create_branch("NORTH").await;
     let schema = format!("branch_{north}");
     let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    client.query_one(&format!("SELECT {schema}.audit_log_add_months(2)"), &[]).await.unwrap();
     let months = partitions(&client, &schema).await;
     let after_next = month_name(
         time::OffsetDateTime::now_utc()

@@ -2,6 +2,7 @@
 
 mod catalogue;
 mod checksums;
+mod indexes;
 mod pgbouncer;
 
 use crate::support::{TestApp, assert_error, assert_status, reply};

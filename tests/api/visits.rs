@@ -6,7 +6,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::{Clinic, TestApp, assert_invalid, assert_status, id_of, ids, reply, today};
+use crate::support::{
+    Clinic, TestApp, assert_error, assert_invalid, assert_status, id_of, ids, reply, today,
+};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -73,7 +75,7 @@ fn with_medicine<'a>(path: &str, fields: &[&'a str]) -> Vec<&'a str> {
 }
 
 /// A branch NORTH with three patients and three visits; returns (branch, patient id, visit
-/// id) of ids that exist there but not in a MAIN holding fewer than three of each.
+/// id) of ids that exist there but not in MAIN, which holds fewer records.
 async fn other_branch(app: &TestApp) -> (i64, i64, i64) {
     let north = app.create_branch("NORTH").await;
     let mut last = (0, 0);
@@ -81,7 +83,11 @@ async fn other_branch(app: &TestApp) -> (i64, i64, i64) {
         let p = patient(app, north, &format!("North{i}"), "Patient").await;
         last = (p, visit(app, north, p).await);
     }
-    assert_eq!(last, (3, 3), "ids of a fresh branch start at 1");
+    let main = app.main_branch().await;
+    for path in [format!("/api/v1/patients/{}", last.0), format!("/api/v1/patient-visits/{}", last.1)] {
+        assert_status(&app.get(&path, Some(north)).await, 200);
+        assert_error(&app.get(&path, Some(main)).await, 404, "not_found");
+    }
     (north, last.0, last.1)
 }
 

@@ -103,8 +103,11 @@ async fn another_patients_or_branchs_transactions_are_404() {
     for i in 0..3 {
         north_patient = id_of(&app.create_patient(north, &format!("North{i}"), "Patient").await);
     }
-    assert_eq!(north_patient, 3, "ids of a fresh branch start at 1");
-    // Patient 3 exists in NORTH, not in MAIN.
+    // The patient exists in NORTH, not in MAIN.
+    let there = app.get(&format!("/api/v1/patients/{north_patient}"), Some(north)).await;
+    assert_status(&there, 200);
+    let here = app.get(&format!("/api/v1/patients/{north_patient}"), till.branch()).await;
+    assert_error(&here, 404, "not_found");
     let foreign = transactions(north_patient);
     assert_error(&app.get(&foreign, till.branch()).await, 404, "not_found");
     assert_error(&app.post(&foreign, till.branch(), payment("5")).await, 404, "not_found");
