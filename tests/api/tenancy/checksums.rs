@@ -6,29 +6,69 @@ use tokio_postgres::IsolationLevel;
 
 use crate::support::TestApp;
 
+/// Two connections to the test database, the patients table of `from_schema` read in a
+/// repeatable-read transaction (with its snapshot), and that table copied into the empty
+/// `to_schema` in an open transaction.
+struct Copied {
+    source: tokio_postgres::Client,
+    target: tokio_postgres::Client,
+}
+
+impl Copied {
+    /// Runs `work` with the reading and the writing transaction after the copy, and the
+    /// snapshot of the read and the copied table.
+    async fn copy<T>(
+        app: &TestApp,
+        from_schema: &str,
+        to_schema: &str,
+        work: impl AsyncFnOnce(
+            &tokio_postgres::Transaction<'_>,
+            &tokio_postgres::Transaction<'_>,
+            &str,
+            &[copy::Table],
+        ) -> T,
+    ) -> (Self, T) {
+        let mut copied = Self {
+            source: clinic_server::db::connect(&app.db.url).await.unwrap(),
+            target: clinic_server::db::connect(&app.db.url).await.unwrap(),
+        };
+        let read = copied
+            .source
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .start()
+            .await
+            .unwrap();
+        let snapshot: String =
+            read.query_one("SELECT pg_current_snapshot()::text", &[]).await.unwrap().get(0);
+        let tables: Vec<copy::Table> = copy::tables(&read, from_schema)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|t| t.name == "patients")
+            .collect();
+        let write = copied.target.transaction().await.unwrap();
+        copy::set_triggers(&write, to_schema, &tables, false).await.unwrap();
+        copy::copy_table(&read, from_schema, &write, to_schema, &tables[0]).await.unwrap();
+        let answer = work(&read, &write, &snapshot, &tables).await;
+        write.commit().await.unwrap();
+        read.commit().await.unwrap();
+        (copied, answer)
+    }
+}
+
 /// Copies the patients of branch `from` into the empty schema of branch `to` and answers the
 /// checksums of both after `meddle` ran on the copy.
 async fn after_copying(app: &TestApp, from: i64, to: i64, meddle: &str) -> Vec<(String, String, String)> {
     let (from_schema, to_schema) = (format!("branch_{from}"), format!("branch_{to}"));
-    let (mut source, mut target) = (
-        clinic_server::db::connect(&app.db.url).await.unwrap(),
-        clinic_server::db::connect(&app.db.url).await.unwrap(),
-    );
-    let read =
-        source.build_transaction().isolation_level(IsolationLevel::RepeatableRead).start().await.unwrap();
-    let tables: Vec<copy::Table> = copy::tables(&read, &from_schema)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|t| t.name == "patients")
-        .collect();
-    let write = target.transaction().await.unwrap();
-    copy::set_triggers(&write, &to_schema, &tables, false).await.unwrap();
-    copy::copy_table(&read, &from_schema, &write, &to_schema, &tables[0]).await.unwrap();
-    write.batch_execute(&format!("SET LOCAL search_path TO {to_schema}; {meddle}")).await.unwrap();
-    let ours = copy::checksums(&read, &from_schema, &tables, copy::Covering::All).await.unwrap();
-    let theirs = copy::checksums(&write, &to_schema, &tables, copy::Covering::All).await.unwrap();
-    ours.into_iter().zip(theirs).map(|((name, a), (_, b))| (name, a, b)).collect()
+    let (_, sums) = Copied::copy(app, &from_schema, &to_schema, async |read, write, _, tables| {
+        write.batch_execute(&format!("SET LOCAL search_path TO {to_schema}; {meddle}")).await.unwrap();
+        let ours = copy::checksums(read, &from_schema, tables, copy::Covering::All).await.unwrap();
+        let theirs = copy::checksums(write, &to_schema, tables, copy::Covering::All).await.unwrap();
+        ours.into_iter().zip(theirs).map(|((name, a), (_, b))| (name, a, b)).collect()
+    })
+    .await;
+    sums
 }
 
 #[tokio::test]
@@ -61,24 +101,11 @@ async fn the_freeze_sums_the_rows_written_since_the_snapshot_on_both_sides() {
     }
     let to = app.create_branch("FREEZE").await;
     let (from_schema, to_schema) = (format!("branch_{main}"), format!("branch_{to}"));
-    let (mut source, mut target) = (
-        clinic_server::db::connect(&app.db.url).await.unwrap(),
-        clinic_server::db::connect(&app.db.url).await.unwrap(),
-    );
-    let read =
-        source.build_transaction().isolation_level(IsolationLevel::RepeatableRead).start().await.unwrap();
-    let snapshot: String = read.query_one("SELECT pg_current_snapshot()::text", &[]).await.unwrap().get(0);
-    let tables: Vec<copy::Table> = copy::tables(&read, &from_schema)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|t| t.name == "patients")
-        .collect();
-    let write = target.transaction().await.unwrap();
-    copy::set_triggers(&write, &to_schema, &tables, false).await.unwrap();
-    copy::copy_table(&read, &from_schema, &write, &to_schema, &tables[0]).await.unwrap();
-    write.commit().await.unwrap();
-    read.commit().await.unwrap();
+    let (Copied { mut source, mut target }, (snapshot, tables)) =
+        Copied::copy(&app, &from_schema, &to_schema, async |_, _, snapshot, tables| {
+            (snapshot.to_owned(), tables.to_vec())
+        })
+        .await;
 
     // One patient is written after the snapshot, one changed.
     app.create_patient(main, "Chidi", "Okafor").await;
