@@ -9,6 +9,8 @@
 #   KEEP_DB=clinic_bench_branches ops/bench/branches.sh   # provisions that database once, keeps it,
 #                                                         # and measures it again on later runs
 #   PG_CPUS=0 CLIENT_CPUS=1 ops/bench/branches.sh   # PostgreSQL on a core of its own (lib.sh)
+#   PROVISION_ONLY=1 ops/bench/branches.sh   # only the 999 creates, 4 at a time: total, median,
+#                                            # p99 and the pace by tenths of the run
 #
 # Each case first runs for WARMUP (10 s; its figures are printed as the cold start). Then the
 # steady state, once PostgreSQL's backends hold the schemas they serve, in ROUNDS (3) rounds
@@ -47,15 +49,28 @@ if [ -n "$KEPT" ]; then
 else
   echo "provisioning $BRANCHES branches..."
   start=$(date +%s.%N)
-  # Four creates at a time: each is mostly PostgreSQL building the schema's indexes.
-  # Each id is printed by one write, so that the four never interleave.
-  mapfile -t made < <(seq 2 "$BRANCHES" | xargs -P 4 -I{} sh -c \
-    "printf '%s\\n' \"\$(curl -s '$BASE/branches' -H 'Authorization: Bearer $TOKEN' -H 'Content-Type: application/json' \
-       -d '{\"code\":\"B{}\",\"name\":\"Branch {}\"}' | sed 's/.*\"data\":{[^}]*\"id\":\\([0-9]*\\).*/\\1/')\"")
-  bad=$(printf '%s\n' "${made[@]}" | grep -cvE '^[0-9]+$' || true)
-  [ "$bad" = 0 ] || { echo "$bad creates did not answer an id"; exit 1; }
-  ids=(1 "${made[@]}")
-  echo "provisioned in $(echo "$(date +%s.%N) - $start" | bc) s"
+  # Four creates at a time. Each prints "id seconds finished-at" in one write, so that the
+  # four never interleave.
+  cat > "$LUA.create.sh" <<SH
+out=\$(curl -s -w ' %{time_total}' '$BASE/branches' -H 'Authorization: Bearer $TOKEN' \\
+  -H 'Content-Type: application/json' -d "{\\"code\\":\\"B\$1\\",\\"name\\":\\"Branch \$1\\"}")
+id=\$(printf '%s' "\$out" | sed -n 's/.*"data":{[^}]*"id":\\([0-9]*\\).*/\\1/p')
+printf '%s %s %s\\n' "\${id:-none}" "\${out##* }" "\$(date +%s.%N)"
+SH
+  mapfile -t made < <(seq 2 "$BRANCHES" | xargs -P 4 -n 1 sh "$LUA.create.sh")
+  rm -f "$LUA.create.sh"
+  bad=$(printf '%s\n' "${made[@]}" | grep -cvE '^[0-9]+ [0-9.]+ [0-9.]+$' || true)
+  [ "$bad" = 0 ] || { echo "$bad creates did not answer an id"; printf '%s\n' "${made[@]}" | grep -vE '^[0-9]+ [0-9.]+ [0-9.]+$' | head -3; exit 1; }
+  ids=(1 $(printf '%s\n' "${made[@]}" | cut -d' ' -f1))
+  total=$(echo "$(date +%s.%N) - $start" | bc)
+  printf '%s\n' "${made[@]}" | cut -d' ' -f2 > "$LUA.creates"
+  echo "provisioned $(( BRANCHES - 1 )) branches, 4 at a time, in $total s: a create's median $(percentile "$LUA.creates" 50) s, p99 $(percentile "$LUA.creates" 99) s"
+  # How the pace changes as branches accumulate: the creates finished in each tenth of the run.
+  printf '%s\n' "${made[@]}" | sort -k3 -n | awk -v n="${#made[@]}" '
+    { t[NR] = $2 } NR % int(n / 10 + 0.5) == 0 || NR == n { m = 0; c = 0; for (i = last + 1; i <= NR; i++) { m += t[i]; c++ } printf "  creates %4d to %4d: mean %.3f s\n", last + 1, NR, m / c; last = NR }'
+  rm -f "$LUA.creates"
+  psql "$DB_URL" -Atc "SELECT 'spare schemas now: ' || count(*) FROM pg_namespace WHERE nspname LIKE 'spare_branch_%'"
+  [ -n "${PROVISION_ONLY:-}" ] && exit 0
   echo "seeding 20 patients into each branch..."
   for id in "${ids[@]}"; do
     echo "\\set schema branch_$id"

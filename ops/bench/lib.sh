@@ -73,3 +73,6 @@ if [ -n "${PG_CPUS:-}" ]; then
   PG_CPUS_BEFORE=$(taskset -p -c "$(pgrep -o -x postgres)" | awk '{print $NF}')
   pin_postgres "$PG_CPUS"
 fi
+
+# Nearest-rank percentile of the numbers in a file, one per line.
+percentile() { sort -n "$1" | awk -v p="$2" '{ v[NR] = $1 } END { i = int(NR * p / 100 + 0.999999); print v[i < 1 ? 1 : i] }'; }

@@ -26,9 +26,6 @@ WORK=$(mktemp -d)
 source ops/bench/server.sh
 trap 'cleanup; rm -rf "$WORK"' EXIT
 
-# Nearest-rank percentile of the numbers in a file, one per line.
-percentile() { sort -n "$1" | awk -v p="$2" '{ v[NR] = $1 } END { i = int(NR * p / 100 + 0.999999); print v[i < 1 ? 1 : i] }'; }
-
 # Creates $2 branches coded $1<n> one after another, $3 seconds apart, and prints the median
 # and p99 of a create.
 creates() {

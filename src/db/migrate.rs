@@ -239,15 +239,25 @@ fn build_batch(schema: &str, applied_on: OffsetDateTime) -> anyhow::Result<(Stri
     Ok((batch, migrations.len()))
 }
 
+/// Whether the schema `n` (a `pg_namespace` row) holds any object, read from pg_depend's
+/// index on what objects depend on: every table, view, sequence, function and type of a
+/// schema depends on it (what `DROP SCHEMA` without `CASCADE` refuses on). Reading pg_class,
+/// pg_proc and pg_type by namespace instead scans every schema's entries: 0.2 s a check on
+/// a server of 650 branches, and it grows with each.
+pub const SCHEMA_HOLDS_OBJECTS: &str = "EXISTS (SELECT 1 FROM pg_depend d
+                                                  WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = n.oid)";
+
+/// The functions of the schema named `$1`, as `p` (from pg_depend's index, as above).
+const FUNCTIONS_OF_SCHEMA: &str = "pg_depend d JOIN pg_proc p ON p.oid = d.objid
+                                    WHERE d.classid = 'pg_proc'::regclass AND d.refclassid = 'pg_namespace'::regclass
+                                      AND d.refobjid = $1::text::regnamespace";
+
 /// Builds `schema` when it is missing or holds nothing; `None` when it holds anything.
 async fn build_schema(client: &mut Client, schema: &str) -> anyhow::Result<Option<SchemaMigration>> {
     let tx = client.transaction().await?;
     let empty: bool = tx
         .query_one(
-            "SELECT coalesce((SELECT NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid)
-                                 AND NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = n.oid)
-                                 AND NOT EXISTS (SELECT 1 FROM pg_type t WHERE t.typnamespace = n.oid)
-                                FROM pg_namespace n WHERE n.nspname = $1), true)",
+            &format!("SELECT coalesce((SELECT NOT {SCHEMA_HOLDS_OBJECTS} FROM pg_namespace n WHERE n.nspname = $1), true)"),
             &[&schema],
         )
         .await?
@@ -410,9 +420,9 @@ pub async fn adopt_spare_schema(
         // as text when the spare was built.
         let functions = tx
             .query(
-                "SELECT p.oid::regprocedure::text FROM pg_proc p
-                  WHERE p.pronamespace = $1::text::regnamespace
-                    AND $2 = ANY (p.proconfig)",
+                &format!(
+                    "SELECT p.oid::regprocedure::text FROM {FUNCTIONS_OF_SCHEMA} AND $2 = ANY (p.proconfig)"
+                ),
                 &[&schema, &format!("search_path=pg_catalog, {spare}, pg_temp")],
             )
             .await?;
@@ -428,9 +438,10 @@ pub async fn adopt_spare_schema(
         // some other way, the spare is not used and the schema is built instead.
         let left: i64 = tx
             .query_one(
-                "SELECT count(*) FROM pg_proc p
-                  WHERE p.pronamespace = $1::text::regnamespace
-                    AND (array_to_string(p.proconfig, ' ') LIKE '%' || $2 || '%' OR p.prosrc LIKE '%' || $2 || '%')",
+                &format!(
+                    "SELECT count(*) FROM {FUNCTIONS_OF_SCHEMA}
+                        AND (array_to_string(p.proconfig, ' ') LIKE '%' || $2 || '%' OR p.prosrc LIKE '%' || $2 || '%')"
+                ),
                 &[&schema, &spare],
             )
             .await?

@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 
 use crate::db::directory::Directory;
 use crate::db::migrate::{
-    SchemaMigration, adopt_spare_schema, latest_tenant_version, migrate_branch_schema,
+    SCHEMA_HOLDS_OBJECTS, SchemaMigration, adopt_spare_schema, latest_tenant_version, migrate_branch_schema,
     provision_branch_schema,
 };
 use crate::db::{BranchConn, RegistryPool};
@@ -236,10 +236,10 @@ pub(super) async fn claim_schema(
     tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&schema]).await?;
     let existing = tx
         .query_opt(
-            "SELECT obj_description(n.oid, 'pg_namespace'),
-                    EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid)
-                      OR EXISTS (SELECT 1 FROM pg_proc p WHERE p.pronamespace = n.oid)
-               FROM pg_namespace n WHERE n.nspname = $1",
+            &format!(
+                "SELECT obj_description(n.oid, 'pg_namespace'), {SCHEMA_HOLDS_OBJECTS}
+                   FROM pg_namespace n WHERE n.nspname = $1"
+            ),
             &[&schema],
         )
         .await?;
