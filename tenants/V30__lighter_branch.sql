@@ -103,9 +103,9 @@ DROP INDEX visit_diagnoses_visit_idx;
 CREATE INDEX visit_diagnoses_visit_idx ON visit_diagnoses (patient_visit_id, id);
 
 -- Read by nothing a unique index does not already serve (a standing merge of a duplicate, a
--- pending reminder of an appointment), or so unselective that PostgreSQL reads the table
--- instead: a patient's sex, status or civil status, a pair's reasons (four values), a
--- branch's schedule exceptions (a few dozen rows).
-DROP INDEX patient_merges_duplicate_idx, appointment_reminders_appointment_idx, patients_sex_idx,
-           patients_status_idx, patients_civil_status_idx, patient_duplicate_pairs_reasons_idx,
-           schedule_exceptions_days_idx;
+-- pending reminder of an appointment), or so unselective, on so few rows, that PostgreSQL
+-- reads the table instead: a pair's reasons (four values), a branch's schedule exceptions
+-- (a few dozen rows). The patients' sex, status and civil status stay: a filtered list
+-- counts its rows from them alone (1,430 lists a second against 113 without, on 100,000).
+DROP INDEX patient_merges_duplicate_idx, appointment_reminders_appointment_idx,
+           patient_duplicate_pairs_reasons_idx, schedule_exceptions_days_idx;

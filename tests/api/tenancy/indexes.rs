@@ -168,6 +168,21 @@ const READERS: &[Reader] = &[
         sql: "SELECT count(*) FROM patients p WHERE p.deleted_at IS NULL AND p.birth_date >= '1980-01-01' AND p.birth_date < '1981-01-01' AND p.created_at >= '2026-01-01'::timestamptz AND p.created_at < '2026-02-01'::timestamptz",
     },
     Reader {
+        index: "patients_sex_idx",
+        by: "the count of a list filtered by sex (resource/store/select.rs)",
+        sql: "SELECT count(*) FROM patients t WHERE t.deleted_at IS NULL AND t.sex = 'female'::text",
+    },
+    Reader {
+        index: "patients_status_idx",
+        by: "the count of a list filtered by status (resource/store/select.rs)",
+        sql: "SELECT count(*) FROM patients t WHERE t.deleted_at IS NULL AND t.status = 'active'::text",
+    },
+    Reader {
+        index: "patients_civil_status_idx",
+        by: "the count of a list filtered by civil status (resource/store/select.rs)",
+        sql: "SELECT count(*) FROM patients t WHERE t.deleted_at IS NULL AND t.civil_status = 'married'::text",
+    },
+    Reader {
         index: "patients_created_idx",
         by: "sort=created_at",
         sql: "SELECT t.id FROM patients t WHERE t.deleted_at IS NULL ORDER BY t.created_at DESC, t.id DESC LIMIT 20",
