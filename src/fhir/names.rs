@@ -11,6 +11,7 @@
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::list::MAX_SEARCH_LEN;
+use crate::resource::normalized_literal;
 
 /// The parameters, as the search takes them.
 pub const PARAMETERS: [&str; 3] = ["name", "family", "given"];
@@ -85,11 +86,9 @@ pub fn conditions(matched: &NameMatch, values: &str) -> [String; 2] {
     // normalising, as the API's search does, since normalising makes the fullwidth ＿ and ％
     // the wildcards _ and %; a sub-select, computed once per statement rather than for every
     // row the index hands over.
+    let literal = normalized_literal("v");
     let patterns = |before: &str, after: &str| {
-        format!(
-            "ARRAY(SELECT {before}replace(replace(replace(search_normalize(v), '\\', '\\\\'), '%', '\\%'), \
-             '_', '\\_'){after} FROM unnest({values}::text[]) v)"
-        )
+        format!("ARRAY(SELECT {before}{literal}{after} FROM unnest({values}::text[]) v)")
     };
     let anywhere = patterns("'%' || ", " || '%'");
     let starting = patterns("", " || '%'");

@@ -38,8 +38,8 @@ pub use numbers::Numbering;
 // of its own.
 pub use row::{Fields, typed};
 pub use store::{
-    Moved, Within, audit_event, created_message, merged_record, reload, select_columns, state_conflict,
-    stream, survivor_of, updated_message,
+    Moved, Within, audit_event, created_message, merged_record, normalized_literal, reload, select_columns,
+    state_conflict, stream, survivor_of, updated_message,
 };
 pub use unit::{Unit, Written};
 

@@ -28,7 +28,7 @@ pub use delete::{delete, deleted_answer};
 pub use insert::{create, created_message};
 pub use moving::{Moved, merged_record, survivor_of};
 pub use references::reference_errors;
-pub use select::{fetch, list, parent_exists, reload, select_columns, stream};
+pub use select::{fetch, list, normalized_literal, parent_exists, reload, select_columns, stream};
 
 pub use super::context::{Conn, Writer};
 use crate::db::sql::Param;

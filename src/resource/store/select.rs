@@ -81,9 +81,12 @@ pub struct Selection {
 /// of a parameter would be computed again for every row the trigram index hands over (four
 /// times slower for a word in 4% of 100,000 patients).
 pub fn normalized_contains(column: &str, param: &str) -> String {
-    format!(
-        "{column} LIKE (SELECT '%' || replace(replace(replace(search_normalize({param}), '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%')"
-    )
+    format!("{column} LIKE (SELECT '%' || {} || '%')", normalized_literal(param))
+}
+
+/// SQL for the normalised text of `value` escaped for LIKE, so that it matches literally.
+pub fn normalized_literal(value: &str) -> String {
+    format!("replace(replace(replace(search_normalize({value}), '\\', '\\\\'), '%', '\\%'), '_', '\\_')")
 }
 
 /// A LIKE pattern matching `term` literally anywhere.
