@@ -30,13 +30,16 @@ const CATALOGUE: &[(&str, &str)] = &[
     ),
     (
         "columns",
-        "SELECT format('%s.%s #%s %s not_null=%s default=%s identity=%s generated=%s dropped=%s collation=%s storage=%s',
-                       c.relname, a.attname, a.attnum, format_type(a.atttypid, a.atttypmod), a.attnotnull,
-                       pg_get_expr(d.adbin, d.adrelid), a.attidentity, a.attgenerated, a.attisdropped,
+        // By place among the live columns, not by number: the replay leaves the numbers of
+        // the columns it dropped unused, a schema written in one go has none.
+        "SELECT format('%s.%s #%s %s not_null=%s default=%s identity=%s generated=%s collation=%s storage=%s',
+                       c.relname, a.attname, row_number() OVER (PARTITION BY a.attrelid ORDER BY a.attnum),
+                       format_type(a.atttypid, a.atttypmod), a.attnotnull,
+                       pg_get_expr(d.adbin, d.adrelid), a.attidentity, a.attgenerated,
                        a.attcollation::regcollation, a.attstorage)
            FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
            LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-          WHERE c.relnamespace = $1::text::regnamespace AND a.attnum > 0",
+          WHERE c.relnamespace = $1::text::regnamespace AND a.attnum > 0 AND NOT a.attisdropped",
     ),
     (
         "constraints",

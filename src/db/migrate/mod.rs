@@ -4,13 +4,18 @@
 //! together: each file, with the SQL both databases share included from `sql/shared/`.
 //!
 //! A new, empty branch schema is built in one transaction instead ([`provision_branch_schema`]):
-//! every tenant migration's SQL in one batch, with the history rows refinery would have
-//! written, so that refinery later finds them applied and runs only newer ones. It is the
-//! catalogue replaying the migrations makes (`tests/api/tenancy/catalogue.rs` compares the
-//! two) at one commit instead of one per migration. What remains is PostgreSQL's DDL: about
-//! 300 relations, 150 of them B-tree indexes that version 15 syncs to disk as each build
-//! ends. So a few schemas are built ahead as spares ([`build_spare_schema`]) and a create
-//! renames one ([`adopt_spare_schema`]); `tenancy::spares` keeps them.
+//! the schema as the migrations up to one version leave it, written once as a script
+//! (`sql/branch_schema.sql`, by `ops/branch_schema/write.sh`), then the SQL of every later
+//! migration, with the history rows refinery would have written, so that refinery later
+//! finds them applied and runs only newer ones. It is the catalogue replaying the migrations
+//! makes (`tests/api/tenancy/catalogue.rs` compares the two) without replaying their history:
+//! no column added, retyped or dropped, no index made and dropped again. Those statements
+//! are what made a build slower as a server's branches grew (each `ALTER TABLE` of a column
+//! looks for the row type's uses through a catalogue that holds every branch's: 60 to 135 ms
+//! each at 1,000 branches, against 1 ms on an empty server). What remains is PostgreSQL's
+//! DDL, a catalogue row set and a file per relation, so a few schemas are built ahead as
+//! spares ([`build_spare_schema`]) and a create renames one ([`adopt_spare_schema`]);
+//! `tenancy::spares` keeps them.
 //! Anything else (an existing branch, a schema a create left half built, a restore at its
 //! backup's version) goes through refinery; both ways take the same advisory locks.
 //!
@@ -28,6 +33,12 @@
 //! patient-merge triggers are not shared: the registry's (`migrations/V11`, `V12`) keys a
 //! patient by branch and refuses by the merges it recorded, a branch's (`tenants/V15`,
 //! `V19`) reads the patient's own row; alike in shape, different SQL.
+
+mod spares;
+
+pub use spares::{
+    SPARE_MARKER, Spare, adopt_spare_schema, build_spare_schema, is_spare_schema_name, spare_schemas,
+};
 
 use anyhow::Context;
 use refinery::{Migration, Runner};
@@ -206,22 +217,54 @@ fn history_table(schema: &str) -> String {
     )
 }
 
-/// The whole build of an empty schema as one batch: the history table, every migration in
-/// order, and one history row per migration with the values refinery's runner writes
-/// (checksum as decimal text, applied_on as RFC 3339).
+/// The branch schema as the tenant migrations up to [`branch_schema_version`] leave it, in one
+/// script; `@schema@` stands for the schema's name where a function's fixed search_path
+/// holds it.
+const BRANCH_SCHEMA: &str = include_str!("../../../sql/branch_schema.sql");
+
+/// The version [`BRANCH_SCHEMA`] is at, from its line `-- version: N`.
+pub fn branch_schema_version() -> i32 {
+    BRANCH_SCHEMA
+        .lines()
+        .find_map(|line| line.strip_prefix("-- version: "))
+        .and_then(|version| version.trim().parse().ok())
+        .expect("sql/branch_schema.sql names its version")
+}
+
+/// The whole build of an empty schema as one batch: the history table, the branch schema
+/// script, every migration after its version in order, and one history row per migration
+/// with the values refinery's runner writes (checksum as decimal text, applied_on as RFC 3339).
 fn build_batch(schema: &str, applied_on: OffsetDateTime) -> anyhow::Result<(String, usize)> {
-    let runner = tenant_runner();
-    let mut migrations: Vec<_> = runner.get_migrations().iter().collect();
+    build_batch_of(
+        schema,
+        applied_on,
+        (BRANCH_SCHEMA, branch_schema_version()),
+        tenant_runner().get_migrations(),
+    )
+}
+
+/// [`build_batch`] of a schema script at a version and the migrations it stands for and follows.
+fn build_batch_of(
+    schema: &str,
+    applied_on: OffsetDateTime,
+    (script, written): (&str, i32),
+    migrations: &[Migration],
+) -> anyhow::Result<(String, usize)> {
+    let mut migrations: Vec<_> = migrations.iter().collect();
     migrations.sort_by_key(|m| m.version());
     let applied_on = applied_on.format(&Rfc3339)?;
     let quote = |text: &str| format!("'{}'", text.replace('\'', "''"));
     let mut batch = format!("CREATE SCHEMA IF NOT EXISTS {schema};\nSET LOCAL search_path TO {schema};\n");
     batch.push_str(&history_table(schema));
+    // Callers pass only server-made names (`is_branch_schema_name`, `is_spare_schema_name`).
+    batch.push_str(&script.replace("@schema@", schema));
     let mut rows = Vec::with_capacity(migrations.len());
     for m in &migrations {
-        let sql = m.sql().context("an embedded migration without SQL")?;
-        // A migration may end in a comment or without its last semicolon.
-        batch.push_str(&format!("\n{sql}\n;\n"));
+        if m.version() > written {
+            let sql = m.sql().context("an embedded migration without SQL")?;
+            // A migration may end in a comment or without its last semicolon.
+            batch.push_str(&format!("\n{sql}\n;\n"));
+        }
         rows.push(format!(
             "({}, {}, {}, {})",
             m.version(),
@@ -291,184 +334,6 @@ pub fn audit_months_ahead(now: OffsetDateTime) -> i32 {
     i32::from(next_month - now <= AUDIT_MONTH_LEAD)
 }
 
-/// What a spare schema is marked with: built ahead at the latest tenant version, not yet any
-/// branch's. Only a schema so marked is adopted or dropped as a spare.
-pub const SPARE_MARKER: &str = "clinic-server spare branch schema";
-
-/// Names of spare schemas: `spare_branch_<hex>`, never a branch schema's name.
-pub fn is_spare_schema_name(schema: &str) -> bool {
-    schema.strip_prefix("spare_branch_").is_some_and(|id| {
-        !id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-    })
-}
-
-/// Builds a spare schema `name` in one transaction, as [`provision_branch_schema`] builds a
-/// branch's, marked [`SPARE_MARKER`].
-pub async fn build_spare_schema(client: &mut Client, name: &str) -> anyhow::Result<()> {
-    anyhow::ensure!(is_spare_schema_name(name), "refusing to build spare schema {name:?}");
-    without_statement_timeout(client, async |client| {
-        create_extensions(client).await?;
-        let (mut batch, _) = build_batch(name, OffsetDateTime::now_utc())?;
-        batch.push_str(&format!("\nCOMMENT ON SCHEMA {name} IS '{SPARE_MARKER}';"));
-        let tx = client.transaction().await?;
-        tx.batch_execute(&batch).await.with_context(|| format!("building spare schema {name}"))?;
-        tx.commit().await?;
-        Ok(())
-    })
-    .await
-}
-
-/// Where a spare schema stands against this server's tenant migrations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Spare {
-    /// Exactly this server's migrations (same versions, same checksums): it may be taken.
-    Current,
-    /// Built by a newer server (a later migration than this one knows): left to that server,
-    /// so that two versions serving during an upgrade do not drop each other's spares.
-    Newer,
-    /// Anything else (an older server's, or a migration changed since): dropped.
-    Stale,
-}
-
-/// The spare schemas on the connection's server, each with where it stands.
-pub async fn spare_schemas(
-    client: &impl tokio_postgres::GenericClient,
-) -> anyhow::Result<Vec<(String, Spare)>> {
-    let rows = client
-        .query(
-            "SELECT n.nspname::text FROM pg_namespace n
-              WHERE n.nspname LIKE 'spare\\_branch\\_%' AND obj_description(n.oid, 'pg_namespace') = $1
-              ORDER BY n.nspname",
-            &[&SPARE_MARKER],
-        )
-        .await?;
-    let mut spares = Vec::with_capacity(rows.len());
-    for name in rows.iter().map(|r| r.get::<_, String>(0)).filter(|n| is_spare_schema_name(n)) {
-        let state = spare_state(client, &name).await?;
-        spares.push((name, state));
-    }
-    Ok(spares)
-}
-
-async fn spare_state(client: &impl tokio_postgres::GenericClient, schema: &str) -> anyhow::Result<Spare> {
-    let history_table = format!("{schema}.refinery_schema_history");
-    let has_history: bool =
-        client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&history_table]).await?.get(0);
-    if !has_history {
-        return Ok(Spare::Stale);
-    }
-    let sql = format!("SELECT version, checksum FROM {history_table} ORDER BY version");
-    let history: Vec<(i32, String)> =
-        client.query(&sql, &[]).await?.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let mut expected: Vec<(i32, String)> =
-        tenant_runner().get_migrations().iter().map(|m| (m.version(), m.checksum().to_string())).collect();
-    expected.sort();
-    let latest = |h: &[(i32, String)]| h.last().map_or(0, |(v, _)| *v);
-    Ok(if history == expected {
-        Spare::Current
-    } else if latest(&history) > latest(&expected) {
-        Spare::Newer
-    } else {
-        Spare::Stale
-    })
-}
-
-/// Makes a current spare schema on the connection's server the schema `schema` (which must
-/// not exist), marked `marker`, in one transaction: renamed, and each function's fixed
-/// search_path naming the new name. `None` when there is no current spare (or `schema`
-/// exists): the caller builds the schema instead. Spares are taken under an advisory lock
-/// each, so two creates never take the same one.
-pub async fn adopt_spare_schema(
-    client: &mut Client,
-    schema: &str,
-    marker: &str,
-) -> anyhow::Result<Option<SchemaMigration>> {
-    anyhow::ensure!(is_branch_schema_name(schema), "refusing to adopt a spare as {schema:?}");
-    let tx = client.transaction().await?;
-    tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&schema]).await?;
-    let exists: bool = tx
-        .query_one("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", &[&schema])
-        .await?
-        .get(0);
-    if exists {
-        return Ok(None);
-    }
-    for (spare, state) in spare_schemas(&tx).await? {
-        if state != Spare::Current {
-            continue;
-        }
-        let locked: bool =
-            tx.query_one("SELECT pg_try_advisory_xact_lock(hashtext($1))", &[&spare]).await?.get(0);
-        if !locked {
-            continue;
-        }
-        // Taken and committed by another create between the listing and the lock.
-        let still_there: bool = tx
-            .query_one("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", &[&spare])
-            .await?
-            .get(0);
-        if !still_there {
-            continue;
-        }
-        tx.batch_execute(&format!(
-            "ALTER SCHEMA {spare} RENAME TO {schema};
-             COMMENT ON SCHEMA {schema} IS '{}';",
-            marker.replace('\'', "''")
-        ))
-        .await?;
-        // Functions run with `search_path = pg_catalog, <schema>, pg_temp`, the name written
-        // as text when the spare was built.
-        let functions = tx
-            .query(
-                &format!(
-                    "SELECT p.oid::regprocedure::text FROM {FUNCTIONS_OF_SCHEMA} AND $2 = ANY (p.proconfig)"
-                ),
-                &[&schema, &format!("search_path=pg_catalog, {spare}, pg_temp")],
-            )
-            .await?;
-        let mut fix = String::new();
-        for f in &functions {
-            let function: String = f.get(0);
-            fix.push_str(&format!(
-                "ALTER FUNCTION {function} SET search_path = pg_catalog, {schema}, pg_temp;\n"
-            ));
-        }
-        tx.batch_execute(&fix).await?;
-        // Nothing may still name the spare: were a later migration to write its schema's name
-        // some other way, the spare is not used and the schema is built instead.
-        let left: i64 = tx
-            .query_one(
-                &format!(
-                    "SELECT count(*) FROM {FUNCTIONS_OF_SCHEMA}
-                        AND (array_to_string(p.proconfig, ' ') LIKE '%' || $2 || '%' OR p.prosrc LIKE '%' || $2 || '%')"
-                ),
-                &[&schema, &spare],
-            )
-            .await?
-            .get(0);
-        if left > 0 {
-            tracing::warn!(
-                spare,
-                "a spare schema still names itself after its renaming; it is left and the schema built"
-            );
-            tx.rollback().await?;
-            return Ok(None);
-        }
-        // The spare may have been built in an earlier month.
-        tx.execute(
-            &format!("SELECT {schema}.audit_log_add_months($1)"),
-            &[&audit_months_ahead(OffsetDateTime::now_utc())],
-        )
-        .await?;
-        tx.commit().await?;
-        return Ok(Some(SchemaMigration {
-            version: latest_tenant_version(),
-            applied: tenant_runner().get_migrations().len(),
-        }));
-    }
-    Ok(None)
-}
-
 /// Schema names are made by the server: `branch_<digits>`, nothing else.
 pub fn is_branch_schema_name(schema: &str) -> bool {
     schema.strip_prefix("branch_").is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
@@ -501,6 +366,39 @@ mod tests {
     #[test]
     fn tenant_migrations_are_embedded() {
         assert!(latest_tenant_version() >= 1);
+    }
+
+    #[test]
+    fn a_build_runs_the_script_then_only_the_migrations_after_its_version() {
+        let migration = |name: &str, sql: &str| Migration::unapplied(name, sql).unwrap();
+        let migrations = [
+            migration("V2__second", "CREATE TABLE second ();"),
+            migration("V1__first", "CREATE TABLE first ();"),
+            migration("V3__third", "ALTER TABLE second ADD COLUMN third text;"),
+        ];
+        let script = "CREATE TABLE first (); CREATE TABLE second ();
+                      CREATE FUNCTION f() RETURNS int LANGUAGE sql SET search_path = pg_catalog, @schema@ RETURN 1;";
+        let (batch, applied) =
+            build_batch_of("branch_7", OffsetDateTime::UNIX_EPOCH, (script, 2), &migrations).unwrap();
+        assert_eq!(applied, 3, "every migration has its history row");
+        assert_eq!(batch.matches("CREATE TABLE first").count(), 1, "{batch}");
+        assert_eq!(batch.matches("CREATE TABLE second").count(), 1, "{batch}");
+        assert!(batch.contains("search_path = pg_catalog, branch_7 RETURN 1"), "{batch}");
+        let third = batch.find("ADD COLUMN third").expect("the migration after the script runs");
+        assert!(third > batch.find("CREATE FUNCTION f()").unwrap(), "after the script: {batch}");
+        for row in ["(1, 'first', ", "(2, 'second', ", "(3, 'third', "] {
+            assert!(batch.contains(row), "no history row {row}: {batch}");
+        }
+    }
+
+    #[test]
+    fn the_branch_schema_script_is_at_a_migrations_version() {
+        let version = branch_schema_version();
+        assert!(version <= latest_tenant_version(), "sql/branch_schema.sql is ahead of tenants/");
+        assert!(
+            tenant_runner().get_migrations().iter().any(|m| m.version() == version),
+            "sql/branch_schema.sql names version {version}, which no tenant migration has"
+        );
     }
 
     /// Every released migration's checksum, as the databases that ran it recorded it. Refinery
