@@ -50,9 +50,31 @@ pub enum Spare {
 }
 
 /// The spare schemas on the connection's server, each with where it stands.
+/// A create may take (rename) a listed spare before its state is read: it is left out. Not for
+/// use inside a transaction, which that error would end.
 pub async fn spare_schemas(
     client: &impl tokio_postgres::GenericClient,
 ) -> anyhow::Result<Vec<(String, Spare)>> {
+    let mut spares = Vec::new();
+    for name in spare_names(client).await? {
+        match spare_state(client, &name).await {
+            Ok(state) => spares.push((name, state)),
+            Err(e) if taken_meanwhile(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(spares)
+}
+
+/// Whether reading a spare failed because it is no longer there: renamed by a create.
+fn taken_meanwhile(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<tokio_postgres::Error>()
+        .and_then(tokio_postgres::Error::code)
+        .is_some_and(|code| *code == tokio_postgres::error::SqlState::UNDEFINED_TABLE)
+}
+
+/// The names of the schemas marked as spares.
+async fn spare_names(client: &impl tokio_postgres::GenericClient) -> anyhow::Result<Vec<String>> {
     let rows = client
         .query(
             "SELECT n.nspname::text FROM pg_namespace n
@@ -61,12 +83,7 @@ pub async fn spare_schemas(
             &[&SPARE_MARKER],
         )
         .await?;
-    let mut spares = Vec::with_capacity(rows.len());
-    for name in rows.iter().map(|r| r.get::<_, String>(0)).filter(|n| is_spare_schema_name(n)) {
-        let state = spare_state(client, &name).await?;
-        spares.push((name, state));
-    }
-    Ok(spares)
+    Ok(rows.iter().map(|r| r.get::<_, String>(0)).filter(|n| is_spare_schema_name(n)).collect())
 }
 
 async fn spare_state(client: &impl tokio_postgres::GenericClient, schema: &str) -> anyhow::Result<Spare> {
@@ -112,10 +129,9 @@ pub async fn adopt_spare_schema(
     if exists {
         return Ok(None);
     }
-    for (spare, state) in spare_schemas(&tx).await? {
-        if state != Spare::Current {
-            continue;
-        }
+    // Each spare's state is read once it is locked and known to be there: another create may
+    // rename a listed one meanwhile, and reading a schema gone would end the transaction.
+    for spare in spare_names(&tx).await? {
         let locked: bool =
             tx.query_one("SELECT pg_try_advisory_xact_lock(hashtext($1))", &[&spare]).await?.get(0);
         if !locked {
@@ -126,7 +142,7 @@ pub async fn adopt_spare_schema(
             .query_one("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", &[&spare])
             .await?
             .get(0);
-        if !still_there {
+        if !still_there || spare_state(&tx, &spare).await? != Spare::Current {
             continue;
         }
         tx.batch_execute(&format!(
