@@ -2361,4 +2361,4 @@ SELECT audit_log_add_months(
     CASE WHEN date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 month' <= (now() + interval '7 days') AT TIME ZONE 'UTC'
          THEN 1 ELSE 0 END);
 
-SET LOCAL check_function_bodies = true;
+SET LOCAL check_function_bodies TO DEFAULT;

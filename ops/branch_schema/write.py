@@ -179,5 +179,5 @@ SET LOCAL check_function_bodies = false;
 
 with open(out_file, 'w') as out:
     out.write(header)
-    for s in pre + data + kept_post + [months_ahead, 'SET LOCAL check_function_bodies = true;']:
+    for s in pre + data + kept_post + [months_ahead, 'SET LOCAL check_function_bodies TO DEFAULT;']:
         out.write('\n' + s + '\n')
