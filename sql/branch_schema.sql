@@ -2357,8 +2357,4 @@ CREATE TRIGGER visit_diagnoses_patient_not_merged BEFORE INSERT OR UPDATE OF pat
 
 CREATE TRIGGER visual_acuities_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON visual_acuities FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
 
-SELECT audit_log_add_months(
-    CASE WHEN date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 month' <= (now() + interval '7 days') AT TIME ZONE 'UTC'
-         THEN 1 ELSE 0 END);
-
 SET LOCAL check_function_bodies TO DEFAULT;

@@ -13,8 +13,9 @@ schema and dumps it. What this adds to pg_dump's text:
 - each trigger as its migration wrote it, where one did: PostgreSQL keeps a row comparison
   (`(OLD.a, OLD.b) IS DISTINCT FROM (NEW.a, NEW.b)`) as nested ORs, which pg_dump prints
   and PostgreSQL then reads back as one flat OR, another catalogue entry;
-- the audit log's first partition bounded by the month of the build, not of the dump, and
-  the next month made in a month's last week, as the replayed migrations make them.
+- the audit log's first partition bounded by the month of the build, not of the dump (the
+  server makes next month's partition after the script in a month's last week, as it does
+  for an adopted spare: `db::migrate::audit_months_ahead`).
 
 usage: write.py SCHEMA VERSION PRE DATA POST REPLAYED OUT
 """
@@ -163,12 +164,6 @@ BEGIN
 END
 $$;"""
 
-# What the replay leaves of the months ahead (tenants/V9 made two, tenants/V30 dropped those
-# beginning past the coming week), now made by the function itself.
-months_ahead = """SELECT audit_log_add_months(
-    CASE WHEN date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 month' <= (now() + interval '7 days') AT TIME ZONE 'UTC'
-         THEN 1 ELSE 0 END);"""
-
 header = f"""-- A branch schema as the tenant migrations V1 to V{version} leave it, in one script: what a new
 -- branch's schema is built from (`db::migrate::build_batch`), with every later migration run
 -- after it. Written by ops/branch_schema/write.sh from pg_dump of a replayed schema; do not
@@ -179,5 +174,5 @@ SET LOCAL check_function_bodies = false;
 
 with open(out_file, 'w') as out:
     out.write(header)
-    for s in pre + data + kept_post + [months_ahead, 'SET LOCAL check_function_bodies TO DEFAULT;']:
+    for s in pre + data + kept_post + ['SET LOCAL check_function_bodies TO DEFAULT;']:
         out.write('\n' + s + '\n')

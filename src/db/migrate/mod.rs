@@ -252,12 +252,16 @@ fn build_batch_of(
 ) -> anyhow::Result<(String, usize)> {
     let mut migrations: Vec<_> = migrations.iter().collect();
     migrations.sort_by_key(|m| m.version());
+    let months_ahead = audit_months_ahead(applied_on);
     let applied_on = applied_on.format(&Rfc3339)?;
     let quote = |text: &str| format!("'{}'", text.replace('\'', "''"));
     let mut batch = format!("CREATE SCHEMA IF NOT EXISTS {schema};\nSET LOCAL search_path TO {schema};\n");
     batch.push_str(&history_table(schema));
     // Callers pass only server-made names (`is_branch_schema_name`, `is_spare_schema_name`).
     batch.push_str(&script.replace("@schema@", schema));
+    // The months ahead depend on the day of the build, not of the script: the rule the walk
+    // and a spare's adoption follow (tenants/V30 left the replay the same months).
+    batch.push_str(&format!("\nSELECT audit_log_add_months({months_ahead});\n"));
     let mut rows = Vec::with_capacity(migrations.len());
     for m in &migrations {
         if m.version() > written {

@@ -10,6 +10,7 @@ use super::{
     FUNCTIONS_OF_SCHEMA, SchemaMigration, audit_months_ahead, build_batch, create_extensions,
     is_branch_schema_name, latest_tenant_version, tenant_runner, without_statement_timeout,
 };
+
 /// What a spare schema is marked with: built ahead at the latest tenant version, not yet any
 /// branch's. Only a schema so marked is adopted or dropped as a spare.
 pub const SPARE_MARKER: &str = "clinic-server spare branch schema";
@@ -50,6 +51,7 @@ pub enum Spare {
 }
 
 /// The spare schemas on the connection's server, each with where it stands.
+///
 /// A create may take (rename) a listed spare before its state is read: it is left out. Not for
 /// use inside a transaction, which that error would end.
 pub async fn spare_schemas(
