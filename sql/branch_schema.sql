@@ -1,8 +1,8 @@
--- A branch schema as the tenant migrations V1 to V30 leave it, in one script: what a new
+-- A branch schema as the tenant migrations V1 to V31 leave it, in one script: what a new
 -- branch's schema is built from (`db::migrate::build_batch`), with every later migration run
 -- after it. Written by ops/branch_schema/write.sh from pg_dump of a replayed schema; do not
 -- edit by hand. `tests/api/tenancy/catalogue.rs` checks that it builds the replayed schema.
--- version: 30
+-- version: 31
 SET LOCAL check_function_bodies = false;
 
 CREATE FUNCTION audit_log_add_months(ahead integer) RETURNS integer
@@ -759,8 +759,9 @@ CREATE TABLE patient_visits (
     CONSTRAINT patient_visits_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id)
 );
 
-CREATE TABLE amsler_grids (
+CREATE TABLE examinations (
     id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
+    exam text NOT NULL,
     patient_id bigint NOT NULL,
     patient_visit_id bigint NOT NULL,
     examined_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -780,13 +781,37 @@ CREATE TABLE amsler_grids (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     deleted_at timestamp with time zone,
-    CONSTRAINT amsler_grids_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT amsler_grids_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT amsler_grids_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT amsler_grids_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT amsler_grids_pkey PRIMARY KEY (id),
-    CONSTRAINT amsler_grids_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT amsler_grids_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
+    distance text,
+    correction text,
+    notation text,
+    kind text,
+    dilated boolean,
+    device text,
+    deviation text,
+    deviation_pd integer,
+    diplopia boolean,
+    nystagmus boolean,
+    base_mm integer,
+    instrument text,
+    studies jsonb,
+    CONSTRAINT examinations_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
+    CONSTRAINT examinations_exam_check CHECK ((exam = ANY (ARRAY['visual_acuity'::text, 'refraction'::text, 'tonometry'::text, 'slit_lamp'::text, 'funduscopy'::text, 'gonioscopy'::text, 'corneal_topography'::text, 'amsler_grid'::text, 'eom'::text, 'exophthalmometry'::text, 'lacrimal_irrigation'::text, 'radiology'::text, 'gross_examination'::text, 'indirect_ophthalmoscopy'::text]))),
+    CONSTRAINT examinations_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
+    CONSTRAINT examinations_own_required CHECK (
+CASE exam
+    WHEN 'visual_acuity'::text THEN ((distance IS NOT NULL) AND (correction IS NOT NULL) AND (notation IS NOT NULL))
+    WHEN 'refraction'::text THEN (kind IS NOT NULL)
+    WHEN 'funduscopy'::text THEN (dilated IS NOT NULL)
+    WHEN 'exophthalmometry'::text THEN (base_mm IS NOT NULL)
+    WHEN 'radiology'::text THEN (studies IS NOT NULL)
+    ELSE true
+END),
+    CONSTRAINT examinations_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
+    CONSTRAINT examinations_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
+    CONSTRAINT examinations_studies_check CHECK ((jsonb_typeof(studies) = 'array'::text)),
+    CONSTRAINT examinations_pkey PRIMARY KEY (id),
+    CONSTRAINT examinations_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
+    CONSTRAINT examinations_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
 );
 
 CREATE TABLE queue_tickets (
@@ -1106,37 +1131,6 @@ CREATE TABLE complaints (
     CONSTRAINT complaints_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
 );
 
-CREATE TABLE corneal_topographies (
-    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
-    patient_id bigint NOT NULL,
-    patient_visit_id bigint NOT NULL,
-    examined_at timestamp with time zone DEFAULT now() NOT NULL,
-    examiner_id bigint NOT NULL,
-    notes text,
-    status text DEFAULT 'draft'::text NOT NULL,
-    signed_by bigint,
-    signed_at timestamp with time zone,
-    amendment_reason text,
-    amended_by bigint,
-    amended_at timestamp with time zone,
-    right_eye jsonb,
-    left_eye jsonb,
-    version integer DEFAULT 1 NOT NULL,
-    created_by bigint,
-    updated_by bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    device text,
-    CONSTRAINT corneal_topographies_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT corneal_topographies_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT corneal_topographies_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT corneal_topographies_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT corneal_topographies_pkey PRIMARY KEY (id),
-    CONSTRAINT corneal_topographies_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT corneal_topographies_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
-);
-
 CREATE TABLE patient_counts (
     dimension text NOT NULL,
     value text NOT NULL,
@@ -1211,163 +1205,6 @@ CREATE TABLE document_counters (
     CONSTRAINT document_counters_pkey PRIMARY KEY (series, year)
 );
 
-CREATE TABLE eoms (
-    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
-    patient_id bigint NOT NULL,
-    patient_visit_id bigint NOT NULL,
-    examined_at timestamp with time zone DEFAULT now() NOT NULL,
-    examiner_id bigint NOT NULL,
-    notes text,
-    status text DEFAULT 'draft'::text NOT NULL,
-    signed_by bigint,
-    signed_at timestamp with time zone,
-    amendment_reason text,
-    amended_by bigint,
-    amended_at timestamp with time zone,
-    right_eye jsonb,
-    left_eye jsonb,
-    version integer DEFAULT 1 NOT NULL,
-    created_by bigint,
-    updated_by bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    deviation text,
-    deviation_pd integer,
-    diplopia boolean,
-    nystagmus boolean,
-    CONSTRAINT eoms_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT eoms_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT eoms_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT eoms_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT eoms_pkey PRIMARY KEY (id),
-    CONSTRAINT eoms_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT eoms_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
-);
-
-CREATE TABLE exophthalmometries (
-    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
-    patient_id bigint NOT NULL,
-    patient_visit_id bigint NOT NULL,
-    examined_at timestamp with time zone DEFAULT now() NOT NULL,
-    examiner_id bigint NOT NULL,
-    notes text,
-    status text DEFAULT 'draft'::text NOT NULL,
-    signed_by bigint,
-    signed_at timestamp with time zone,
-    amendment_reason text,
-    amended_by bigint,
-    amended_at timestamp with time zone,
-    right_eye jsonb,
-    left_eye jsonb,
-    version integer DEFAULT 1 NOT NULL,
-    created_by bigint,
-    updated_by bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    base_mm integer NOT NULL,
-    instrument text,
-    CONSTRAINT exophthalmometries_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT exophthalmometries_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT exophthalmometries_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT exophthalmometries_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT exophthalmometries_pkey PRIMARY KEY (id),
-    CONSTRAINT exophthalmometries_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT exophthalmometries_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
-);
-
-CREATE TABLE funduscopies (
-    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
-    patient_id bigint NOT NULL,
-    patient_visit_id bigint NOT NULL,
-    examined_at timestamp with time zone DEFAULT now() NOT NULL,
-    examiner_id bigint NOT NULL,
-    notes text,
-    status text DEFAULT 'draft'::text NOT NULL,
-    signed_by bigint,
-    signed_at timestamp with time zone,
-    amendment_reason text,
-    amended_by bigint,
-    amended_at timestamp with time zone,
-    right_eye jsonb,
-    left_eye jsonb,
-    version integer DEFAULT 1 NOT NULL,
-    created_by bigint,
-    updated_by bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    dilated boolean DEFAULT false NOT NULL,
-    CONSTRAINT funduscopies_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT funduscopies_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT funduscopies_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT funduscopies_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT funduscopies_pkey PRIMARY KEY (id),
-    CONSTRAINT funduscopies_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT funduscopies_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
-);
-
-CREATE TABLE gonioscopies (
-    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
-    patient_id bigint NOT NULL,
-    patient_visit_id bigint NOT NULL,
-    examined_at timestamp with time zone DEFAULT now() NOT NULL,
-    examiner_id bigint NOT NULL,
-    notes text,
-    status text DEFAULT 'draft'::text NOT NULL,
-    signed_by bigint,
-    signed_at timestamp with time zone,
-    amendment_reason text,
-    amended_by bigint,
-    amended_at timestamp with time zone,
-    right_eye jsonb,
-    left_eye jsonb,
-    version integer DEFAULT 1 NOT NULL,
-    created_by bigint,
-    updated_by bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    CONSTRAINT gonioscopies_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT gonioscopies_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT gonioscopies_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT gonioscopies_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT gonioscopies_pkey PRIMARY KEY (id),
-    CONSTRAINT gonioscopies_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT gonioscopies_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
-);
-
-CREATE TABLE gross_examinations (
-    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
-    patient_id bigint NOT NULL,
-    patient_visit_id bigint NOT NULL,
-    examined_at timestamp with time zone DEFAULT now() NOT NULL,
-    examiner_id bigint NOT NULL,
-    notes text,
-    status text DEFAULT 'draft'::text NOT NULL,
-    signed_by bigint,
-    signed_at timestamp with time zone,
-    amendment_reason text,
-    amended_by bigint,
-    amended_at timestamp with time zone,
-    right_eye jsonb,
-    left_eye jsonb,
-    version integer DEFAULT 1 NOT NULL,
-    created_by bigint,
-    updated_by bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    CONSTRAINT gross_examinations_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT gross_examinations_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT gross_examinations_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT gross_examinations_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT gross_examinations_pkey PRIMARY KEY (id),
-    CONSTRAINT gross_examinations_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT gross_examinations_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
-);
-
 CREATE TABLE idempotency_keys (
     user_id bigint NOT NULL,
     path text NOT NULL,
@@ -1377,66 +1214,6 @@ CREATE TABLE idempotency_keys (
     response jsonb,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT idempotency_keys_pkey PRIMARY KEY (user_id, path, key)
-);
-
-CREATE TABLE indirect_ophthalmoscopies (
-    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
-    patient_id bigint NOT NULL,
-    patient_visit_id bigint NOT NULL,
-    examined_at timestamp with time zone DEFAULT now() NOT NULL,
-    examiner_id bigint NOT NULL,
-    notes text,
-    status text DEFAULT 'draft'::text NOT NULL,
-    signed_by bigint,
-    signed_at timestamp with time zone,
-    amendment_reason text,
-    amended_by bigint,
-    amended_at timestamp with time zone,
-    right_eye jsonb,
-    left_eye jsonb,
-    version integer DEFAULT 1 NOT NULL,
-    created_by bigint,
-    updated_by bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    CONSTRAINT indirect_ophthalmoscopies_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT indirect_ophthalmoscopies_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT indirect_ophthalmoscopies_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT indirect_ophthalmoscopies_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT indirect_ophthalmoscopies_pkey PRIMARY KEY (id),
-    CONSTRAINT indirect_ophthalmoscopies_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT indirect_ophthalmoscopies_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
-);
-
-CREATE TABLE lacrimal_irrigations (
-    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
-    patient_id bigint NOT NULL,
-    patient_visit_id bigint NOT NULL,
-    examined_at timestamp with time zone DEFAULT now() NOT NULL,
-    examiner_id bigint NOT NULL,
-    notes text,
-    status text DEFAULT 'draft'::text NOT NULL,
-    signed_by bigint,
-    signed_at timestamp with time zone,
-    amendment_reason text,
-    amended_by bigint,
-    amended_at timestamp with time zone,
-    right_eye jsonb,
-    left_eye jsonb,
-    version integer DEFAULT 1 NOT NULL,
-    created_by bigint,
-    updated_by bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    CONSTRAINT lacrimal_irrigations_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT lacrimal_irrigations_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT lacrimal_irrigations_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT lacrimal_irrigations_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT lacrimal_irrigations_pkey PRIMARY KEY (id),
-    CONSTRAINT lacrimal_irrigations_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT lacrimal_irrigations_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
 );
 
 CREATE TABLE medical_certificates (
@@ -1595,69 +1372,6 @@ CREATE TABLE queue_counters (
     CONSTRAINT queue_counters_pkey PRIMARY KEY (branch_service_id, queue_date)
 );
 
-CREATE TABLE radiologies (
-    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
-    patient_id bigint NOT NULL,
-    patient_visit_id bigint NOT NULL,
-    examined_at timestamp with time zone DEFAULT now() NOT NULL,
-    examiner_id bigint NOT NULL,
-    notes text,
-    status text DEFAULT 'draft'::text NOT NULL,
-    signed_by bigint,
-    signed_at timestamp with time zone,
-    amendment_reason text,
-    amended_by bigint,
-    amended_at timestamp with time zone,
-    right_eye jsonb,
-    left_eye jsonb,
-    version integer DEFAULT 1 NOT NULL,
-    created_by bigint,
-    updated_by bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    studies jsonb NOT NULL,
-    CONSTRAINT radiologies_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT radiologies_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT radiologies_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT radiologies_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT radiologies_studies_check CHECK ((jsonb_typeof(studies) = 'array'::text)),
-    CONSTRAINT radiologies_pkey PRIMARY KEY (id),
-    CONSTRAINT radiologies_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT radiologies_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
-);
-
-CREATE TABLE refractions (
-    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
-    patient_id bigint NOT NULL,
-    patient_visit_id bigint NOT NULL,
-    examined_at timestamp with time zone DEFAULT now() NOT NULL,
-    examiner_id bigint NOT NULL,
-    notes text,
-    status text DEFAULT 'draft'::text NOT NULL,
-    signed_by bigint,
-    signed_at timestamp with time zone,
-    amendment_reason text,
-    amended_by bigint,
-    amended_at timestamp with time zone,
-    right_eye jsonb,
-    left_eye jsonb,
-    version integer DEFAULT 1 NOT NULL,
-    created_by bigint,
-    updated_by bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    kind text NOT NULL,
-    CONSTRAINT refractions_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT refractions_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT refractions_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT refractions_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT refractions_pkey PRIMARY KEY (id),
-    CONSTRAINT refractions_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT refractions_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
-);
-
 CREATE TABLE row_counts (
     table_name text NOT NULL,
     live bigint DEFAULT 0 NOT NULL,
@@ -1688,66 +1402,6 @@ CREATE TABLE schedule_exceptions (
     CONSTRAINT schedule_exceptions_pkey PRIMARY KEY (id)
 );
 
-CREATE TABLE slit_lamps (
-    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
-    patient_id bigint NOT NULL,
-    patient_visit_id bigint NOT NULL,
-    examined_at timestamp with time zone DEFAULT now() NOT NULL,
-    examiner_id bigint NOT NULL,
-    notes text,
-    status text DEFAULT 'draft'::text NOT NULL,
-    signed_by bigint,
-    signed_at timestamp with time zone,
-    amendment_reason text,
-    amended_by bigint,
-    amended_at timestamp with time zone,
-    right_eye jsonb,
-    left_eye jsonb,
-    version integer DEFAULT 1 NOT NULL,
-    created_by bigint,
-    updated_by bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    CONSTRAINT slit_lamps_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT slit_lamps_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT slit_lamps_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT slit_lamps_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT slit_lamps_pkey PRIMARY KEY (id),
-    CONSTRAINT slit_lamps_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT slit_lamps_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
-);
-
-CREATE TABLE tonometries (
-    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
-    patient_id bigint NOT NULL,
-    patient_visit_id bigint NOT NULL,
-    examined_at timestamp with time zone DEFAULT now() NOT NULL,
-    examiner_id bigint NOT NULL,
-    notes text,
-    status text DEFAULT 'draft'::text NOT NULL,
-    signed_by bigint,
-    signed_at timestamp with time zone,
-    amendment_reason text,
-    amended_by bigint,
-    amended_at timestamp with time zone,
-    right_eye jsonb,
-    left_eye jsonb,
-    version integer DEFAULT 1 NOT NULL,
-    created_by bigint,
-    updated_by bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    CONSTRAINT tonometries_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT tonometries_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT tonometries_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT tonometries_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT tonometries_pkey PRIMARY KEY (id),
-    CONSTRAINT tonometries_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT tonometries_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
-);
-
 CREATE TABLE visit_diagnoses (
     id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
     patient_visit_id bigint NOT NULL,
@@ -1768,38 +1422,58 @@ CREATE TABLE visit_diagnoses (
     CONSTRAINT visit_diagnoses_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
 );
 
-CREATE TABLE visual_acuities (
-    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
-    patient_id bigint NOT NULL,
-    patient_visit_id bigint NOT NULL,
-    examined_at timestamp with time zone DEFAULT now() NOT NULL,
-    examiner_id bigint NOT NULL,
-    notes text,
-    status text DEFAULT 'draft'::text NOT NULL,
-    signed_by bigint,
-    signed_at timestamp with time zone,
-    amendment_reason text,
-    amended_by bigint,
-    amended_at timestamp with time zone,
-    right_eye jsonb,
-    left_eye jsonb,
-    version integer DEFAULT 1 NOT NULL,
-    created_by bigint,
-    updated_by bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    distance text NOT NULL,
-    correction text NOT NULL,
-    notation text NOT NULL,
-    CONSTRAINT visual_acuities_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT visual_acuities_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT visual_acuities_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT visual_acuities_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT visual_acuities_pkey PRIMARY KEY (id),
-    CONSTRAINT visual_acuities_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT visual_acuities_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
-);
+CREATE VIEW amsler_grids AS
+ SELECT examinations.exam,
+    examinations.id,
+    examinations.patient_id,
+    examinations.patient_visit_id,
+    examinations.examined_at,
+    examinations.examiner_id,
+    examinations.notes,
+    examinations.status,
+    examinations.signed_by,
+    examinations.signed_at,
+    examinations.amendment_reason,
+    examinations.amended_by,
+    examinations.amended_at,
+    examinations.right_eye,
+    examinations.left_eye,
+    examinations.version,
+    examinations.created_by,
+    examinations.updated_by,
+    examinations.created_at,
+    examinations.updated_at,
+    examinations.deleted_at
+   FROM examinations
+  WHERE (examinations.exam = 'amsler_grid'::text)
+  WITH LOCAL CHECK OPTION;
+
+CREATE VIEW corneal_topographies AS
+ SELECT examinations.exam,
+    examinations.id,
+    examinations.patient_id,
+    examinations.patient_visit_id,
+    examinations.examined_at,
+    examinations.examiner_id,
+    examinations.notes,
+    examinations.status,
+    examinations.signed_by,
+    examinations.signed_at,
+    examinations.amendment_reason,
+    examinations.amended_by,
+    examinations.amended_at,
+    examinations.right_eye,
+    examinations.left_eye,
+    examinations.version,
+    examinations.created_by,
+    examinations.updated_by,
+    examinations.created_at,
+    examinations.updated_at,
+    examinations.deleted_at,
+    examinations.device
+   FROM examinations
+  WHERE (examinations.exam = 'corneal_topography'::text)
+  WITH LOCAL CHECK OPTION;
 
 CREATE VIEW dashboard_kept AS
  SELECT 'visit_day_counts'::text AS rollup,
@@ -1873,6 +1547,330 @@ UNION ALL
   WHERE ((patients.deleted_at IS NULL) AND (z.timezone IS NOT NULL))
   GROUP BY p.span, p.period, k.dimension, k.value, k.spelling;
 
+CREATE VIEW eoms AS
+ SELECT examinations.exam,
+    examinations.id,
+    examinations.patient_id,
+    examinations.patient_visit_id,
+    examinations.examined_at,
+    examinations.examiner_id,
+    examinations.notes,
+    examinations.status,
+    examinations.signed_by,
+    examinations.signed_at,
+    examinations.amendment_reason,
+    examinations.amended_by,
+    examinations.amended_at,
+    examinations.right_eye,
+    examinations.left_eye,
+    examinations.version,
+    examinations.created_by,
+    examinations.updated_by,
+    examinations.created_at,
+    examinations.updated_at,
+    examinations.deleted_at,
+    examinations.deviation,
+    examinations.deviation_pd,
+    examinations.diplopia,
+    examinations.nystagmus
+   FROM examinations
+  WHERE (examinations.exam = 'eom'::text)
+  WITH LOCAL CHECK OPTION;
+
+CREATE VIEW exophthalmometries AS
+ SELECT examinations.exam,
+    examinations.id,
+    examinations.patient_id,
+    examinations.patient_visit_id,
+    examinations.examined_at,
+    examinations.examiner_id,
+    examinations.notes,
+    examinations.status,
+    examinations.signed_by,
+    examinations.signed_at,
+    examinations.amendment_reason,
+    examinations.amended_by,
+    examinations.amended_at,
+    examinations.right_eye,
+    examinations.left_eye,
+    examinations.version,
+    examinations.created_by,
+    examinations.updated_by,
+    examinations.created_at,
+    examinations.updated_at,
+    examinations.deleted_at,
+    examinations.base_mm,
+    examinations.instrument
+   FROM examinations
+  WHERE (examinations.exam = 'exophthalmometry'::text)
+  WITH LOCAL CHECK OPTION;
+
+CREATE VIEW funduscopies AS
+ SELECT examinations.exam,
+    examinations.id,
+    examinations.patient_id,
+    examinations.patient_visit_id,
+    examinations.examined_at,
+    examinations.examiner_id,
+    examinations.notes,
+    examinations.status,
+    examinations.signed_by,
+    examinations.signed_at,
+    examinations.amendment_reason,
+    examinations.amended_by,
+    examinations.amended_at,
+    examinations.right_eye,
+    examinations.left_eye,
+    examinations.version,
+    examinations.created_by,
+    examinations.updated_by,
+    examinations.created_at,
+    examinations.updated_at,
+    examinations.deleted_at,
+    examinations.dilated
+   FROM examinations
+  WHERE (examinations.exam = 'funduscopy'::text)
+  WITH LOCAL CHECK OPTION;
+
+CREATE VIEW gonioscopies AS
+ SELECT examinations.exam,
+    examinations.id,
+    examinations.patient_id,
+    examinations.patient_visit_id,
+    examinations.examined_at,
+    examinations.examiner_id,
+    examinations.notes,
+    examinations.status,
+    examinations.signed_by,
+    examinations.signed_at,
+    examinations.amendment_reason,
+    examinations.amended_by,
+    examinations.amended_at,
+    examinations.right_eye,
+    examinations.left_eye,
+    examinations.version,
+    examinations.created_by,
+    examinations.updated_by,
+    examinations.created_at,
+    examinations.updated_at,
+    examinations.deleted_at
+   FROM examinations
+  WHERE (examinations.exam = 'gonioscopy'::text)
+  WITH LOCAL CHECK OPTION;
+
+CREATE VIEW gross_examinations AS
+ SELECT examinations.exam,
+    examinations.id,
+    examinations.patient_id,
+    examinations.patient_visit_id,
+    examinations.examined_at,
+    examinations.examiner_id,
+    examinations.notes,
+    examinations.status,
+    examinations.signed_by,
+    examinations.signed_at,
+    examinations.amendment_reason,
+    examinations.amended_by,
+    examinations.amended_at,
+    examinations.right_eye,
+    examinations.left_eye,
+    examinations.version,
+    examinations.created_by,
+    examinations.updated_by,
+    examinations.created_at,
+    examinations.updated_at,
+    examinations.deleted_at
+   FROM examinations
+  WHERE (examinations.exam = 'gross_examination'::text)
+  WITH LOCAL CHECK OPTION;
+
+CREATE VIEW indirect_ophthalmoscopies AS
+ SELECT examinations.exam,
+    examinations.id,
+    examinations.patient_id,
+    examinations.patient_visit_id,
+    examinations.examined_at,
+    examinations.examiner_id,
+    examinations.notes,
+    examinations.status,
+    examinations.signed_by,
+    examinations.signed_at,
+    examinations.amendment_reason,
+    examinations.amended_by,
+    examinations.amended_at,
+    examinations.right_eye,
+    examinations.left_eye,
+    examinations.version,
+    examinations.created_by,
+    examinations.updated_by,
+    examinations.created_at,
+    examinations.updated_at,
+    examinations.deleted_at
+   FROM examinations
+  WHERE (examinations.exam = 'indirect_ophthalmoscopy'::text)
+  WITH LOCAL CHECK OPTION;
+
+CREATE VIEW lacrimal_irrigations AS
+ SELECT examinations.exam,
+    examinations.id,
+    examinations.patient_id,
+    examinations.patient_visit_id,
+    examinations.examined_at,
+    examinations.examiner_id,
+    examinations.notes,
+    examinations.status,
+    examinations.signed_by,
+    examinations.signed_at,
+    examinations.amendment_reason,
+    examinations.amended_by,
+    examinations.amended_at,
+    examinations.right_eye,
+    examinations.left_eye,
+    examinations.version,
+    examinations.created_by,
+    examinations.updated_by,
+    examinations.created_at,
+    examinations.updated_at,
+    examinations.deleted_at
+   FROM examinations
+  WHERE (examinations.exam = 'lacrimal_irrigation'::text)
+  WITH LOCAL CHECK OPTION;
+
+CREATE VIEW radiologies AS
+ SELECT examinations.exam,
+    examinations.id,
+    examinations.patient_id,
+    examinations.patient_visit_id,
+    examinations.examined_at,
+    examinations.examiner_id,
+    examinations.notes,
+    examinations.status,
+    examinations.signed_by,
+    examinations.signed_at,
+    examinations.amendment_reason,
+    examinations.amended_by,
+    examinations.amended_at,
+    examinations.right_eye,
+    examinations.left_eye,
+    examinations.version,
+    examinations.created_by,
+    examinations.updated_by,
+    examinations.created_at,
+    examinations.updated_at,
+    examinations.deleted_at,
+    examinations.studies
+   FROM examinations
+  WHERE (examinations.exam = 'radiology'::text)
+  WITH LOCAL CHECK OPTION;
+
+CREATE VIEW refractions AS
+ SELECT examinations.exam,
+    examinations.id,
+    examinations.patient_id,
+    examinations.patient_visit_id,
+    examinations.examined_at,
+    examinations.examiner_id,
+    examinations.notes,
+    examinations.status,
+    examinations.signed_by,
+    examinations.signed_at,
+    examinations.amendment_reason,
+    examinations.amended_by,
+    examinations.amended_at,
+    examinations.right_eye,
+    examinations.left_eye,
+    examinations.version,
+    examinations.created_by,
+    examinations.updated_by,
+    examinations.created_at,
+    examinations.updated_at,
+    examinations.deleted_at,
+    examinations.kind
+   FROM examinations
+  WHERE (examinations.exam = 'refraction'::text)
+  WITH LOCAL CHECK OPTION;
+
+CREATE VIEW slit_lamps AS
+ SELECT examinations.exam,
+    examinations.id,
+    examinations.patient_id,
+    examinations.patient_visit_id,
+    examinations.examined_at,
+    examinations.examiner_id,
+    examinations.notes,
+    examinations.status,
+    examinations.signed_by,
+    examinations.signed_at,
+    examinations.amendment_reason,
+    examinations.amended_by,
+    examinations.amended_at,
+    examinations.right_eye,
+    examinations.left_eye,
+    examinations.version,
+    examinations.created_by,
+    examinations.updated_by,
+    examinations.created_at,
+    examinations.updated_at,
+    examinations.deleted_at
+   FROM examinations
+  WHERE (examinations.exam = 'slit_lamp'::text)
+  WITH LOCAL CHECK OPTION;
+
+CREATE VIEW tonometries AS
+ SELECT examinations.exam,
+    examinations.id,
+    examinations.patient_id,
+    examinations.patient_visit_id,
+    examinations.examined_at,
+    examinations.examiner_id,
+    examinations.notes,
+    examinations.status,
+    examinations.signed_by,
+    examinations.signed_at,
+    examinations.amendment_reason,
+    examinations.amended_by,
+    examinations.amended_at,
+    examinations.right_eye,
+    examinations.left_eye,
+    examinations.version,
+    examinations.created_by,
+    examinations.updated_by,
+    examinations.created_at,
+    examinations.updated_at,
+    examinations.deleted_at
+   FROM examinations
+  WHERE (examinations.exam = 'tonometry'::text)
+  WITH LOCAL CHECK OPTION;
+
+CREATE VIEW visual_acuities AS
+ SELECT examinations.exam,
+    examinations.id,
+    examinations.patient_id,
+    examinations.patient_visit_id,
+    examinations.examined_at,
+    examinations.examiner_id,
+    examinations.notes,
+    examinations.status,
+    examinations.signed_by,
+    examinations.signed_at,
+    examinations.amendment_reason,
+    examinations.amended_by,
+    examinations.amended_at,
+    examinations.right_eye,
+    examinations.left_eye,
+    examinations.version,
+    examinations.created_by,
+    examinations.updated_by,
+    examinations.created_at,
+    examinations.updated_at,
+    examinations.deleted_at,
+    examinations.distance,
+    examinations.correction,
+    examinations.notation
+   FROM examinations
+  WHERE (examinations.exam = 'visual_acuity'::text)
+  WITH LOCAL CHECK OPTION;
+
 ALTER SEQUENCE audit_log_id_seq OWNED BY audit_log.id;
 
 ALTER TABLE ONLY audit_log ATTACH PARTITION audit_log_default DEFAULT;
@@ -1884,6 +1882,36 @@ BEGIN
         date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 month');
 END
 $$;
+
+ALTER TABLE ONLY amsler_grids ALTER COLUMN exam SET DEFAULT 'amsler_grid'::text;
+
+ALTER TABLE ONLY corneal_topographies ALTER COLUMN exam SET DEFAULT 'corneal_topography'::text;
+
+ALTER TABLE ONLY eoms ALTER COLUMN exam SET DEFAULT 'eom'::text;
+
+ALTER TABLE ONLY exophthalmometries ALTER COLUMN exam SET DEFAULT 'exophthalmometry'::text;
+
+ALTER TABLE ONLY funduscopies ALTER COLUMN exam SET DEFAULT 'funduscopy'::text;
+
+ALTER TABLE ONLY funduscopies ALTER COLUMN dilated SET DEFAULT false;
+
+ALTER TABLE ONLY gonioscopies ALTER COLUMN exam SET DEFAULT 'gonioscopy'::text;
+
+ALTER TABLE ONLY gross_examinations ALTER COLUMN exam SET DEFAULT 'gross_examination'::text;
+
+ALTER TABLE ONLY indirect_ophthalmoscopies ALTER COLUMN exam SET DEFAULT 'indirect_ophthalmoscopy'::text;
+
+ALTER TABLE ONLY lacrimal_irrigations ALTER COLUMN exam SET DEFAULT 'lacrimal_irrigation'::text;
+
+ALTER TABLE ONLY radiologies ALTER COLUMN exam SET DEFAULT 'radiology'::text;
+
+ALTER TABLE ONLY refractions ALTER COLUMN exam SET DEFAULT 'refraction'::text;
+
+ALTER TABLE ONLY slit_lamps ALTER COLUMN exam SET DEFAULT 'slit_lamp'::text;
+
+ALTER TABLE ONLY tonometries ALTER COLUMN exam SET DEFAULT 'tonometry'::text;
+
+ALTER TABLE ONLY visual_acuities ALTER COLUMN exam SET DEFAULT 'visual_acuity'::text;
 
 INSERT INTO audit_chain_head VALUES (1, 0, '\x');
 
@@ -1972,12 +2000,6 @@ ALTER TABLE ONLY audit_log_until_partitioned
 
 CREATE INDEX allergies_patient_idx ON allergies USING btree (patient_id, id);
 
-CREATE INDEX amsler_grids_examined_idx ON amsler_grids USING btree (examined_at, id) WHERE (deleted_at IS NULL);
-
-CREATE INDEX amsler_grids_patient_idx ON amsler_grids USING btree (patient_id, examined_at, id);
-
-CREATE INDEX amsler_grids_visit_idx ON amsler_grids USING btree (patient_visit_id);
-
 CREATE INDEX appointment_reminders_due_idx ON appointment_reminders USING btree (next_attempt_at) WHERE (status = 'pending'::text);
 
 CREATE UNIQUE INDEX appointment_reminders_pending_key ON appointment_reminders USING btree (appointment_id, due_at) WHERE (status = 'pending'::text);
@@ -2038,53 +2060,11 @@ CREATE INDEX complaints_patient_idx ON complaints USING btree (patient_id);
 
 CREATE INDEX complaints_visit_idx ON complaints USING btree (patient_visit_id);
 
-CREATE INDEX corneal_topographies_examined_idx ON corneal_topographies USING btree (examined_at, id) WHERE (deleted_at IS NULL);
+CREATE INDEX examinations_examined_idx ON examinations USING btree (exam, examined_at, id) WHERE (deleted_at IS NULL);
 
-CREATE INDEX corneal_topographies_patient_idx ON corneal_topographies USING btree (patient_id, examined_at, id);
+CREATE INDEX examinations_patient_idx ON examinations USING btree (patient_id, exam, examined_at, id);
 
-CREATE INDEX corneal_topographies_visit_idx ON corneal_topographies USING btree (patient_visit_id);
-
-CREATE INDEX eoms_examined_idx ON eoms USING btree (examined_at, id) WHERE (deleted_at IS NULL);
-
-CREATE INDEX eoms_patient_idx ON eoms USING btree (patient_id, examined_at, id);
-
-CREATE INDEX eoms_visit_idx ON eoms USING btree (patient_visit_id);
-
-CREATE INDEX exophthalmometries_examined_idx ON exophthalmometries USING btree (examined_at, id) WHERE (deleted_at IS NULL);
-
-CREATE INDEX exophthalmometries_patient_idx ON exophthalmometries USING btree (patient_id, examined_at, id);
-
-CREATE INDEX exophthalmometries_visit_idx ON exophthalmometries USING btree (patient_visit_id);
-
-CREATE INDEX funduscopies_examined_idx ON funduscopies USING btree (examined_at, id) WHERE (deleted_at IS NULL);
-
-CREATE INDEX funduscopies_patient_idx ON funduscopies USING btree (patient_id, examined_at, id);
-
-CREATE INDEX funduscopies_visit_idx ON funduscopies USING btree (patient_visit_id);
-
-CREATE INDEX gonioscopies_examined_idx ON gonioscopies USING btree (examined_at, id) WHERE (deleted_at IS NULL);
-
-CREATE INDEX gonioscopies_patient_idx ON gonioscopies USING btree (patient_id, examined_at, id);
-
-CREATE INDEX gonioscopies_visit_idx ON gonioscopies USING btree (patient_visit_id);
-
-CREATE INDEX gross_examinations_examined_idx ON gross_examinations USING btree (examined_at, id) WHERE (deleted_at IS NULL);
-
-CREATE INDEX gross_examinations_patient_idx ON gross_examinations USING btree (patient_id, examined_at, id);
-
-CREATE INDEX gross_examinations_visit_idx ON gross_examinations USING btree (patient_visit_id);
-
-CREATE INDEX indirect_ophthalmoscopies_examined_idx ON indirect_ophthalmoscopies USING btree (examined_at, id) WHERE (deleted_at IS NULL);
-
-CREATE INDEX indirect_ophthalmoscopies_patient_idx ON indirect_ophthalmoscopies USING btree (patient_id, examined_at, id);
-
-CREATE INDEX indirect_ophthalmoscopies_visit_idx ON indirect_ophthalmoscopies USING btree (patient_visit_id);
-
-CREATE INDEX lacrimal_irrigations_examined_idx ON lacrimal_irrigations USING btree (examined_at, id) WHERE (deleted_at IS NULL);
-
-CREATE INDEX lacrimal_irrigations_patient_idx ON lacrimal_irrigations USING btree (patient_id, examined_at, id);
-
-CREATE INDEX lacrimal_irrigations_visit_idx ON lacrimal_irrigations USING btree (patient_visit_id);
+CREATE INDEX examinations_visit_idx ON examinations USING btree (patient_visit_id);
 
 CREATE UNIQUE INDEX medical_certificates_number_key ON medical_certificates USING btree (certificate_number);
 
@@ -2150,45 +2130,15 @@ CREATE INDEX queue_tickets_open_idx ON queue_tickets USING btree (queue_date) WH
 
 CREATE INDEX queue_tickets_patient_all_idx ON queue_tickets USING btree (patient_id);
 
-CREATE INDEX radiologies_examined_idx ON radiologies USING btree (examined_at, id) WHERE (deleted_at IS NULL);
-
-CREATE INDEX radiologies_patient_idx ON radiologies USING btree (patient_id, examined_at, id);
-
-CREATE INDEX radiologies_visit_idx ON radiologies USING btree (patient_visit_id);
-
 CREATE INDEX recalls_due_idx ON recalls USING btree (due_on) WHERE (deleted_at IS NULL);
 
 CREATE INDEX recalls_patient_idx ON recalls USING btree (patient_id, due_on);
-
-CREATE INDEX refractions_examined_idx ON refractions USING btree (examined_at, id) WHERE (deleted_at IS NULL);
-
-CREATE INDEX refractions_patient_idx ON refractions USING btree (patient_id, examined_at, id);
-
-CREATE INDEX refractions_visit_idx ON refractions USING btree (patient_visit_id);
-
-CREATE INDEX slit_lamps_examined_idx ON slit_lamps USING btree (examined_at, id) WHERE (deleted_at IS NULL);
-
-CREATE INDEX slit_lamps_patient_idx ON slit_lamps USING btree (patient_id, examined_at, id);
-
-CREATE INDEX slit_lamps_visit_idx ON slit_lamps USING btree (patient_visit_id);
-
-CREATE INDEX tonometries_examined_idx ON tonometries USING btree (examined_at, id) WHERE (deleted_at IS NULL);
-
-CREATE INDEX tonometries_patient_idx ON tonometries USING btree (patient_id, examined_at, id);
-
-CREATE INDEX tonometries_visit_idx ON tonometries USING btree (patient_visit_id);
 
 CREATE UNIQUE INDEX visit_diagnoses_one_primary ON visit_diagnoses USING btree (patient_visit_id) WHERE ("primary" AND (deleted_at IS NULL));
 
 CREATE INDEX visit_diagnoses_patient_idx ON visit_diagnoses USING btree (patient_id, id);
 
 CREATE INDEX visit_diagnoses_visit_idx ON visit_diagnoses USING btree (patient_visit_id, id);
-
-CREATE INDEX visual_acuities_examined_idx ON visual_acuities USING btree (examined_at, id) WHERE (deleted_at IS NULL);
-
-CREATE INDEX visual_acuities_patient_idx ON visual_acuities USING btree (patient_id, examined_at, id);
-
-CREATE INDEX visual_acuities_visit_idx ON visual_acuities USING btree (patient_visit_id);
 
 ALTER INDEX audit_log_at_idx ATTACH PARTITION audit_log_default_at_idx;
 
@@ -2221,8 +2171,6 @@ ALTER INDEX audit_log_user_idx ATTACH PARTITION audit_log_until_partitioned_user
 CREATE TRIGGER allergies_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON allergies
     FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
 
-CREATE TRIGGER amsler_grids_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON amsler_grids FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
-
 CREATE TRIGGER appointments_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON appointments
     FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
 
@@ -2253,21 +2201,8 @@ CREATE TRIGGER billing_transactions_patient_not_merged BEFORE INSERT OR UPDATE O
 
 CREATE TRIGGER complaints_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON complaints FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
 
-CREATE TRIGGER corneal_topographies_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON corneal_topographies FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
-
-CREATE TRIGGER eoms_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON eoms FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
-
-CREATE TRIGGER exophthalmometries_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON exophthalmometries FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
-
-CREATE TRIGGER funduscopies_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON funduscopies FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
-
-CREATE TRIGGER gonioscopies_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON gonioscopies FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
-
-CREATE TRIGGER gross_examinations_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON gross_examinations FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
-
-CREATE TRIGGER indirect_ophthalmoscopies_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON indirect_ophthalmoscopies FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
-
-CREATE TRIGGER lacrimal_irrigations_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON lacrimal_irrigations FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
+CREATE TRIGGER examinations_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON examinations
+    FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
 
 CREATE TRIGGER medical_certificates_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON medical_certificates FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
 
@@ -2332,16 +2267,8 @@ CREATE TRIGGER queue_day_counts_updated AFTER UPDATE ON queue_tickets
 
 CREATE TRIGGER queue_tickets_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON queue_tickets FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
 
-CREATE TRIGGER radiologies_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON radiologies FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
-
 CREATE TRIGGER recalls_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON recalls
     FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
-
-CREATE TRIGGER refractions_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON refractions FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
-
-CREATE TRIGGER slit_lamps_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON slit_lamps FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
-
-CREATE TRIGGER tonometries_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON tonometries FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
 
 CREATE TRIGGER visit_day_counts_deleted AFTER DELETE ON patient_visits
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION visit_day_counts_changed();
@@ -2354,7 +2281,5 @@ CREATE TRIGGER visit_day_counts_updated AFTER UPDATE ON patient_visits
 
 CREATE TRIGGER visit_diagnoses_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON visit_diagnoses
     FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
-
-CREATE TRIGGER visual_acuities_patient_not_merged BEFORE INSERT OR UPDATE OF patient_id ON visual_acuities FOR EACH ROW EXECUTE FUNCTION refuse_merged_patient();
 
 SET LOCAL check_function_bodies TO DEFAULT;

@@ -32,7 +32,7 @@ use crate::resource::field::integer;
 use crate::resource::idempotency::Answer;
 use crate::resource::input::Input;
 use crate::resource::routes::{render, set_etag};
-use crate::resource::{Context, Scope, Unit, Within, state_conflict};
+use crate::resource::{Context, Kind, Scope, Target, Unit, Within, state_conflict};
 
 pub static UNMERGE: Input = Input::new("UnmergeRequest", &[integer("merge_id", 1, i64::MAX).required()]);
 
@@ -170,42 +170,32 @@ async fn in_branch(ctx: &Context, client: &mut Client, merge: &Merge, window: f6
     unit.commit_step().await
 }
 
-/// Rows of the branch naming (through a foreign key) a row the merge moved, that it did not
-/// move itself: written since, for the survivor, on a record that would go back to the
-/// duplicate (a complaint on a moved visit). Keys are read from the catalogue, names from the
-/// declarations.
+/// Rows of the branch naming a row the merge moved, that it did not move itself: written
+/// since, for the survivor, on a record that would go back to the duplicate (a complaint on a
+/// moved visit). What names what is read from the declarations' references, as the
+/// registry's step does: the catalogue's foreign keys are the tables', and an examination's
+/// are its shared table's, not its own.
 async fn naming_moved(
     unit: &Unit<'_>,
     patient_rows: &[PatientRows],
     moved: &MovedRows,
 ) -> ApiResult<Vec<Value>> {
-    let keys = unit
-        .query(
-            "SELECT c.conrelid::regclass::text, a.attname::text, c.confrelid::regclass::text
-               FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
-              WHERE c.contype = 'f' AND cardinality(c.conkey) = 1
-                AND c.connamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())",
-            &[],
-        )
-        .await?;
     let mut found = Vec::new();
-    for key in keys {
-        let (from, column, to): (String, String, String) = (key.get(0), key.get(1), key.get(2));
-        let (Some(naming), Some(referenced)) =
-            (patient_rows.iter().find(|r| r.table() == from), moved.get(&to).filter(|rows| !rows.is_empty()))
-        else {
-            continue;
-        };
-        let Some(column) = naming.resource.output_columns().find(|c| *c == column) else { continue };
-        let ids: Vec<i64> = referenced.iter().map(|m| m.id).collect();
+    for naming in patient_rows {
         let own: Vec<i64> =
             moved.get(naming.table()).map(|rows| rows.iter().map(|m| m.id).collect()).unwrap_or_default();
-        let sql = format!(
-            "SELECT id FROM {} WHERE {column} = ANY($1) AND NOT (id = ANY($2)) ORDER BY id",
-            naming.table()
-        );
-        for row in unit.query(&sql, &[&ids, &own]).await? {
-            found.push(json!({ "table": naming.table(), "id": row.get::<_, i64>(0) }));
+        for field in naming.resource.all_fields() {
+            let Kind::Ref(Target::Branch(table)) = field.kind else { continue };
+            let Some(referenced) = moved.get(table).filter(|rows| !rows.is_empty()) else { continue };
+            let ids: Vec<i64> = referenced.iter().map(|m| m.id).collect();
+            let sql = format!(
+                "SELECT id FROM {} WHERE {} = ANY($1) AND NOT (id = ANY($2)) ORDER BY id",
+                naming.table(),
+                field.name,
+            );
+            for row in unit.query(&sql, &[&ids, &own]).await? {
+                found.push(json!({ "table": naming.table(), "id": row.get::<_, i64>(0) }));
+            }
         }
     }
     Ok(found)

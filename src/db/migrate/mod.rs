@@ -457,6 +457,7 @@ mod tests {
         (27, "hours_in_statements", 18407945311680868091),
         (28, "attachments", 14225405572014035635),
         (29, "diagnosis_primary", 14293647152165759818),
+        (30, "lighter_branch", 6152861636290605208),
     ];
 
     /// What differs between the migrations `set` holds and `released`: a released one changed

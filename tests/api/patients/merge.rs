@@ -4,7 +4,7 @@
 //!
 //! The helpers shared by the topics are here; the tests are in the modules below, one topic each.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use clinic_server::clinical::merge::tables;
 use clinic_server::resource::registered;
