@@ -205,3 +205,43 @@ async fn a_flush_writes_the_branches_of_a_server_a_bounded_number_to_a_transacti
     let (transactions, most_per_branch): (i64, i64) = (row.get(0), row.get(1));
     assert_eq!((transactions, most_per_branch), (3, 1), "each branch in one transaction, two to each");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backlog_of_one_branch_is_written_a_bounded_number_of_records_to_a_transaction() {
+    let app = TestApp::spawn_with(|s| s.rate_limit_api = 100_000).await;
+    let branch = app.main_branch().await;
+    // Frozen, the branch's records wait in the writer; thawed, they are one backlog.
+    set_frozen(&app, branch, true).await;
+    let most = clinic_server::db::read_audit::RECORDS_PER_TRANSACTION;
+    let reads = 2 * most + 76;
+    // Sixteen at a time: within what the branch's pool serves without a wait.
+    for wave in (0..reads).collect::<Vec<_>>().chunks(16) {
+        let answers: Vec<_> = wave
+            .iter()
+            .map(|_| tokio::spawn(reply(app.request(Method::GET, "/api/v1/patients", Some(branch)))))
+            .collect();
+        for answer in answers {
+            assert_status(&answer.await.unwrap(), 200);
+        }
+    }
+    eventually(SOON, "the writer holds every record", async || app.state.read_audit.queued() == 0).await;
+    set_frozen(&app, branch, false).await;
+    app.state.read_audit.flush().await;
+    assert_eq!(reads_in(&app, branch).await, reads as i64);
+    // The transaction that wrote each row is its xmin.
+    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    let per_transaction: Vec<i64> = client
+        .query(
+            &format!(
+                "SELECT count(*) FROM branch_{branch}.audit_log WHERE resource = 'patients' AND action = 'list'
+                  GROUP BY xmin::text ORDER BY 1 DESC"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(per_transaction, [most as i64, most as i64, 76]);
+}
