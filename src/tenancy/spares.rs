@@ -1,10 +1,13 @@
-//! Spare branch schemas: a few schemas kept built at the latest tenant version on the
-//! registry's database server, so that creating a branch there renames one
-//! (`db::migrate::adopt_spare_schema`) instead of building ~300 relations while the caller
+//! Spare branch schemas: a few schemas kept built at the latest tenant version on each
+//! database server that holds branches (the registry's, and every other one an active
+//! branch names), so that creating a branch there renames one
+//! (`db::migrate::adopt_spare_schema`) instead of building ~180 relations while the caller
 //! waits. The keeper builds them at start-up and again whenever a create takes one, one at
 //! a time per server (an advisory lock), and drops spares of older tenant migrations (after
-//! an upgrade; a newer server's are left to it). `SPARE_BRANCH_SCHEMAS` says how many; 0 builds none, and a create finding
-//! none builds its schema as before. Branches on other database servers are always built.
+//! an upgrade; a newer server's are left to it). `SPARE_BRANCH_SCHEMAS` says how many on each
+//! server; 0 builds none, and a create finding none builds its schema as before. The first
+//! branch put on a new server is built; the keeper, woken by that create, then keeps spares
+//! there too.
 //!
 //! A spare is no branch's: it is in no registry row, no route reaches it, and it holds no
 //! rows but the seeded counters a new schema holds. What makes it a branch's schema is the
@@ -49,11 +52,37 @@ pub fn spawn(state: Arc<AppState>) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// Drops the registry server's spares of other migrations and builds spares until `wanted`
-/// are current; answers how many it built. Another instance already at it: nothing.
+/// Keeps `wanted` current spares on the registry's server, then on every other server an
+/// active branch names; answers how many it built. Another server that cannot be reached is
+/// logged and looked at again next time, without holding up the others.
 pub async fn keep(directory: &Directory, wanted: usize) -> anyhow::Result<usize> {
-    let mut client =
-        crate::db::connect_with(directory.registry_url(), &directory.settings().database_tls).await?;
+    let mut built = keep_on(directory, directory.registry_url(), wanted).await?;
+    let client = directory.registry().get().await?;
+    let others = client
+        .query(
+            "SELECT DISTINCT database_url FROM branches
+              WHERE database_url IS NOT NULL AND status = 'active' ORDER BY 1",
+            &[],
+        )
+        .await?;
+    drop(client);
+    for url in others.iter().map(|r| r.get::<_, String>(0)) {
+        match keep_on(directory, &url, wanted).await {
+            Ok(more) => built += more,
+            Err(e) => tracing::warn!(
+                server = crate::db::server_name(&url),
+                error = format!("{e:#}"),
+                "could not keep spare branch schemas on a database server"
+            ),
+        }
+    }
+    Ok(built)
+}
+
+/// Drops the spares of other migrations on the server at `url` and builds spares until
+/// `wanted` are current; answers how many it built. Another instance already at it: nothing.
+async fn keep_on(directory: &Directory, url: &str, wanted: usize) -> anyhow::Result<usize> {
+    let mut client = crate::db::connect_with(url, &directory.settings().database_tls).await?;
     let locked: bool =
         client.query_one("SELECT pg_try_advisory_lock(hashtext($1))", &[&KEEPER_LOCK]).await?.get(0);
     if !locked {
