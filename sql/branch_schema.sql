@@ -1,8 +1,8 @@
--- A branch schema as the tenant migrations V1 to V31 leave it, in one script: what a new
+-- A branch schema as the tenant migrations V1 to V32 leave it, in one script: what a new
 -- branch's schema is built from (`db::migrate::build_batch`), with every later migration run
 -- after it. Written by ops/branch_schema/write.sh from pg_dump of a replayed schema; do not
 -- edit by hand. `tests/api/tenancy/catalogue.rs` checks that it builds the replayed schema.
--- version: 31
+-- version: 32
 SET LOCAL check_function_bodies = false;
 
 CREATE FUNCTION audit_log_add_months(ahead integer) RETURNS integer
@@ -206,8 +206,48 @@ CREATE FUNCTION dashboard_recount_differences() RETURNS TABLE(rollup text, key j
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', '@schema@', 'pg_temp'
     AS $$
+    WITH recount (rollup, key, figures) AS (
+        SELECT 'visit_day_counts', jsonb_build_array(visit_date, status), jsonb_build_array(count(*))
+          FROM patient_visits WHERE deleted_at IS NULL GROUP BY visit_date, status
+        UNION ALL
+        SELECT 'queue_day_counts', jsonb_build_array(queue_date, status),
+               jsonb_build_array(count(*), count(called_at), coalesce(sum(queue_wait_seconds(called_at, created_at)), 0))
+          FROM queue_tickets WHERE deleted_at IS NULL GROUP BY queue_date, status
+        UNION ALL
+        SELECT 'billing_day_totals', jsonb_build_array(transaction_date), jsonb_build_array(sum(a.charges), sum(a.payments))
+          FROM billing_transactions, billing_day_amounts(kind, status, amount, deleted_at) a
+         WHERE status = 'posted' AND deleted_at IS NULL AND (a.charges <> 0 OR a.payments <> 0)
+         GROUP BY transaction_date
+        UNION ALL
+        SELECT 'patient_counts', jsonb_build_array(k.dimension, k.value, k.spelling), jsonb_build_array(count(*))
+          FROM patients, patient_tally_keys(sex, civil_status, status, city, birth_date) k
+         WHERE deleted_at IS NULL GROUP BY k.dimension, k.value, k.spelling
+        UNION ALL
+        SELECT 'patient_registrations', jsonb_build_array(p.span, p.period, k.dimension, k.value, k.spelling),
+               jsonb_build_array(count(*))
+          FROM dashboard_zone z, patients, patient_tally_keys(sex, civil_status, status, city, birth_date) k,
+               LATERAL (VALUES ('d'::"char", registered_on(created_at, z.timezone)),
+                               ('m'::"char", date_trunc('month', registered_on(created_at, z.timezone))::date)) AS p (span, period)
+         WHERE deleted_at IS NULL AND z.timezone IS NOT NULL
+         GROUP BY p.span, p.period, k.dimension, k.value, k.spelling
+    ), kept (rollup, key, figures) AS (
+        SELECT 'visit_day_counts', jsonb_build_array(visit_date, status), jsonb_build_array(n)
+          FROM visit_day_counts WHERE n <> 0
+        UNION ALL
+        SELECT 'queue_day_counts', jsonb_build_array(queue_date, status), jsonb_build_array(n, waited, wait_seconds)
+          FROM queue_day_counts WHERE n <> 0 OR waited <> 0 OR wait_seconds <> 0
+        UNION ALL
+        SELECT 'billing_day_totals', jsonb_build_array(transaction_date), jsonb_build_array(charges, payments)
+          FROM billing_day_totals WHERE charges <> 0 OR payments <> 0
+        UNION ALL
+        SELECT 'patient_counts', jsonb_build_array(dimension, value, spelling), jsonb_build_array(n)
+          FROM patient_counts WHERE n <> 0
+        UNION ALL
+        SELECT 'patient_registrations', jsonb_build_array(span, period, dimension, value, spelling), jsonb_build_array(n)
+          FROM patient_registrations WHERE n <> 0
+    )
     SELECT coalesce(k.rollup, r.rollup), coalesce(k.key, r.key), k.figures, r.figures
-      FROM dashboard_kept k FULL JOIN dashboard_recount r ON r.rollup = k.rollup AND r.key = k.key
+      FROM kept k FULL JOIN recount r ON r.rollup = k.rollup AND r.key = k.key
      WHERE k.figures IS DISTINCT FROM r.figures
      ORDER BY 1, 2
 $$;
@@ -1131,41 +1171,6 @@ CREATE TABLE complaints (
     CONSTRAINT complaints_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
 );
 
-CREATE TABLE patient_counts (
-    dimension text NOT NULL,
-    value text NOT NULL,
-    spelling text NOT NULL,
-    n bigint NOT NULL,
-    CONSTRAINT patient_counts_pkey PRIMARY KEY (dimension, value, spelling)
-);
-
-CREATE TABLE patient_registrations (
-    span "char" NOT NULL,
-    period date NOT NULL,
-    dimension text NOT NULL,
-    value text NOT NULL,
-    spelling text NOT NULL,
-    n bigint NOT NULL,
-    CONSTRAINT patient_registrations_span_check CHECK ((span = ANY (ARRAY['d'::"char", 'm'::"char"]))),
-    CONSTRAINT patient_registrations_pkey PRIMARY KEY (span, period, dimension, value, spelling)
-);
-
-CREATE TABLE queue_day_counts (
-    queue_date date NOT NULL,
-    status text NOT NULL,
-    n bigint NOT NULL,
-    waited bigint NOT NULL,
-    wait_seconds numeric NOT NULL,
-    CONSTRAINT queue_day_counts_pkey PRIMARY KEY (queue_date, status)
-);
-
-CREATE TABLE visit_day_counts (
-    visit_date date NOT NULL,
-    status text NOT NULL,
-    n bigint NOT NULL,
-    CONSTRAINT visit_day_counts_pkey PRIMARY KEY (visit_date, status)
-);
-
 CREATE TABLE dashboard_zone (
     one boolean DEFAULT true NOT NULL,
     timezone text,
@@ -1242,6 +1247,14 @@ CREATE TABLE medical_certificates (
     CONSTRAINT medical_certificates_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
 );
 
+CREATE TABLE patient_counts (
+    dimension text NOT NULL,
+    value text NOT NULL,
+    spelling text NOT NULL,
+    n bigint NOT NULL,
+    CONSTRAINT patient_counts_pkey PRIMARY KEY (dimension, value, spelling)
+);
+
 CREATE TABLE patient_duplicate_checks (
     seq bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
     subject_id bigint NOT NULL,
@@ -1288,6 +1301,17 @@ CREATE TABLE patient_merge_rows (
     CONSTRAINT patient_merge_rows_place_check CHECK ((place = ANY (ARRAY['branch'::text, 'registry'::text]))),
     CONSTRAINT patient_merge_rows_pkey PRIMARY KEY (merge_id, place, table_name, row_id),
     CONSTRAINT patient_merge_rows_merge_id_fkey FOREIGN KEY (merge_id) REFERENCES patient_merges(id)
+);
+
+CREATE TABLE patient_registrations (
+    span "char" NOT NULL,
+    period date NOT NULL,
+    dimension text NOT NULL,
+    value text NOT NULL,
+    spelling text NOT NULL,
+    n bigint NOT NULL,
+    CONSTRAINT patient_registrations_span_check CHECK ((span = ANY (ARRAY['d'::"char", 'm'::"char"]))),
+    CONSTRAINT patient_registrations_pkey PRIMARY KEY (span, period, dimension, value, spelling)
 );
 
 CREATE TABLE patient_search (
@@ -1372,6 +1396,15 @@ CREATE TABLE queue_counters (
     CONSTRAINT queue_counters_pkey PRIMARY KEY (branch_service_id, queue_date)
 );
 
+CREATE TABLE queue_day_counts (
+    queue_date date NOT NULL,
+    status text NOT NULL,
+    n bigint NOT NULL,
+    waited bigint NOT NULL,
+    wait_seconds numeric NOT NULL,
+    CONSTRAINT queue_day_counts_pkey PRIMARY KEY (queue_date, status)
+);
+
 CREATE TABLE row_counts (
     table_name text NOT NULL,
     live bigint DEFAULT 0 NOT NULL,
@@ -1400,6 +1433,13 @@ CREATE TABLE schedule_exceptions (
     CONSTRAINT schedule_exceptions_end_time_check CHECK ((end_time ~ '^([01][0-9]|2[0-3]):[0-5][0-9]$'::text)),
     CONSTRAINT schedule_exceptions_start_time_check CHECK ((start_time ~ '^([01][0-9]|2[0-3]):[0-5][0-9]$'::text)),
     CONSTRAINT schedule_exceptions_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE visit_day_counts (
+    visit_date date NOT NULL,
+    status text NOT NULL,
+    n bigint NOT NULL,
+    CONSTRAINT visit_day_counts_pkey PRIMARY KEY (visit_date, status)
 );
 
 CREATE TABLE visit_diagnoses (
@@ -1474,78 +1514,6 @@ CREATE VIEW corneal_topographies AS
    FROM examinations
   WHERE (examinations.exam = 'corneal_topography'::text)
   WITH LOCAL CHECK OPTION;
-
-CREATE VIEW dashboard_kept AS
- SELECT 'visit_day_counts'::text AS rollup,
-    jsonb_build_array(visit_day_counts.visit_date, visit_day_counts.status) AS key,
-    jsonb_build_array(visit_day_counts.n) AS figures
-   FROM visit_day_counts
-  WHERE (visit_day_counts.n <> 0)
-UNION ALL
- SELECT 'queue_day_counts'::text AS rollup,
-    jsonb_build_array(queue_day_counts.queue_date, queue_day_counts.status) AS key,
-    jsonb_build_array(queue_day_counts.n, queue_day_counts.waited, queue_day_counts.wait_seconds) AS figures
-   FROM queue_day_counts
-  WHERE ((queue_day_counts.n <> 0) OR (queue_day_counts.waited <> 0) OR (queue_day_counts.wait_seconds <> (0)::numeric))
-UNION ALL
- SELECT 'billing_day_totals'::text AS rollup,
-    jsonb_build_array(billing_day_totals.transaction_date) AS key,
-    jsonb_build_array(billing_day_totals.charges, billing_day_totals.payments) AS figures
-   FROM billing_day_totals
-  WHERE ((billing_day_totals.charges <> (0)::numeric) OR (billing_day_totals.payments <> (0)::numeric))
-UNION ALL
- SELECT 'patient_counts'::text AS rollup,
-    jsonb_build_array(patient_counts.dimension, patient_counts.value, patient_counts.spelling) AS key,
-    jsonb_build_array(patient_counts.n) AS figures
-   FROM patient_counts
-  WHERE (patient_counts.n <> 0)
-UNION ALL
- SELECT 'patient_registrations'::text AS rollup,
-    jsonb_build_array(patient_registrations.span, patient_registrations.period, patient_registrations.dimension, patient_registrations.value, patient_registrations.spelling) AS key,
-    jsonb_build_array(patient_registrations.n) AS figures
-   FROM patient_registrations
-  WHERE (patient_registrations.n <> 0);
-
-CREATE VIEW dashboard_recount AS
- SELECT 'visit_day_counts'::text AS rollup,
-    jsonb_build_array(patient_visits.visit_date, patient_visits.status) AS key,
-    jsonb_build_array(count(*)) AS figures
-   FROM patient_visits
-  WHERE (patient_visits.deleted_at IS NULL)
-  GROUP BY patient_visits.visit_date, patient_visits.status
-UNION ALL
- SELECT 'queue_day_counts'::text AS rollup,
-    jsonb_build_array(queue_tickets.queue_date, queue_tickets.status) AS key,
-    jsonb_build_array(count(*), count(queue_tickets.called_at), COALESCE(sum(queue_wait_seconds(queue_tickets.called_at, queue_tickets.created_at)), (0)::numeric)) AS figures
-   FROM queue_tickets
-  WHERE (queue_tickets.deleted_at IS NULL)
-  GROUP BY queue_tickets.queue_date, queue_tickets.status
-UNION ALL
- SELECT 'billing_day_totals'::text AS rollup,
-    jsonb_build_array(billing_transactions.transaction_date) AS key,
-    jsonb_build_array(sum(a.charges), sum(a.payments)) AS figures
-   FROM billing_transactions,
-    LATERAL billing_day_amounts(billing_transactions.kind, billing_transactions.status, billing_transactions.amount, billing_transactions.deleted_at) a(charges, payments)
-  WHERE ((billing_transactions.status = 'posted'::text) AND (billing_transactions.deleted_at IS NULL) AND ((a.charges <> (0)::numeric) OR (a.payments <> (0)::numeric)))
-  GROUP BY billing_transactions.transaction_date
-UNION ALL
- SELECT 'patient_counts'::text AS rollup,
-    jsonb_build_array(k.dimension, k.value, k.spelling) AS key,
-    jsonb_build_array(count(*)) AS figures
-   FROM patients,
-    LATERAL patient_tally_keys(patients.sex, patients.civil_status, patients.status, patients.city, patients.birth_date) k(dimension, value, spelling)
-  WHERE (patients.deleted_at IS NULL)
-  GROUP BY k.dimension, k.value, k.spelling
-UNION ALL
- SELECT 'patient_registrations'::text AS rollup,
-    jsonb_build_array(p.span, p.period, k.dimension, k.value, k.spelling) AS key,
-    jsonb_build_array(count(*)) AS figures
-   FROM dashboard_zone z,
-    patients,
-    LATERAL patient_tally_keys(patients.sex, patients.civil_status, patients.status, patients.city, patients.birth_date) k(dimension, value, spelling),
-    LATERAL ( VALUES ('d'::"char",registered_on(patients.created_at, z.timezone)), ('m'::"char",(date_trunc('month'::text, (registered_on(patients.created_at, z.timezone))::timestamp with time zone))::date)) p(span, period)
-  WHERE ((patients.deleted_at IS NULL) AND (z.timezone IS NOT NULL))
-  GROUP BY p.span, p.period, k.dimension, k.value, k.spelling;
 
 CREATE VIEW eoms AS
  SELECT examinations.exam,

@@ -458,6 +458,7 @@ mod tests {
         (28, "attachments", 14225405572014035635),
         (29, "diagnosis_primary", 14293647152165759818),
         (30, "lighter_branch", 6152861636290605208),
+        (31, "examinations_in_one_table", 11266274005521149594),
     ];
 
     /// What differs between the migrations `set` holds and `released`: a released one changed
