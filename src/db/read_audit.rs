@@ -403,16 +403,20 @@ async fn write(
     let mut by_server: BTreeMap<String, Vec<BranchRecords>> = BTreeMap::new();
     let mut alone = Vec::new();
     for (branch, mut records) in by_branch {
+        // A branch's backlog goes in transactions of at most `RECORDS_PER_TRANSACTION`,
+        // whichever way it is written.
+        let mut batches = Vec::new();
+        while records.len() > RECORDS_PER_TRANSACTION {
+            let rest = records.split_off(RECORDS_PER_TRANSACTION);
+            batches.push(std::mem::replace(&mut records, rest));
+        }
+        batches.push(records);
         match directory.route(branch).await {
-            Ok(Ok(route)) if !route.frozen => {
-                let server = by_server.entry(route.pool.name().to_owned()).or_default();
-                while records.len() > RECORDS_PER_TRANSACTION {
-                    let rest = records.split_off(RECORDS_PER_TRANSACTION);
-                    server.push((route.clone(), std::mem::replace(&mut records, rest)));
-                }
-                server.push((route, records));
-            }
-            _ => alone.push((branch, records)),
+            Ok(Ok(route)) if !route.frozen => by_server
+                .entry(route.pool.name().to_owned())
+                .or_default()
+                .extend(batches.into_iter().map(|batch| (route.clone(), batch))),
+            _ => alone.extend(batches.into_iter().map(|batch| (branch, batch))),
         }
     }
     connections.retain(|_, (pool, client)| !pool.is_closed() && !client.is_closed());
