@@ -565,6 +565,12 @@ async fn write_branch(directory: &Directory, branch: i64, records: &[ReadRecord]
     let conn = BranchConn::checkout(&route.pool, &route.schema).await.map_err(|e| later(e.into()))?;
     let columns = Columns::of(records);
     let stmt = conn.prepare_cached(&insert_sql("audit_log")).await.map_err(|e| later(e.into()))?;
-    conn.execute(&stmt, &columns.params()).await.map_err(|e| later(e.into()))?;
+    conn.execute(&stmt, &columns.params()).await.map_err(|e| {
+        if crate::http::error::is_no_partition(&e) {
+            // The records wait for their month, which is made now.
+            crate::http::error::audit_month_missing();
+        }
+        later(e.into())
+    })?;
     Ok(())
 }

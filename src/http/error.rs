@@ -310,6 +310,27 @@ impl Scribe for ApiError {
 /// The SQLSTATE the schemas raise for a row written for a merged record.
 pub const MERGED_SQLSTATE: &str = "MG410";
 
+/// Counts the writes that met an audit log without a partition for their month: each walk
+/// that makes the months (`tenancy::audit_months`) watches it and runs at once, not at its
+/// next turn. A watch, not a wake-up: a walk busy when it moves still sees it afterwards.
+pub static AUDIT_MONTH_MISSING: std::sync::LazyLock<tokio::sync::watch::Sender<u64>> =
+    std::sync::LazyLock::new(|| tokio::sync::watch::Sender::new(0));
+
+/// Tells the walks that a month is missing.
+pub fn audit_month_missing() {
+    AUDIT_MONTH_MISSING.send_modify(|n| *n = n.wrapping_add(1));
+}
+
+/// Whether `e` says a row found no partition of its partitioned table to go to.
+pub fn is_no_partition(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(no_partition)
+}
+
+fn no_partition(db: &tokio_postgres::error::DbError) -> bool {
+    db.code() == &tokio_postgres::error::SqlState::CHECK_VIOLATION
+        && db.message().starts_with("no partition of relation")
+}
+
 /// What a database error means for the client: a serialization failure or deadlock is
 /// retried, an outage or an overloaded server is a 503, anything else stays internal.
 ///
@@ -334,6 +355,16 @@ fn classify_database(e: &tokio_postgres::Error) -> Option<ApiError> {
     }
     if code == &SqlState::T_R_SERIALIZATION_FAILURE || code == &SqlState::T_R_DEADLOCK_DETECTED {
         return Some(ApiError::Contended);
+    }
+    if no_partition(db) {
+        // Only the audit logs are partitioned: their months are made ahead, and this one was
+        // not (the walk failed for a week, or the clocks disagree). It is made now.
+        tracing::error!(error = %e, "an audit record has no month to go to; making the months now");
+        audit_month_missing();
+        return Some(ApiError::unavailable(
+            "audit_month_missing",
+            "The audit log is being readied for the new month; try again in a moment.",
+        ));
     }
     if code == &SqlState::UNDEFINED_TABLE || code == &SqlState::INVALID_SCHEMA_NAME {
         // A branch connection routed to a schema that moved to another server (the old one

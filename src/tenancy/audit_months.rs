@@ -19,6 +19,7 @@ use tokio::io::AsyncWriteExt;
 use super::copy::ident;
 use crate::db::directory::Directory;
 use crate::db::migrate::audit_months_ahead;
+use crate::http::error::AUDIT_MONTH_MISSING;
 use crate::state::AppState;
 
 /// How often the months ahead are made.
@@ -91,12 +92,17 @@ pub async fn add_months(directory: &Directory) -> anyhow::Result<u32> {
     Ok(made)
 }
 
-/// Makes the months ahead now and every few hours.
+/// Makes the months ahead now, every few hours, and whenever a write found its month missing
+/// (`http::error::AUDIT_MONTH_MISSING`).
 pub fn spawn(state: Arc<AppState>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut every = tokio::time::interval(EVERY);
+        let mut missing = AUDIT_MONTH_MISSING.subscribe();
         loop {
-            every.tick().await;
+            tokio::select! {
+                _ = every.tick() => {}
+                _ = missing.changed() => {}
+            }
             if let Err(e) = add_months(&state.directory).await {
                 tracing::warn!(error = format!("{e:#}"), "making the audit months ahead failed");
             }
