@@ -1,8 +1,8 @@
--- A branch schema as the tenant migrations V1 to V32 leave it, in one script: what a new
+-- A branch schema as the tenant migrations V1 to V33 leave it, in one script: what a new
 -- branch's schema is built from (`db::migrate::build_batch`), with every later migration run
 -- after it. Written by ops/branch_schema/write.sh from pg_dump of a replayed schema; do not
 -- edit by hand. `tests/api/tenancy/catalogue.rs` checks that it builds the replayed schema.
--- version: 32
+-- version: 33
 SET LOCAL check_function_bodies = false;
 
 CREATE FUNCTION audit_log_add_months(ahead integer) RETURNS integer
@@ -225,7 +225,7 @@ CREATE FUNCTION dashboard_recount_differences() RETURNS TABLE(rollup text, key j
         UNION ALL
         SELECT 'patient_registrations', jsonb_build_array(p.span, p.period, k.dimension, k.value, k.spelling),
                jsonb_build_array(count(*))
-          FROM dashboard_zone z, patients, patient_tally_keys(sex, civil_status, status, city, birth_date) k,
+          FROM branch_info z, patients, patient_tally_keys(sex, civil_status, status, city, birth_date) k,
                LATERAL (VALUES ('d'::"char", registered_on(created_at, z.timezone)),
                                ('m'::"char", date_trunc('month', registered_on(created_at, z.timezone))::date)) AS p (span, period)
          WHERE deleted_at IS NULL AND z.timezone IS NOT NULL
@@ -258,7 +258,7 @@ CREATE FUNCTION dashboard_rezone(zone text) RETURNS void
     AS $$
 BEGIN
     LOCK TABLE patients IN SHARE ROW EXCLUSIVE MODE;
-    IF (SELECT timezone FROM dashboard_zone) IS NOT DISTINCT FROM zone THEN
+    IF (SELECT timezone FROM branch_info) IS NOT DISTINCT FROM zone THEN
         RETURN;
     END IF;
     DELETE FROM patient_registrations;
@@ -271,7 +271,7 @@ BEGIN
      GROUP BY 1, 2, 3, 4, 5
      -- In key order, so that a range's rows lie together.
      ORDER BY 1, 2, 3, 4, 5;
-    UPDATE dashboard_zone SET timezone = zone;
+    UPDATE branch_info SET timezone = zone;
 END
 $$;
 
@@ -399,7 +399,7 @@ CREATE FUNCTION patient_tallies_add(changes jsonb) RETURNS void
     SET search_path TO 'pg_catalog', '@schema@', 'pg_temp'
     AS $$
 DECLARE
-    zone text := (SELECT timezone FROM dashboard_zone);
+    zone text := (SELECT timezone FROM branch_info);
 BEGIN
     WITH rows AS (
              SELECT (c->>'d')::bigint AS d, (c->>'created_at')::timestamptz AS created_at, k.*
@@ -692,13 +692,6 @@ CREATE SEQUENCE row_id_seq
     NO MAXVALUE
     CACHE 1;
 
-CREATE SEQUENCE audit_log_id_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1;
-
 CREATE SEQUENCE patient_pin_seq
     START WITH 1
     INCREMENT BY 1
@@ -799,61 +792,6 @@ CREATE TABLE patient_visits (
     CONSTRAINT patient_visits_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id)
 );
 
-CREATE TABLE examinations (
-    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
-    exam text NOT NULL,
-    patient_id bigint NOT NULL,
-    patient_visit_id bigint NOT NULL,
-    examined_at timestamp with time zone DEFAULT now() NOT NULL,
-    examiner_id bigint NOT NULL,
-    notes text,
-    status text DEFAULT 'draft'::text NOT NULL,
-    signed_by bigint,
-    signed_at timestamp with time zone,
-    amendment_reason text,
-    amended_by bigint,
-    amended_at timestamp with time zone,
-    right_eye jsonb,
-    left_eye jsonb,
-    version integer DEFAULT 1 NOT NULL,
-    created_by bigint,
-    updated_by bigint,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    deleted_at timestamp with time zone,
-    distance text,
-    correction text,
-    notation text,
-    kind text,
-    dilated boolean,
-    device text,
-    deviation text,
-    deviation_pd integer,
-    diplopia boolean,
-    nystagmus boolean,
-    base_mm integer,
-    instrument text,
-    studies jsonb,
-    CONSTRAINT examinations_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
-    CONSTRAINT examinations_exam_check CHECK ((exam = ANY (ARRAY['visual_acuity'::text, 'refraction'::text, 'tonometry'::text, 'slit_lamp'::text, 'funduscopy'::text, 'gonioscopy'::text, 'corneal_topography'::text, 'amsler_grid'::text, 'eom'::text, 'exophthalmometry'::text, 'lacrimal_irrigation'::text, 'radiology'::text, 'gross_examination'::text, 'indirect_ophthalmoscopy'::text]))),
-    CONSTRAINT examinations_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
-    CONSTRAINT examinations_own_required CHECK (
-CASE exam
-    WHEN 'visual_acuity'::text THEN ((distance IS NOT NULL) AND (correction IS NOT NULL) AND (notation IS NOT NULL))
-    WHEN 'refraction'::text THEN (kind IS NOT NULL)
-    WHEN 'funduscopy'::text THEN (dilated IS NOT NULL)
-    WHEN 'exophthalmometry'::text THEN (base_mm IS NOT NULL)
-    WHEN 'radiology'::text THEN (studies IS NOT NULL)
-    ELSE true
-END),
-    CONSTRAINT examinations_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
-    CONSTRAINT examinations_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
-    CONSTRAINT examinations_studies_check CHECK ((jsonb_typeof(studies) = 'array'::text)),
-    CONSTRAINT examinations_pkey PRIMARY KEY (id),
-    CONSTRAINT examinations_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
-    CONSTRAINT examinations_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
-);
-
 CREATE TABLE queue_tickets (
     id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
     number text NOT NULL,
@@ -878,7 +816,7 @@ CREATE TABLE queue_tickets (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     deleted_at timestamp with time zone,
     CONSTRAINT queue_tickets_priority_check CHECK ((priority = ANY (ARRAY['normal'::text, 'priority'::text, 'urgent'::text]))),
-    CONSTRAINT queue_tickets_branch_service_id_queue_date_position_key UNIQUE (branch_service_id, queue_date, "position"),
+    CONSTRAINT queue_tickets_day_service_position_key UNIQUE (queue_date, branch_service_id, "position"),
     CONSTRAINT queue_tickets_pkey PRIMARY KEY (id),
     CONSTRAINT queue_tickets_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
     CONSTRAINT queue_tickets_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id),
@@ -1030,7 +968,7 @@ CREATE TABLE audit_chain_head (
 );
 
 CREATE TABLE audit_log (
-    id bigint NOT NULL,
+    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     user_id bigint,
     action text NOT NULL,
@@ -1045,8 +983,6 @@ CREATE TABLE audit_log (
 )
 PARTITION BY RANGE (at);
 
-ALTER TABLE ONLY audit_log ALTER COLUMN id SET DEFAULT nextval('audit_log_id_seq'::regclass);
-
 CREATE TABLE audit_log_archived (
     lane smallint NOT NULL,
     first_position bigint NOT NULL,
@@ -1058,23 +994,8 @@ CREATE TABLE audit_log_archived (
     CONSTRAINT audit_log_archived_pkey PRIMARY KEY (lane, first_position)
 );
 
-CREATE TABLE audit_log_default (
-    id bigint DEFAULT nextval('audit_log_id_seq'::regclass) NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    user_id bigint,
-    action text NOT NULL,
-    resource text NOT NULL,
-    record_id bigint,
-    before jsonb,
-    after jsonb,
-    route text,
-    chain_lane smallint,
-    chain_position bigint,
-    chain_hash bytea
-);
-
 CREATE TABLE audit_log_until_partitioned (
-    id bigint DEFAULT nextval('audit_log_id_seq'::regclass) NOT NULL,
+    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     user_id bigint,
     action text NOT NULL,
@@ -1146,6 +1067,7 @@ CREATE TABLE branch_info (
     singleton boolean DEFAULT true NOT NULL,
     branch_id bigint NOT NULL,
     code text NOT NULL,
+    timezone text,
     CONSTRAINT branch_info_singleton_check CHECK (singleton),
     CONSTRAINT branch_info_pkey PRIMARY KEY (singleton)
 );
@@ -1169,13 +1091,6 @@ CREATE TABLE complaints (
     CONSTRAINT complaints_pkey PRIMARY KEY (id),
     CONSTRAINT complaints_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
     CONSTRAINT complaints_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
-);
-
-CREATE TABLE dashboard_zone (
-    one boolean DEFAULT true NOT NULL,
-    timezone text,
-    CONSTRAINT dashboard_zone_one_check CHECK (one),
-    CONSTRAINT dashboard_zone_pkey PRIMARY KEY (one)
 );
 
 CREATE TABLE doctor_schedules (
@@ -1208,6 +1123,61 @@ CREATE TABLE document_counters (
     year integer NOT NULL,
     last bigint NOT NULL,
     CONSTRAINT document_counters_pkey PRIMARY KEY (series, year)
+);
+
+CREATE TABLE examinations (
+    id bigint DEFAULT nextval('row_id_seq'::regclass) NOT NULL,
+    exam text NOT NULL,
+    patient_id bigint NOT NULL,
+    patient_visit_id bigint NOT NULL,
+    examined_at timestamp with time zone DEFAULT now() NOT NULL,
+    examiner_id bigint NOT NULL,
+    notes text,
+    status text DEFAULT 'draft'::text NOT NULL,
+    signed_by bigint,
+    signed_at timestamp with time zone,
+    amendment_reason text,
+    amended_by bigint,
+    amended_at timestamp with time zone,
+    right_eye jsonb,
+    left_eye jsonb,
+    version integer DEFAULT 1 NOT NULL,
+    created_by bigint,
+    updated_by bigint,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    deleted_at timestamp with time zone,
+    distance text,
+    correction text,
+    notation text,
+    kind text,
+    dilated boolean DEFAULT false,
+    device text,
+    deviation text,
+    deviation_pd integer,
+    diplopia boolean,
+    nystagmus boolean,
+    base_mm integer,
+    instrument text,
+    studies jsonb,
+    CONSTRAINT examinations_check CHECK (((status = 'signed'::text) = (signed_at IS NOT NULL))),
+    CONSTRAINT examinations_exam_check CHECK ((exam = ANY (ARRAY['visual_acuity'::text, 'refraction'::text, 'tonometry'::text, 'slit_lamp'::text, 'funduscopy'::text, 'gonioscopy'::text, 'corneal_topography'::text, 'amsler_grid'::text, 'eom'::text, 'exophthalmometry'::text, 'lacrimal_irrigation'::text, 'radiology'::text, 'gross_examination'::text, 'indirect_ophthalmoscopy'::text]))),
+    CONSTRAINT examinations_left_eye_check CHECK ((jsonb_typeof(left_eye) = 'object'::text)),
+    CONSTRAINT examinations_own_required CHECK (
+CASE exam
+    WHEN 'visual_acuity'::text THEN ((distance IS NOT NULL) AND (correction IS NOT NULL) AND (notation IS NOT NULL))
+    WHEN 'refraction'::text THEN (kind IS NOT NULL)
+    WHEN 'funduscopy'::text THEN (dilated IS NOT NULL)
+    WHEN 'exophthalmometry'::text THEN (base_mm IS NOT NULL)
+    WHEN 'radiology'::text THEN (studies IS NOT NULL)
+    ELSE true
+END),
+    CONSTRAINT examinations_right_eye_check CHECK ((jsonb_typeof(right_eye) = 'object'::text)),
+    CONSTRAINT examinations_status_check CHECK ((status = ANY (ARRAY['draft'::text, 'signed'::text]))),
+    CONSTRAINT examinations_studies_check CHECK ((jsonb_typeof(studies) = 'array'::text)),
+    CONSTRAINT examinations_pkey PRIMARY KEY (id),
+    CONSTRAINT examinations_patient_id_fkey FOREIGN KEY (patient_id) REFERENCES patients(id),
+    CONSTRAINT examinations_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
 );
 
 CREATE TABLE idempotency_keys (
@@ -1462,387 +1432,6 @@ CREATE TABLE visit_diagnoses (
     CONSTRAINT visit_diagnoses_patient_visit_id_fkey FOREIGN KEY (patient_visit_id) REFERENCES patient_visits(id)
 );
 
-CREATE VIEW amsler_grids AS
- SELECT examinations.exam,
-    examinations.id,
-    examinations.patient_id,
-    examinations.patient_visit_id,
-    examinations.examined_at,
-    examinations.examiner_id,
-    examinations.notes,
-    examinations.status,
-    examinations.signed_by,
-    examinations.signed_at,
-    examinations.amendment_reason,
-    examinations.amended_by,
-    examinations.amended_at,
-    examinations.right_eye,
-    examinations.left_eye,
-    examinations.version,
-    examinations.created_by,
-    examinations.updated_by,
-    examinations.created_at,
-    examinations.updated_at,
-    examinations.deleted_at
-   FROM examinations
-  WHERE (examinations.exam = 'amsler_grid'::text)
-  WITH LOCAL CHECK OPTION;
-
-CREATE VIEW corneal_topographies AS
- SELECT examinations.exam,
-    examinations.id,
-    examinations.patient_id,
-    examinations.patient_visit_id,
-    examinations.examined_at,
-    examinations.examiner_id,
-    examinations.notes,
-    examinations.status,
-    examinations.signed_by,
-    examinations.signed_at,
-    examinations.amendment_reason,
-    examinations.amended_by,
-    examinations.amended_at,
-    examinations.right_eye,
-    examinations.left_eye,
-    examinations.version,
-    examinations.created_by,
-    examinations.updated_by,
-    examinations.created_at,
-    examinations.updated_at,
-    examinations.deleted_at,
-    examinations.device
-   FROM examinations
-  WHERE (examinations.exam = 'corneal_topography'::text)
-  WITH LOCAL CHECK OPTION;
-
-CREATE VIEW eoms AS
- SELECT examinations.exam,
-    examinations.id,
-    examinations.patient_id,
-    examinations.patient_visit_id,
-    examinations.examined_at,
-    examinations.examiner_id,
-    examinations.notes,
-    examinations.status,
-    examinations.signed_by,
-    examinations.signed_at,
-    examinations.amendment_reason,
-    examinations.amended_by,
-    examinations.amended_at,
-    examinations.right_eye,
-    examinations.left_eye,
-    examinations.version,
-    examinations.created_by,
-    examinations.updated_by,
-    examinations.created_at,
-    examinations.updated_at,
-    examinations.deleted_at,
-    examinations.deviation,
-    examinations.deviation_pd,
-    examinations.diplopia,
-    examinations.nystagmus
-   FROM examinations
-  WHERE (examinations.exam = 'eom'::text)
-  WITH LOCAL CHECK OPTION;
-
-CREATE VIEW exophthalmometries AS
- SELECT examinations.exam,
-    examinations.id,
-    examinations.patient_id,
-    examinations.patient_visit_id,
-    examinations.examined_at,
-    examinations.examiner_id,
-    examinations.notes,
-    examinations.status,
-    examinations.signed_by,
-    examinations.signed_at,
-    examinations.amendment_reason,
-    examinations.amended_by,
-    examinations.amended_at,
-    examinations.right_eye,
-    examinations.left_eye,
-    examinations.version,
-    examinations.created_by,
-    examinations.updated_by,
-    examinations.created_at,
-    examinations.updated_at,
-    examinations.deleted_at,
-    examinations.base_mm,
-    examinations.instrument
-   FROM examinations
-  WHERE (examinations.exam = 'exophthalmometry'::text)
-  WITH LOCAL CHECK OPTION;
-
-CREATE VIEW funduscopies AS
- SELECT examinations.exam,
-    examinations.id,
-    examinations.patient_id,
-    examinations.patient_visit_id,
-    examinations.examined_at,
-    examinations.examiner_id,
-    examinations.notes,
-    examinations.status,
-    examinations.signed_by,
-    examinations.signed_at,
-    examinations.amendment_reason,
-    examinations.amended_by,
-    examinations.amended_at,
-    examinations.right_eye,
-    examinations.left_eye,
-    examinations.version,
-    examinations.created_by,
-    examinations.updated_by,
-    examinations.created_at,
-    examinations.updated_at,
-    examinations.deleted_at,
-    examinations.dilated
-   FROM examinations
-  WHERE (examinations.exam = 'funduscopy'::text)
-  WITH LOCAL CHECK OPTION;
-
-CREATE VIEW gonioscopies AS
- SELECT examinations.exam,
-    examinations.id,
-    examinations.patient_id,
-    examinations.patient_visit_id,
-    examinations.examined_at,
-    examinations.examiner_id,
-    examinations.notes,
-    examinations.status,
-    examinations.signed_by,
-    examinations.signed_at,
-    examinations.amendment_reason,
-    examinations.amended_by,
-    examinations.amended_at,
-    examinations.right_eye,
-    examinations.left_eye,
-    examinations.version,
-    examinations.created_by,
-    examinations.updated_by,
-    examinations.created_at,
-    examinations.updated_at,
-    examinations.deleted_at
-   FROM examinations
-  WHERE (examinations.exam = 'gonioscopy'::text)
-  WITH LOCAL CHECK OPTION;
-
-CREATE VIEW gross_examinations AS
- SELECT examinations.exam,
-    examinations.id,
-    examinations.patient_id,
-    examinations.patient_visit_id,
-    examinations.examined_at,
-    examinations.examiner_id,
-    examinations.notes,
-    examinations.status,
-    examinations.signed_by,
-    examinations.signed_at,
-    examinations.amendment_reason,
-    examinations.amended_by,
-    examinations.amended_at,
-    examinations.right_eye,
-    examinations.left_eye,
-    examinations.version,
-    examinations.created_by,
-    examinations.updated_by,
-    examinations.created_at,
-    examinations.updated_at,
-    examinations.deleted_at
-   FROM examinations
-  WHERE (examinations.exam = 'gross_examination'::text)
-  WITH LOCAL CHECK OPTION;
-
-CREATE VIEW indirect_ophthalmoscopies AS
- SELECT examinations.exam,
-    examinations.id,
-    examinations.patient_id,
-    examinations.patient_visit_id,
-    examinations.examined_at,
-    examinations.examiner_id,
-    examinations.notes,
-    examinations.status,
-    examinations.signed_by,
-    examinations.signed_at,
-    examinations.amendment_reason,
-    examinations.amended_by,
-    examinations.amended_at,
-    examinations.right_eye,
-    examinations.left_eye,
-    examinations.version,
-    examinations.created_by,
-    examinations.updated_by,
-    examinations.created_at,
-    examinations.updated_at,
-    examinations.deleted_at
-   FROM examinations
-  WHERE (examinations.exam = 'indirect_ophthalmoscopy'::text)
-  WITH LOCAL CHECK OPTION;
-
-CREATE VIEW lacrimal_irrigations AS
- SELECT examinations.exam,
-    examinations.id,
-    examinations.patient_id,
-    examinations.patient_visit_id,
-    examinations.examined_at,
-    examinations.examiner_id,
-    examinations.notes,
-    examinations.status,
-    examinations.signed_by,
-    examinations.signed_at,
-    examinations.amendment_reason,
-    examinations.amended_by,
-    examinations.amended_at,
-    examinations.right_eye,
-    examinations.left_eye,
-    examinations.version,
-    examinations.created_by,
-    examinations.updated_by,
-    examinations.created_at,
-    examinations.updated_at,
-    examinations.deleted_at
-   FROM examinations
-  WHERE (examinations.exam = 'lacrimal_irrigation'::text)
-  WITH LOCAL CHECK OPTION;
-
-CREATE VIEW radiologies AS
- SELECT examinations.exam,
-    examinations.id,
-    examinations.patient_id,
-    examinations.patient_visit_id,
-    examinations.examined_at,
-    examinations.examiner_id,
-    examinations.notes,
-    examinations.status,
-    examinations.signed_by,
-    examinations.signed_at,
-    examinations.amendment_reason,
-    examinations.amended_by,
-    examinations.amended_at,
-    examinations.right_eye,
-    examinations.left_eye,
-    examinations.version,
-    examinations.created_by,
-    examinations.updated_by,
-    examinations.created_at,
-    examinations.updated_at,
-    examinations.deleted_at,
-    examinations.studies
-   FROM examinations
-  WHERE (examinations.exam = 'radiology'::text)
-  WITH LOCAL CHECK OPTION;
-
-CREATE VIEW refractions AS
- SELECT examinations.exam,
-    examinations.id,
-    examinations.patient_id,
-    examinations.patient_visit_id,
-    examinations.examined_at,
-    examinations.examiner_id,
-    examinations.notes,
-    examinations.status,
-    examinations.signed_by,
-    examinations.signed_at,
-    examinations.amendment_reason,
-    examinations.amended_by,
-    examinations.amended_at,
-    examinations.right_eye,
-    examinations.left_eye,
-    examinations.version,
-    examinations.created_by,
-    examinations.updated_by,
-    examinations.created_at,
-    examinations.updated_at,
-    examinations.deleted_at,
-    examinations.kind
-   FROM examinations
-  WHERE (examinations.exam = 'refraction'::text)
-  WITH LOCAL CHECK OPTION;
-
-CREATE VIEW slit_lamps AS
- SELECT examinations.exam,
-    examinations.id,
-    examinations.patient_id,
-    examinations.patient_visit_id,
-    examinations.examined_at,
-    examinations.examiner_id,
-    examinations.notes,
-    examinations.status,
-    examinations.signed_by,
-    examinations.signed_at,
-    examinations.amendment_reason,
-    examinations.amended_by,
-    examinations.amended_at,
-    examinations.right_eye,
-    examinations.left_eye,
-    examinations.version,
-    examinations.created_by,
-    examinations.updated_by,
-    examinations.created_at,
-    examinations.updated_at,
-    examinations.deleted_at
-   FROM examinations
-  WHERE (examinations.exam = 'slit_lamp'::text)
-  WITH LOCAL CHECK OPTION;
-
-CREATE VIEW tonometries AS
- SELECT examinations.exam,
-    examinations.id,
-    examinations.patient_id,
-    examinations.patient_visit_id,
-    examinations.examined_at,
-    examinations.examiner_id,
-    examinations.notes,
-    examinations.status,
-    examinations.signed_by,
-    examinations.signed_at,
-    examinations.amendment_reason,
-    examinations.amended_by,
-    examinations.amended_at,
-    examinations.right_eye,
-    examinations.left_eye,
-    examinations.version,
-    examinations.created_by,
-    examinations.updated_by,
-    examinations.created_at,
-    examinations.updated_at,
-    examinations.deleted_at
-   FROM examinations
-  WHERE (examinations.exam = 'tonometry'::text)
-  WITH LOCAL CHECK OPTION;
-
-CREATE VIEW visual_acuities AS
- SELECT examinations.exam,
-    examinations.id,
-    examinations.patient_id,
-    examinations.patient_visit_id,
-    examinations.examined_at,
-    examinations.examiner_id,
-    examinations.notes,
-    examinations.status,
-    examinations.signed_by,
-    examinations.signed_at,
-    examinations.amendment_reason,
-    examinations.amended_by,
-    examinations.amended_at,
-    examinations.right_eye,
-    examinations.left_eye,
-    examinations.version,
-    examinations.created_by,
-    examinations.updated_by,
-    examinations.created_at,
-    examinations.updated_at,
-    examinations.deleted_at,
-    examinations.distance,
-    examinations.correction,
-    examinations.notation
-   FROM examinations
-  WHERE (examinations.exam = 'visual_acuity'::text)
-  WITH LOCAL CHECK OPTION;
-
-ALTER SEQUENCE audit_log_id_seq OWNED BY audit_log.id;
-
-ALTER TABLE ONLY audit_log ATTACH PARTITION audit_log_default DEFAULT;
-
 DO $$
 BEGIN
     EXECUTE format(
@@ -1850,36 +1439,6 @@ BEGIN
         date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 month');
 END
 $$;
-
-ALTER TABLE ONLY amsler_grids ALTER COLUMN exam SET DEFAULT 'amsler_grid'::text;
-
-ALTER TABLE ONLY corneal_topographies ALTER COLUMN exam SET DEFAULT 'corneal_topography'::text;
-
-ALTER TABLE ONLY eoms ALTER COLUMN exam SET DEFAULT 'eom'::text;
-
-ALTER TABLE ONLY exophthalmometries ALTER COLUMN exam SET DEFAULT 'exophthalmometry'::text;
-
-ALTER TABLE ONLY funduscopies ALTER COLUMN exam SET DEFAULT 'funduscopy'::text;
-
-ALTER TABLE ONLY funduscopies ALTER COLUMN dilated SET DEFAULT false;
-
-ALTER TABLE ONLY gonioscopies ALTER COLUMN exam SET DEFAULT 'gonioscopy'::text;
-
-ALTER TABLE ONLY gross_examinations ALTER COLUMN exam SET DEFAULT 'gross_examination'::text;
-
-ALTER TABLE ONLY indirect_ophthalmoscopies ALTER COLUMN exam SET DEFAULT 'indirect_ophthalmoscopy'::text;
-
-ALTER TABLE ONLY lacrimal_irrigations ALTER COLUMN exam SET DEFAULT 'lacrimal_irrigation'::text;
-
-ALTER TABLE ONLY radiologies ALTER COLUMN exam SET DEFAULT 'radiology'::text;
-
-ALTER TABLE ONLY refractions ALTER COLUMN exam SET DEFAULT 'refraction'::text;
-
-ALTER TABLE ONLY slit_lamps ALTER COLUMN exam SET DEFAULT 'slit_lamp'::text;
-
-ALTER TABLE ONLY tonometries ALTER COLUMN exam SET DEFAULT 'tonometry'::text;
-
-ALTER TABLE ONLY visual_acuities ALTER COLUMN exam SET DEFAULT 'visual_acuity'::text;
 
 INSERT INTO audit_chain_head VALUES (1, 0, '\x');
 
@@ -1947,24 +1506,17 @@ INSERT INTO audit_chain_head VALUES (0, 0, '\x');
 
 INSERT INTO billing_totals VALUES (true, 0.00);
 
-INSERT INTO dashboard_zone VALUES (true, NULL);
-
 INSERT INTO row_counts VALUES ('patients', 0);
-
-SELECT pg_catalog.setval('audit_log_id_seq', 1, false);
 
 SELECT pg_catalog.setval('patient_pin_seq', 1, false);
 
-SELECT pg_catalog.setval('row_id_seq', 1, false);
+SELECT pg_catalog.setval('row_id_seq', 1, true);
 
 ALTER TABLE ONLY audit_log
-    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (id, at);
-
-ALTER TABLE ONLY audit_log_default
-    ADD CONSTRAINT audit_log_default_pkey PRIMARY KEY (id, at);
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (at, id);
 
 ALTER TABLE ONLY audit_log_until_partitioned
-    ADD CONSTRAINT audit_log_until_partitioned_pkey PRIMARY KEY (id, at);
+    ADD CONSTRAINT audit_log_until_partitioned_pkey PRIMARY KEY (at, id);
 
 CREATE INDEX allergies_patient_idx ON allergies USING btree (patient_id, id);
 
@@ -1984,31 +1536,13 @@ CREATE UNIQUE INDEX attachments_once_per_patient ON attachments USING btree (pat
 
 CREATE INDEX attachments_patient_idx ON attachments USING btree (patient_id, id);
 
-CREATE INDEX audit_log_at_idx ON ONLY audit_log USING btree (at);
-
 CREATE INDEX audit_log_chain_idx ON ONLY audit_log USING btree (chain_lane, chain_position, id);
-
-CREATE INDEX audit_log_default_at_idx ON audit_log_default USING btree (at);
-
-CREATE INDEX audit_log_default_chain_lane_chain_position_id_idx ON audit_log_default USING btree (chain_lane, chain_position, id);
 
 CREATE INDEX audit_log_patient_idx ON ONLY audit_log USING btree (((COALESCE(after, before) ->> 'patient_id'::text)), at);
 
-CREATE INDEX audit_log_default_expr_at_idx ON audit_log_default USING btree (((COALESCE(after, before) ->> 'patient_id'::text)), at);
-
-CREATE INDEX audit_log_shown_idx ON ONLY audit_log USING gin (((after -> 'ids'::text)) jsonb_path_ops) WHERE ((resource = 'patients'::text) AND (action = ANY (ARRAY['list'::text, 'search'::text, 'exported'::text])));
-
-CREATE INDEX audit_log_default_expr_idx ON audit_log_default USING gin (((after -> 'ids'::text)) jsonb_path_ops) WHERE ((resource = 'patients'::text) AND (action = ANY (ARRAY['list'::text, 'search'::text, 'exported'::text])));
-
 CREATE INDEX audit_log_record_idx ON ONLY audit_log USING btree (resource, record_id, at);
 
-CREATE INDEX audit_log_default_resource_record_id_at_idx ON audit_log_default USING btree (resource, record_id, at);
-
-CREATE INDEX audit_log_user_idx ON ONLY audit_log USING btree (user_id, at);
-
-CREATE INDEX audit_log_default_user_id_at_idx ON audit_log_default USING btree (user_id, at);
-
-CREATE INDEX audit_log_until_partitioned_at_idx ON audit_log_until_partitioned USING btree (at);
+CREATE INDEX audit_log_shown_idx ON ONLY audit_log USING gin (((after -> 'ids'::text)) jsonb_path_ops) WHERE ((resource = 'patients'::text) AND (action = ANY (ARRAY['list'::text, 'search'::text, 'exported'::text])));
 
 CREATE INDEX audit_log_until_partitioned_chain_lane_chain_position_id_idx ON audit_log_until_partitioned USING btree (chain_lane, chain_position, id);
 
@@ -2017,6 +1551,8 @@ CREATE INDEX audit_log_until_partitioned_expr_at_idx ON audit_log_until_partitio
 CREATE INDEX audit_log_until_partitioned_expr_idx ON audit_log_until_partitioned USING gin (((after -> 'ids'::text)) jsonb_path_ops) WHERE ((resource = 'patients'::text) AND (action = ANY (ARRAY['list'::text, 'search'::text, 'exported'::text])));
 
 CREATE INDEX audit_log_until_partitioned_record_idx ON audit_log_until_partitioned USING btree (resource, record_id, at);
+
+CREATE INDEX audit_log_user_idx ON ONLY audit_log USING btree (user_id, at);
 
 CREATE INDEX audit_log_until_partitioned_user_idx ON audit_log_until_partitioned USING btree (user_id, at);
 
@@ -2092,8 +1628,6 @@ CREATE INDEX prescribed_medicines_visit_idx ON patient_visit_prescribed_medicine
 
 CREATE INDEX problems_patient_idx ON problems USING btree (patient_id, code, id);
 
-CREATE INDEX queue_tickets_day_idx ON queue_tickets USING btree (queue_date, branch_service_id);
-
 CREATE INDEX queue_tickets_open_idx ON queue_tickets USING btree (queue_date) WHERE (status = ANY (ARRAY['waiting'::text, 'called'::text]));
 
 CREATE INDEX queue_tickets_patient_all_idx ON queue_tickets USING btree (patient_id);
@@ -2107,22 +1641,6 @@ CREATE UNIQUE INDEX visit_diagnoses_one_primary ON visit_diagnoses USING btree (
 CREATE INDEX visit_diagnoses_patient_idx ON visit_diagnoses USING btree (patient_id, id);
 
 CREATE INDEX visit_diagnoses_visit_idx ON visit_diagnoses USING btree (patient_visit_id, id);
-
-ALTER INDEX audit_log_at_idx ATTACH PARTITION audit_log_default_at_idx;
-
-ALTER INDEX audit_log_chain_idx ATTACH PARTITION audit_log_default_chain_lane_chain_position_id_idx;
-
-ALTER INDEX audit_log_patient_idx ATTACH PARTITION audit_log_default_expr_at_idx;
-
-ALTER INDEX audit_log_shown_idx ATTACH PARTITION audit_log_default_expr_idx;
-
-ALTER INDEX audit_log_pkey ATTACH PARTITION audit_log_default_pkey;
-
-ALTER INDEX audit_log_record_idx ATTACH PARTITION audit_log_default_resource_record_id_at_idx;
-
-ALTER INDEX audit_log_user_idx ATTACH PARTITION audit_log_default_user_id_at_idx;
-
-ALTER INDEX audit_log_at_idx ATTACH PARTITION audit_log_until_partitioned_at_idx;
 
 ALTER INDEX audit_log_chain_idx ATTACH PARTITION audit_log_until_partitioned_chain_lane_chain_position_id_idx;
 

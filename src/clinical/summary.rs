@@ -30,10 +30,11 @@ fn records_of(resource: &Resource) -> String {
     format!(
         "'{key}', (SELECT coalesce(jsonb_agg(to_jsonb(r) ORDER BY r.{order}, r.id), '[]')
                      FROM (SELECT {columns} FROM {table} t
-                            WHERE t.patient_visit_id = $1 AND t.deleted_at IS NULL) r)",
+                            WHERE t.patient_visit_id = $1 AND t.deleted_at IS NULL{own}) r)",
         key = record_key(resource),
         columns = select_columns(resource),
-        table = resource.table,
+        table = resource.stored_in(),
+        own = resource.and_own_rows("t"),
     )
 }
 

@@ -72,7 +72,7 @@ macro_rules! registered_between_1_and_2 {
 pub(super) use registered_between_1_and_2;
 
 /// Runs `stmt`, one row whose last column is the zone the branch schema keeps registrations
-/// in (`dashboard_zone`). When that is not the branch's zone (none yet, or the branch's zone
+/// in (`branch_info.timezone`). When that is not the branch's zone (none yet, or the branch's zone
 /// changed), the registrations are recounted in the branch's zone and `stmt` runs again.
 pub async fn in_zone(
     branch: &mut tokio_postgres::Client,

@@ -30,7 +30,7 @@ pub async fn patient_demographics(req: &mut Request, depot: &mut Depot, res: &mu
     let stmt = branch
         .prepare_cached(
             "SELECT jsonb_agg(jsonb_build_object('month', to_char(m, 'YYYY-MM'), 'count', coalesce(r.n, 0)) ORDER BY m),
-                    (SELECT timezone FROM dashboard_zone)
+                    (SELECT timezone FROM branch_info)
                FROM generate_series(date_trunc('month', $1::date::timestamp) - interval '11 months',
                                     date_trunc('month', $1::date::timestamp), interval '1 month') m
                LEFT JOIN patient_registrations r

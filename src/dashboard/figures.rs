@@ -35,7 +35,7 @@ pub async fn stats(req: &mut Request, depot: &mut Depot, res: &mut Response) -> 
                round(coalesce(sum(b.charges), 0), 2)::text,
                round(coalesce(sum(b.payments), 0), 2)::text,
                (SELECT round(outstanding, 2)::text FROM billing_totals),
-               (SELECT timezone FROM dashboard_zone)
+               (SELECT timezone FROM branch_info)
              FROM (SELECT charges, payments FROM billing_day_totals WHERE transaction_date BETWEEN $1 AND $2) b"
         ))
         .await?;

@@ -16,7 +16,7 @@
 //!
 //! Registration days are in one zone, the branch's. `created_at` is an instant and the zone
 //! lives in the registry (maybe another database), so the schema records the zone its
-//! registration rollups are in (`dashboard_zone`, none until the first dashboard read). Every
+//! registration rollups are in (`branch_info.timezone`, none until the first dashboard read). Every
 //! read of them also answers that zone; when it is not the branch's, `common` recounts them in
 //! the branch's zone (`dashboard_rezone`, holding patients' writers off meanwhile, so none is
 //! counted in the old zone after it) and reads again: a zone change costs one recount, on the

@@ -10,7 +10,7 @@ use crate::resource::actions::{Action, Amend, Move, Stamp, StateLock, Verb};
 use crate::resource::field::{
     Field, Kind, Rule, Structure, Target, branch_ref, long_text, object, past_timestamp, text,
 };
-use crate::resource::{PATIENT_OF_VISIT, Resource, Scope, Shape};
+use crate::resource::{PATIENT_OF_VISIT, Resource, Scope, Shape, Shared};
 
 /// What every examination records besides its own fields.
 pub static COMMON: &[Field] = &[
@@ -91,6 +91,8 @@ pub const fn eyes(structure: &'static Structure) -> [Field; 2] {
 pub struct Exam {
     pub path: &'static str,
     pub table: &'static str,
+    /// Its rows' `exam` in the shared table `examinations` (and its `exam_kind`).
+    pub kind: &'static str,
     pub label: &'static str,
     pub plural: &'static str,
     /// Its own fields, the two eye fields included.
@@ -105,6 +107,7 @@ pub const fn exam(exam: Exam) -> Resource {
     Resource {
         path: exam.path,
         table: exam.table,
+        shared: Some(Shared { table: "examinations", column: "exam", value: exam.kind }),
         label: exam.label,
         plural: exam.plural,
         scope: Scope::Branch,

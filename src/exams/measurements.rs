@@ -84,11 +84,12 @@ fn sql(query: &Query) -> String {
             format!(
                 "SELECT t.examined_at AS at, {value} AS value, '{eye}' AS eye, t.id AS record_id
                    FROM {table} t
-                  WHERE t.patient_id = $1 AND t.deleted_at IS NULL AND {condition}
+                  WHERE t.patient_id = $1 AND t.deleted_at IS NULL{own} AND {condition}
                     AND {column} IS NOT NULL AND NOT coalesce(({column}->>'unable_to_assess')::boolean, false)
                     AND ($2::date IS NULL OR t.examined_at >= $2::date)
                     AND ($3::date IS NULL OR t.examined_at < $3::date + 1)",
-                table = exam.table,
+                table = exam.stored_in(),
+                own = exam.and_own_rows("t"),
             )
         })
         .collect();

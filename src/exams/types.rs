@@ -127,6 +127,7 @@ fn acuity_in_notation(record: &mut Map<String, Value>) -> Vec<(String, String)> 
 pub static VISUAL_ACUITIES: Resource = exam(Exam {
     path: "visual-acuities",
     table: "visual_acuities",
+    kind: "visual_acuity",
     label: "Visual acuity",
     plural: "visual acuities",
     fields: &[
@@ -189,6 +190,7 @@ pub static REFRACTIONS: Resource = Resource {
     ..exam(Exam {
         path: "refractions",
         table: "refractions",
+        kind: "refraction",
         label: "Refraction",
         plural: "refractions",
         fields: &[
@@ -231,6 +233,7 @@ static TONOMETRY_EYE: Structure = Structure {
 pub static TONOMETRIES: Resource = exam(Exam {
     path: "tonometries",
     table: "tonometries",
+    kind: "tonometry",
     label: "Tonometry",
     plural: "tonometries",
     fields: &[eyes(&TONOMETRY_EYE)[0], eyes(&TONOMETRY_EYE)[1]],
@@ -285,6 +288,7 @@ static SLIT_LAMP_EYE: Structure = Structure {
 pub static SLIT_LAMPS: Resource = exam(Exam {
     path: "slit-lamps",
     table: "slit_lamps",
+    kind: "slit_lamp",
     label: "Slit lamp examination",
     plural: "slit lamp examinations",
     fields: &[eyes(&SLIT_LAMP_EYE)[0], eyes(&SLIT_LAMP_EYE)[1]],
@@ -314,6 +318,7 @@ static FUNDUSCOPY_EYE: Structure = Structure {
 pub static FUNDUSCOPIES: Resource = exam(Exam {
     path: "funduscopies",
     table: "funduscopies",
+    kind: "funduscopy",
     label: "Funduscopy",
     plural: "funduscopies",
     fields: &[boolean("dilated").defaulted(), eyes(&FUNDUSCOPY_EYE)[0], eyes(&FUNDUSCOPY_EYE)[1]],
@@ -344,6 +349,7 @@ static GONIOSCOPY_EYE: Structure = Structure {
 pub static GONIOSCOPIES: Resource = exam(Exam {
     path: "gonioscopies",
     table: "gonioscopies",
+    kind: "gonioscopy",
     label: "Gonioscopy",
     plural: "gonioscopies",
     fields: &[eyes(&GONIOSCOPY_EYE)[0], eyes(&GONIOSCOPY_EYE)[1]],
@@ -390,6 +396,7 @@ static CORNEAL_TOPOGRAPHY_EYE: Structure = Structure {
 pub static CORNEAL_TOPOGRAPHIES: Resource = exam(Exam {
     path: "corneal-topographies",
     table: "corneal_topographies",
+    kind: "corneal_topography",
     label: "Corneal topography",
     plural: "corneal topographies",
     fields: &[text("device", 100), eyes(&CORNEAL_TOPOGRAPHY_EYE)[0], eyes(&CORNEAL_TOPOGRAPHY_EYE)[1]],
@@ -417,6 +424,7 @@ static AMSLER_GRID_EYE: Structure = Structure {
 pub static AMSLER_GRIDS: Resource = exam(Exam {
     path: "amsler-grids",
     table: "amsler_grids",
+    kind: "amsler_grid",
     label: "Amsler grid",
     plural: "Amsler grids",
     fields: &[eyes(&AMSLER_GRID_EYE)[0], eyes(&AMSLER_GRID_EYE)[1]],
@@ -466,6 +474,7 @@ static EOM_EYE: Structure = Structure {
 pub static EOMS: Resource = exam(Exam {
     path: "eoms",
     table: "eoms",
+    kind: "eom",
     label: "Extraocular muscle examination",
     plural: "extraocular muscle examinations",
     fields: &[
@@ -495,6 +504,7 @@ static EXOPHTHALMOMETRY_EYE: Structure = Structure {
 pub static EXOPHTHALMOMETRIES: Resource = exam(Exam {
     path: "exophthalmometries",
     table: "exophthalmometries",
+    kind: "exophthalmometry",
     label: "Exophthalmometry",
     plural: "exophthalmometries",
     fields: &[
@@ -535,6 +545,7 @@ static LACRIMAL_IRRIGATION_EYE: Structure = Structure {
 pub static LACRIMAL_IRRIGATIONS: Resource = exam(Exam {
     path: "lacrimal-irrigations",
     table: "lacrimal_irrigations",
+    kind: "lacrimal_irrigation",
     label: "Lacrimal irrigation",
     plural: "lacrimal irrigations",
     fields: &[eyes(&LACRIMAL_IRRIGATION_EYE)[0], eyes(&LACRIMAL_IRRIGATION_EYE)[1]],
@@ -564,6 +575,7 @@ static RADIOLOGY_STUDY: Structure = Structure {
 pub static RADIOLOGIES: Resource = exam(Exam {
     path: "radiologies",
     table: "radiologies",
+    kind: "radiology",
     label: "Radiology",
     plural: "radiology records",
     fields: &[
@@ -600,6 +612,7 @@ static GROSS_EXAMINATION_EYE: Structure = Structure {
 pub static GROSS_EXAMINATIONS: Resource = exam(Exam {
     path: "gross-examinations",
     table: "gross_examinations",
+    kind: "gross_examination",
     label: "Gross examination",
     plural: "gross examinations",
     fields: &[eyes(&GROSS_EXAMINATION_EYE)[0], eyes(&GROSS_EXAMINATION_EYE)[1]],
@@ -639,6 +652,7 @@ static INDIRECT_OPHTHALMOSCOPY_EYE: Structure = Structure {
 pub static INDIRECT_OPHTHALMOSCOPIES: Resource = exam(Exam {
     path: "indirect-ophthalmoscopies",
     table: "indirect_ophthalmoscopies",
+    kind: "indirect_ophthalmoscopy",
     label: "Indirect ophthalmoscopy",
     plural: "indirect ophthalmoscopies",
     fields: &[eyes(&INDIRECT_OPHTHALMOSCOPY_EYE)[0], eyes(&INDIRECT_OPHTHALMOSCOPY_EYE)[1]],
@@ -666,8 +680,7 @@ pub static RESOURCES: &[&Resource] = &[
 
 /// The `exam_kind` of each examination, in the order of [`RESOURCES`].
 pub fn kind_of(resource: &Resource) -> &'static str {
-    let index = RESOURCES.iter().position(|r| std::ptr::eq(*r, resource)).unwrap_or_default();
-    crate::enums::EXAM_KIND.values[index]
+    resource.shared.map(|shared| shared.value).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -701,6 +714,8 @@ mod tests {
 
     #[test]
     fn exam_kinds_follow_the_paths() {
+        let kinds: Vec<_> = RESOURCES.iter().map(|r| kind_of(r)).collect();
+        assert_eq!(kinds, crate::enums::EXAM_KIND.values);
         for r in RESOURCES {
             assert_eq!(kind_of(r), r.table.trim_end_matches('s').replace("ie", "y"), "{}", r.path);
         }

@@ -24,33 +24,34 @@ pub const ACCEPTS: Accepts = Accepts {
     ..Accepts::NOTHING_MORE
 };
 
-/// One row per observation, from the three examinations that give them.
+/// One row per observation, from the three examinations that give them (rows of
+/// `examinations`, told apart by `exam`).
 const OBSERVATIONS: &str = "
     SELECT 'iop' AS kind, t.id AS record_id, e.eye, r.n AS reading,
            'iop-' || t.id || '-' || e.eye || '-' || r.n AS fhir_id,
            t.patient_id, t.patient_visit_id, t.examined_at, t.status, t.amended_at IS NOT NULL AS amended,
            t.examiner_id, t.version, t.updated_at,
            jsonb_build_object('iop_mmhg', r.reading->'iop_mmhg', 'method', r.reading->'method') AS finding
-      FROM tonometries t
+      FROM examinations t
      CROSS JOIN LATERAL (VALUES ('right', t.right_eye), ('left', t.left_eye)) e(eye, data)
      CROSS JOIN LATERAL jsonb_array_elements(e.data->'readings') WITH ORDINALITY r(reading, n)
-     WHERE t.deleted_at IS NULL
+     WHERE t.deleted_at IS NULL AND t.exam = 'tonometry'
     UNION ALL
     SELECT 'va', t.id, e.eye, 0, 'va-' || t.id || '-' || e.eye,
            t.patient_id, t.patient_visit_id, t.examined_at, t.status, t.amended_at IS NOT NULL,
            t.examiner_id, t.version, t.updated_at,
            e.data || jsonb_build_object('distance', t.distance, 'correction', t.correction, 'notation', t.notation)
-      FROM visual_acuities t
+      FROM examinations t
      CROSS JOIN LATERAL (VALUES ('right', t.right_eye), ('left', t.left_eye)) e(eye, data)
-     WHERE t.deleted_at IS NULL AND e.data ? 'value'
+     WHERE t.deleted_at IS NULL AND t.exam = 'visual_acuity' AND e.data ? 'value'
     UNION ALL
     SELECT 'refraction', t.id, e.eye, 0, 'refraction-' || t.id || '-' || e.eye,
            t.patient_id, t.patient_visit_id, t.examined_at, t.status, t.amended_at IS NOT NULL,
            t.examiner_id, t.version, t.updated_at,
            e.data || jsonb_build_object('kind', t.kind)
-      FROM refractions t
+      FROM examinations t
      CROSS JOIN LATERAL (VALUES ('right', t.right_eye), ('left', t.left_eye)) e(eye, data)
-     WHERE t.deleted_at IS NULL AND e.data ? 'sphere'";
+     WHERE t.deleted_at IS NULL AND t.exam = 'refraction' AND e.data ? 'sphere'";
 
 /// The record an observation id names, when it names one that can exist.
 fn record_of(id: &str) -> Option<i64> {

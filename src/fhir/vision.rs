@@ -23,6 +23,7 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
     let mut sql = Sql::default();
     // A prescription names at least one lens: an eye that was measured.
     sql.condition(if search.gone { "t.deleted_at IS NOT NULL" } else { "t.deleted_at IS NULL" });
+    sql.condition("t.exam = 'refraction'");
     sql.condition("t.kind = 'final_rx'");
     sql.condition("(coalesce(t.right_eye ? 'sphere', false) OR coalesce(t.left_eye ? 'sphere', false))");
     sql.numeric_ids("t.id", search);
@@ -32,7 +33,7 @@ pub async fn search(conn: &mut Conn, search: &Search, timezone: &str) -> ApiResu
         "SELECT t.id, t.patient_id, t.patient_visit_id, t.examined_at, t.created_at, t.status,
                 coalesce(t.signed_by, t.examiner_id) AS prescriber_id, t.right_eye, t.left_eye,
                 t.notes, t.version, t.updated_at
-           FROM refractions t {}",
+           FROM examinations t {}",
         sql.filter()
     );
     page(conn, &matching, "examined_at DESC, id DESC", sql, search).await

@@ -64,12 +64,13 @@ pub async fn close_past_days(state: &AppState, closings: &[&PastDays]) -> anyhow
             let sql = format!(
                 "WITH closed AS (
                      UPDATE {table} SET status = $2, version = version + 1, updated_at = now()
-                      WHERE status = ANY($3) AND deleted_at IS NULL AND {column} < $1
+                      WHERE status = ANY($3) AND deleted_at IS NULL AND {column} < $1{own}
                      RETURNING id)
                  INSERT INTO audit_log (user_id, action, resource, record_id, after)
                  SELECT NULL, 'auto_no_show', $4, id, jsonb_build_object('status', $2::text) FROM closed
                  RETURNING record_id",
-                table = closing.resource.table,
+                table = closing.resource.stored_in(),
+                own = closing.resource.and_own_rows(""),
             );
             let rows = tx.query(&sql, &[before, &closing.ends_in, &open, &closing.resource.path]).await?;
             closed += rows.len() as u64;

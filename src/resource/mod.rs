@@ -109,10 +109,23 @@ pub struct Unique {
     pub message: &'static str,
 }
 
+/// Rows of several resources kept in one table, told apart by a column: the fourteen
+/// examinations live in `examinations`, each row's `exam` saying which one it is.
+#[derive(Debug, Clone, Copy)]
+pub struct Shared {
+    pub table: &'static str,
+    pub column: &'static str,
+    pub value: &'static str,
+}
+
 pub struct Resource {
     /// URL segment under `/api/v1`, e.g. `complaints`.
     pub path: &'static str,
+    /// The resource's name among tables: its rows' table, unless `shared` says where they
+    /// are kept. Merge records, row counts and audit records name the resource by it.
     pub table: &'static str,
+    /// Where the rows are kept when they share a table with other resources' rows.
+    pub shared: Option<Shared>,
     /// Human name of one record, for messages: "Complaint".
     pub label: &'static str,
     /// Human name of several, as written inside a sentence: "complaints", "Amsler grids".
@@ -266,6 +279,7 @@ impl Resource {
     pub const DEFAULTS: Resource = Resource {
         path: "",
         table: "",
+        shared: None,
         label: "",
         plural: "",
         scope: Scope::Branch,
@@ -400,14 +414,37 @@ impl Resource {
     }
 
     /// The dependents of a field named in `keeps`: `(table, column)` of every declaration
-    /// whose `field` is derived from this resource's `field` through `column`.
+    /// whose `field` is derived from this resource's `field` through `column`, each table
+    /// where its rows are kept once (the examinations share theirs).
     pub fn dependents(&self, field: &str) -> Vec<(&'static str, &'static str)> {
-        registered()
+        let mut dependents: Vec<_> = registered()
             .iter()
             .flat_map(|r| r.derived.iter().map(move |d| (r, d)))
             .filter(|(_, d)| d.table == self.table && d.column == field)
-            .map(|(r, d)| (r.table, d.from))
-            .collect()
+            .map(|(r, d)| (r.stored_in(), d.from))
+            .collect();
+        dependents.sort_unstable();
+        dependents.dedup();
+        dependents
+    }
+
+    /// The table the rows are kept in: [`Resource::table`], or the table it shares.
+    pub fn stored_in(&self) -> &'static str {
+        self.shared.map_or(self.table, |shared| shared.table)
+    }
+
+    /// The SQL condition, on the row alias `alias` (none: unqualified), that picks this
+    /// resource's rows out of the table it shares; `None` when the table is its own.
+    pub fn own_rows(&self, alias: &str) -> Option<String> {
+        let shared = self.shared?;
+        let dot = if alias.is_empty() { "" } else { "." };
+        // Declarations are static and name their own column and value: not client input.
+        Some(format!("{alias}{dot}{} = '{}'", shared.column, shared.value))
+    }
+
+    /// `" AND <own_rows>"`, or nothing: appended to a WHERE clause.
+    pub fn and_own_rows(&self, alias: &str) -> String {
+        self.own_rows(alias).map(|c| format!(" AND {c}")).unwrap_or_default()
     }
 
     /// Every column of an answer, in order.

@@ -41,11 +41,11 @@ async fn every_audit_log_has_its_months_ahead_and_old_months_are_archived_to_fil
         .unwrap()
         .checked_add(time::Duration::days(32))
         .unwrap();
-    // A new branch holds its first month (the rows from before partitioning), the default,
-    // and the next month only in this month's last week.
+    // A new branch holds its first month (the rows from before partitioning) and the next
+    // month only in this month's last week; no default partition.
     let ahead = clinic_server::db::migrate::audit_months_ahead(time::OffsetDateTime::now_utc());
     for schema in [format!("branch_{main}"), format!("branch_{north}")] {
-        let mut wanted = vec!["audit_log_default".to_owned(), "audit_log_until_partitioned".to_owned()];
+        let mut wanted = vec!["audit_log_until_partitioned".to_owned()];
         if ahead == 1 {
             wanted.push(month_name(next));
         }
@@ -167,4 +167,50 @@ async fn a_branch_s_months_are_made_once_on_utc_s_calendar_whatever_the_caller_s
     client.batch_execute("RESET DateStyle; RESET TimeZone").await.unwrap();
     let made_again: String = client.query_one(&bounds, &[]).await.unwrap().get(0);
     assert_eq!(made_again, made_by_the_server);
+}
+
+/// With no default partition, a record for a month not yet made is refused whole: the write
+/// is a 503 `audit_month_missing` and none of it is kept, and the walk makes the month at once,
+/// after which the same write goes through.
+#[tokio::test]
+async fn a_write_for_a_month_not_made_is_refused_whole_and_the_month_is_made_at_once() {
+    let app = TestApp::spawn().await;
+    let north = app.create_branch("NORTH").await;
+    let schema = format!("branch_{north}");
+    let client = clinic_server::db::connect(&app.db.url).await.unwrap();
+    // Nothing holds this month now: the partition that did is detached (an archive's first step).
+    client
+        .batch_execute(&format!(
+            "ALTER TABLE {schema}.audit_log DETACH PARTITION {schema}.audit_log_until_partitioned"
+        ))
+        .await
+        .unwrap();
+    assert!(partitions(&client, &schema).await.iter().all(|p| p != "audit_log_until_partitioned"));
+    let patient =
+        json!({ "first_name": "Ana", "last_name": "Cruz", "birth_date": "1990-05-01", "sex": "female" });
+    let refused = app.post("/api/v1/patients", Some(north), patient.clone()).await;
+    assert_status(&refused, 503);
+    assert_eq!(refused.body["code"], "audit_month_missing", "{}", refused.text);
+    let kept: i64 =
+        client.query_one(&format!("SELECT count(*) FROM {schema}.patients"), &[]).await.unwrap().get(0);
+    assert_eq!(kept, 0, "the patient was kept without its audit record");
+
+    let this_month = month_name(time::OffsetDateTime::now_utc().date());
+    crate::support::eventually(std::time::Duration::from_secs(30), "the month made", async || {
+        partitions(&client, &schema).await.contains(&this_month)
+    })
+    .await;
+    let created = app.post("/api/v1/patients", Some(north), patient).await;
+    assert_status(&created, 201);
+    let audited: i64 = client
+        .query_one(
+            &format!(
+                "SELECT count(*) FROM {schema}.{this_month} WHERE resource = 'patients' AND action = 'create'"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(audited, 1);
 }

@@ -84,12 +84,12 @@ async fn every_declared_column_exists_with_its_type_and_every_select_runs() {
             .query(
                 "SELECT column_name::text, data_type::text FROM information_schema.columns
                   WHERE table_schema = $1 AND table_name = $2",
-                &[&schema, &r.table],
+                &[&schema, &r.stored_in()],
             )
             .await
             .unwrap();
         if rows.is_empty() {
-            problems.push(format!("{}: no table {schema}.{}", r.path, r.table));
+            problems.push(format!("{}: no table {schema}.{}", r.path, r.stored_in()));
             continue;
         }
         let actual: Vec<(String, String)> = rows.iter().map(|row| (row.get(0), row.get(1))).collect();
@@ -132,7 +132,7 @@ async fn every_declared_column_exists_with_its_type_and_every_select_runs() {
         }
         // As the server runs it: in the schema's search path (a computed column may read
         // another table of the branch).
-        let sql = format!("SELECT {} FROM {schema}.{} t LIMIT 0", select_columns(r), r.table);
+        let sql = format!("SELECT {} FROM {schema}.{} t LIMIT 0", select_columns(r), r.stored_in());
         let tx = registry.transaction().await.unwrap();
         tx.batch_execute(&format!("SET LOCAL search_path TO {schema}, public")).await.unwrap();
         if let Err(e) = tx.execute(&sql, &[]).await {

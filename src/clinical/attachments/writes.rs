@@ -227,7 +227,12 @@ async fn check_ties(unit: &Unit<'_>, patient: i64, described: &Described) -> Api
     }
     if let Some((table, id)) = described.examination {
         // The table's name comes from a compiled-in declaration.
-        let sql = format!("SELECT patient_id FROM {table} WHERE id = $1 AND deleted_at IS NULL");
+        let declared = registered().iter().find(|r| r.table == table);
+        let sql = format!(
+            "SELECT patient_id FROM {} WHERE id = $1 AND deleted_at IS NULL{}",
+            declared.map_or(table, |r| r.stored_in()),
+            declared.map(|r| r.and_own_rows("")).unwrap_or_default(),
+        );
         let of = unit.query_opt(&sql, &[&id]).await?.map(|r| r.get::<_, i64>(0));
         if of != Some(patient) {
             errors.push((

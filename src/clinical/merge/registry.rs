@@ -149,9 +149,10 @@ async fn naming_moved(
         let Some(referenced) = branch.get(table) else { continue };
         let ids: Vec<i64> = referenced.iter().map(|m| m.id).collect();
         let sql = format!(
-            "SELECT id FROM {} WHERE branch_id = $1 AND {} = ANY($2) AND NOT (id = ANY($3)) ORDER BY id",
-            rows.table(),
+            "SELECT id FROM {} WHERE branch_id = $1 AND {} = ANY($2) AND NOT (id = ANY($3)){} ORDER BY id",
+            rows.resource.stored_in(),
             field.name,
+            rows.resource.and_own_rows(""),
         );
         for row in unit.query(&sql, &[&merge.branch, &ids, &own]).await? {
             found.push(json!({ "table": rows.table(), "id": row.get::<_, i64>(0) }));

@@ -34,7 +34,7 @@ impl PatientRows {
         let sql = format!(
             "SELECT t.id, t.version, t.{} FROM {} t WHERE t.id = ANY($1) ORDER BY t.id FOR UPDATE OF t",
             self.column,
-            self.table(),
+            self.resource.stored_in(),
         );
         let now: Vec<(i64, i32, Option<i64>)> =
             unit.query(&sql, &[&ids]).await?.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();

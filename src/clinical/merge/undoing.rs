@@ -189,9 +189,10 @@ async fn naming_moved(
             let Some(referenced) = moved.get(table).filter(|rows| !rows.is_empty()) else { continue };
             let ids: Vec<i64> = referenced.iter().map(|m| m.id).collect();
             let sql = format!(
-                "SELECT id FROM {} WHERE {} = ANY($1) AND NOT (id = ANY($2)) ORDER BY id",
-                naming.table(),
+                "SELECT id FROM {} WHERE {} = ANY($1) AND NOT (id = ANY($2)){} ORDER BY id",
+                naming.resource.stored_in(),
                 field.name,
+                naming.resource.and_own_rows(""),
             );
             for row in unit.query(&sql, &[&ids, &own]).await? {
                 found.push(json!({ "table": naming.table(), "id": row.get::<_, i64>(0) }));

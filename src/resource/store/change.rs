@@ -163,7 +163,7 @@ async fn update_row(
     let sql = format!(
         "UPDATE {table} t SET {sets}{stamps}version = t.version + 1, updated_at = now(), updated_by = $3
            FROM jsonb_populate_record(NULL::{table}, $1) r WHERE t.id = $2",
-        table = resource.table,
+        table = resource.stored_in(),
         stamps = stamp_sets(stamps, "$3"),
     );
     let stmt = unit.prepare_cached(&sql).await?;
@@ -189,7 +189,7 @@ pub(super) async fn act_locked(
     let sql = format!(
         "UPDATE {table} t SET {field} = $4, {stamps}version = t.version + 1, updated_at = now(), updated_by = $3
            FROM jsonb_populate_record(NULL::{table}, $1) r WHERE t.id = $2",
-        table = resource.table,
+        table = resource.stored_in(),
         field = action.field,
         stamps = stamp_sets(action.stamps, "$3"),
     );

@@ -77,7 +77,7 @@ pub async fn delete(
 async fn soft_delete_row(unit: &Unit<'_>, resource: &Resource, id: i64) -> ApiResult<()> {
     let sql = format!(
         "UPDATE {} SET deleted_at = now(), updated_at = now(), version = version + 1, updated_by = $2 WHERE id = $1",
-        resource.table
+        resource.stored_in()
     );
     let stmt = unit.prepare_cached(&sql).await?;
     unit.execute(&stmt, &[&id, &unit.writer().user_id]).await?;

@@ -130,11 +130,15 @@ async fn insert_row(
         input.insert(column.into(), Value::from(id));
         columns.push(column);
     }
+    if let Some(shared) = resource.shared {
+        input.insert(shared.column.into(), Value::from(shared.value));
+        columns.push(shared.column);
+    }
     let list = columns.iter().map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ");
     let sql = format!(
         "INSERT INTO {table} ({cols}{sep}created_by, updated_by)
          SELECT {list}{sep}$2, $2 FROM jsonb_populate_record(NULL::{table}, $1) r RETURNING id",
-        table = resource.table,
+        table = resource.stored_in(),
         // Quoted: a field may be named by a word SQL reserves (a diagnosis's `primary`).
         cols = columns.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(", "),
         sep = if columns.is_empty() { "" } else { ", " },

@@ -35,7 +35,8 @@ fn mergeable(table: &str) -> Option<(&'static Resource, &'static str)> {
 /// `None` when it was not (or the table's records are never merged).
 pub async fn merged_record(client: &impl Queries, table: &str, id: i64) -> ApiResult<Option<ApiError>> {
     let Some((resource, column)) = mergeable(table) else { return Ok(None) };
-    let sql = format!("SELECT {column} FROM {} WHERE id = $1", resource.table);
+    let sql =
+        format!("SELECT {column} FROM {} WHERE id = $1{}", resource.stored_in(), resource.and_own_rows(""));
     let stmt = client.prepare_cached(&sql).await?;
     let into: Option<i64> = client.query_opt(&stmt, &[&id]).await?.and_then(|row| row.get(0));
     Ok(into.map(|into| ApiError::Merged {
@@ -56,7 +57,7 @@ pub async fn survivor_of(client: &impl Queries, resource: &Resource, id: i64) ->
              SELECT t.{column}, c.depth + 1 FROM chain c JOIN {table} t ON t.id = c.id
               WHERE t.{column} IS NOT NULL AND c.depth < 50)
          SELECT id FROM chain ORDER BY depth DESC LIMIT 1",
-        table = resource.table,
+        table = resource.stored_in(),
     );
     let stmt = client.prepare_cached(&sql).await?;
     Ok(client.query_opt(&stmt, &[&id]).await?.map(|row| row.get(0)))
@@ -67,7 +68,7 @@ async fn images(unit: &Unit<'_>, resource: &Resource, ids: &[i64]) -> ApiResult<
     let sql = format!(
         "SELECT coalesce(jsonb_agg(to_jsonb(r) ORDER BY r.id), '[]') FROM (SELECT {} FROM {} t WHERE t.id = ANY($1)) r",
         select_columns(resource),
-        resource.table,
+        resource.stored_in(),
     );
     let stmt = unit.prepare_cached(&sql).await?;
     let all: Value = unit.query_one(&stmt, &[&ids]).await?.get(0);
@@ -99,6 +100,7 @@ impl Unit<'_> {
         }
         let mut params: Vec<&(dyn ToSql + Sync)> = vec![&from];
         let mut conditions = vec![format!("t.{column} = $1")];
+        conditions.extend(resource.own_rows("t"));
         if let Some(ids) = &only {
             params.push(ids);
             conditions.push(format!("t.id = ANY(${})", params.len()));
@@ -107,8 +109,9 @@ impl Unit<'_> {
             params.push(&to);
             conditions.push(format!(
                 "NOT EXISTS (SELECT 1 FROM {table} o WHERE o.{column} = ${n} AND o.{value} = t.{value}
-                                AND o.deleted_at IS NULL)",
-                table = resource.table,
+                                AND o.deleted_at IS NULL{own})",
+                table = resource.stored_in(),
+                own = resource.and_own_rows("o"),
                 n = params.len(),
             ));
         }
@@ -117,7 +120,7 @@ impl Unit<'_> {
         params.extend(within_params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)));
         let locking = format!(
             "SELECT coalesce(array_agg(t.id ORDER BY t.id), '{{}}') FROM (SELECT t.id FROM {} t WHERE {} ORDER BY t.id FOR UPDATE OF t) t",
-            resource.table,
+            resource.stored_in(),
             conditions.join(" AND "),
         );
         let stmt = self.prepare_cached(&locking).await?;
@@ -129,7 +132,7 @@ impl Unit<'_> {
         let sql = format!(
             "UPDATE {} t SET {column} = $2, version = t.version + 1, updated_at = now(), updated_by = $3
               WHERE t.id = ANY($1) RETURNING t.id, t.version",
-            resource.table,
+            resource.stored_in(),
         );
         let stmt = self.prepare_cached(&sql).await?;
         let mut moved: Vec<Moved> = self
@@ -153,7 +156,7 @@ impl Unit<'_> {
         let sql = format!(
             "UPDATE {} t SET {column} = $2, deleted_at = now(), version = t.version + 1, updated_at = now(),
                     updated_by = $3 WHERE t.id = $1",
-            resource.table,
+            resource.stored_in(),
         );
         let stmt = self.prepare_cached(&sql).await?;
         self.execute(&stmt, &[&id, &into, &self.writer().user_id]).await?;
@@ -167,7 +170,11 @@ impl Unit<'_> {
     /// nothing, audited `unmerged`. Answers the record as it now is.
     pub async fn unmerge_record(&self, resource: &Resource, id: i64) -> ApiResult<Value> {
         let column = merge_column(resource)?;
-        let sql = format!("SELECT {column} FROM {} WHERE id = $1 FOR UPDATE", resource.table);
+        let sql = format!(
+            "SELECT {column} FROM {} WHERE id = $1{} FOR UPDATE",
+            resource.stored_in(),
+            resource.and_own_rows("")
+        );
         let stmt = self.prepare_cached(&sql).await?;
         let into: Option<i64> = self.query_opt(&stmt, &[&id]).await?.and_then(|row| row.get(0));
         let Some(into) = into else { return Err(ApiError::NotFound) };
@@ -176,7 +183,7 @@ impl Unit<'_> {
         let sql = format!(
             "UPDATE {} t SET {column} = NULL, deleted_at = NULL, version = t.version + 1, updated_at = now(),
                     updated_by = $2 WHERE t.id = $1",
-            resource.table,
+            resource.stored_in(),
         );
         let stmt = self.prepare_cached(&sql).await?;
         self.execute(&stmt, &[&id, &self.writer().user_id]).await?;

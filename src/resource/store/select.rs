@@ -97,9 +97,12 @@ pub fn contains_pattern(term: &str) -> String {
 impl Selection {
     pub fn new(resource: &Resource, within: Within<'_>, query: &ListQuery) -> ApiResult<Self> {
         let mut selection = Self { conditions: Vec::new(), params: Vec::new(), search_alone_from: None };
+        selection.conditions.extend(resource.own_rows("t"));
         if resource.soft_delete {
             selection.conditions.push("t.deleted_at IS NULL".to_owned());
         }
+        // What every list of the resource is narrowed by, before any filter.
+        let always = selection.conditions.len();
         let (conditions, params) = within.conditions(0);
         selection.conditions.extend(conditions);
         selection.params.extend(params);
@@ -109,7 +112,7 @@ impl Selection {
         if let Some(term) = &query.search {
             selection.add_search(resource, term);
         }
-        if narrowed == usize::from(resource.soft_delete) && selection.conditions.len() > narrowed {
+        if narrowed == always && resource.shared.is_none() && selection.conditions.len() > narrowed {
             selection.search_alone_from = Some(narrowed);
         }
         Ok(selection)
@@ -213,7 +216,7 @@ impl Selection {
     /// One statement answering `(total, page as JSON text, the page's ids)`; see [`list`].
     fn matches_sql(&self, resource: &Resource, query: &ListQuery) -> String {
         let dir = query.sort_direction.sql();
-        let table = resource.table;
+        let table = resource.stored_in();
         let sort = &query.sort_field;
         let (source, filter) = match (resource.search_rows, self.search_alone_from) {
             (Some(rows), Some(from)) if resource.search_words.is_some() => {
@@ -240,7 +243,7 @@ impl Selection {
         format!(
             "{PAGE_AGGREGATE} FROM (SELECT {} FROM {} t WHERE {} ORDER BY {} {dir}, id {dir} LIMIT {} OFFSET {}) r",
             select_columns(resource),
-            resource.table,
+            resource.stored_in(),
             self.filter(),
             query.sort_field,
             query.per_page,
@@ -254,7 +257,7 @@ impl Selection {
         format!(
             "SELECT to_jsonb(r) FROM (SELECT {} FROM {} t WHERE {} ORDER BY {} {dir}, id {dir}) r",
             select_columns(resource),
-            resource.table,
+            resource.stored_in(),
             self.filter(),
             query.sort_field,
         )
@@ -264,7 +267,7 @@ impl Selection {
         if resource.counted && unfiltered {
             format!("SELECT live FROM row_counts WHERE table_name = '{}'", resource.table)
         } else {
-            format!("SELECT count(*) FROM {} t WHERE {}", resource.table, self.filter())
+            format!("SELECT count(*) FROM {} t WHERE {}", resource.stored_in(), self.filter())
         }
     }
 }
@@ -380,9 +383,10 @@ pub async fn stream(
 /// for a write when `lock`.
 fn one_record_sql(resource: &Resource, conditions: &[String], outer: &str, lock: bool) -> String {
     format!(
-        "SELECT {outer} FROM (SELECT {} FROM {} t WHERE t.id = $1{}{}{}) r",
+        "SELECT {outer} FROM (SELECT {} FROM {} t WHERE t.id = $1{}{}{}{}) r",
         select_columns(resource),
-        resource.table,
+        resource.stored_in(),
+        resource.and_own_rows("t"),
         if resource.soft_delete { " AND t.deleted_at IS NULL" } else { "" },
         conditions.iter().map(|c| format!(" AND {c}")).collect::<String>(),
         if lock { " FOR UPDATE OF t" } else { "" },

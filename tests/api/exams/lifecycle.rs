@@ -111,7 +111,7 @@ async fn a_draft_examination_is_deleted_softly() {
         .unwrap()
         .query_one(
             &format!(
-                "SELECT count(*) FROM branch_{branch}.tonometries WHERE id = $1 AND deleted_at IS NOT NULL"
+                "SELECT count(*) FROM branch_{branch}.examinations WHERE id = $1 AND exam = 'tonometry' AND deleted_at IS NOT NULL"
             ),
             &[&id],
         )
@@ -246,4 +246,27 @@ async fn examination_lists_filter_by_date_status_and_search() {
     assert_eq!(ids(&list("search=red").await.body), vec![new]);
     assert_eq!(ids(&list(&format!("filters[patient_id]={}", clinic.patient)).await.body).len(), 2);
     assert_invalid(&list("filters[status]=final").await, &["filters[status]"]);
+}
+
+/// The fourteen share one table: a record is found only under its own examination's path,
+/// and no other examination's read, change, sign or delete reaches it.
+#[tokio::test]
+async fn an_examination_is_reached_only_under_its_own_path() {
+    let clinic = Clinic::open().await;
+    let (app, branch) = (&clinic.app, clinic.branch);
+    let tonometry = id_of(&create(&clinic, "tonometries", json!({})).await);
+    for exam in EXAMS.iter().filter(|e| **e != "tonometries") {
+        let at = format!("{}/{tonometry}", path(exam));
+        assert_status(&app.get(&at, Some(branch)).await, 404);
+        assert_status(&app.put(&at, Some(branch), json!({ "notes": "Not mine." })).await, 404);
+        assert_status(&sign(app, branch, exam, tonometry).await, 404);
+        assert_status(&app.delete(&at, Some(branch)).await, 404);
+        let r =
+            app.get(&format!("{}?filters[patient_id]={}", path(exam), clinic.patient), Some(branch)).await;
+        assert_status(&r, 200);
+        assert_eq!(r.body["meta"]["total"], 0, "{exam}: {}", r.text);
+    }
+    let r = app.get(&format!("{}/{tonometry}", path("tonometries")), Some(branch)).await;
+    assert_status(&r, 200);
+    assert_eq!(r.body["data"]["version"], 1, "untouched: {}", r.text);
 }

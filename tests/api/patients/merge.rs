@@ -4,7 +4,7 @@
 //!
 //! The helpers shared by the topics are here; the tests are in the modules below, one topic each.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use clinic_server::clinical::merge::tables;
 use clinic_server::resource::registered;
@@ -158,6 +158,8 @@ fn cents(money: &Value) -> i64 {
 /// branch table, `None` for the registry).
 pub(super) async fn owner(app: &TestApp, branch: Option<i64>, table: &str, id: i64) -> i64 {
     let client = app.state.registry.get().await.unwrap();
+    // An examination's rows are kept in the examinations' one table.
+    let table = registered().iter().find(|r| r.table == table).map_or(table, |r| r.stored_in());
     let table = branch.map_or_else(|| format!("public.{table}"), |b| format!("branch_{b}.{table}"));
     client.query_one(&format!("SELECT patient_id FROM {table} WHERE id = $1"), &[&id]).await.unwrap().get(0)
 }

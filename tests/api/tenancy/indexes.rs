@@ -48,11 +48,6 @@ const READERS: &[Reader] = &[
         sql: "SELECT t.id FROM attachments t WHERE t.patient_id = 7 ORDER BY t.id FOR UPDATE OF t",
     },
     Reader {
-        index: "audit_log_at_idx",
-        by: "the audit list by time (resource/mod.rs)",
-        sql: "SELECT t.id FROM audit_log t WHERE t.at >= '2026-01-01'::timestamptz AND t.at < '2026-01-02'::timestamptz ORDER BY t.at DESC, t.id DESC LIMIT 20",
-    },
-    Reader {
         index: "audit_log_chain_idx",
         by: "the chain's verification, lane by lane (tenancy/audit_chain.rs)",
         sql: "SELECT chain_lane, chain_position, id FROM audit_log WHERE (chain_lane, chain_position, id) > (1, 10, 100) ORDER BY chain_lane, chain_position, id LIMIT 1000",
@@ -233,11 +228,6 @@ const READERS: &[Reader] = &[
         sql: "SELECT 1 FROM problems p WHERE p.patient_id = 7 AND p.code = 'H40.1' AND p.deleted_at IS NULL",
     },
     Reader {
-        index: "queue_tickets_day_idx",
-        by: "the day's flow (dashboard/flow.rs); filters[queue_date]",
-        sql: "SELECT t.id FROM queue_tickets t WHERE t.deleted_at IS NULL AND t.queue_date = '2026-03-02'",
-    },
-    Reader {
         index: "queue_tickets_open_idx",
         by: "closing the day's open tickets (resource/day_close.rs)",
         sql: "UPDATE queue_tickets SET status = 'no_show', version = version + 1, updated_at = now() WHERE status = ANY('{waiting,called}'::text[]) AND deleted_at IS NULL AND queue_date < '2026-03-02'::date",
@@ -269,23 +259,23 @@ const READERS: &[Reader] = &[
     },
 ];
 
-/// The indexes of the examinations' one table, each read through every examination's view
-/// (`{table}`).
+/// The indexes of the examinations' one table, each read for every examination (`{exam}`, as
+/// the store picks its rows: `resource::Resource::own_rows`).
 const EXAMINATION_READERS: &[Reader] = &[
     Reader {
         index: "examinations_examined_idx",
         by: "the list's default order and its date range; FHIR dates",
-        sql: "SELECT t.id FROM {table} t WHERE t.deleted_at IS NULL AND t.examined_at >= '2026-01-01'::timestamptz AND t.examined_at < '2026-02-01'::timestamptz ORDER BY t.examined_at DESC, t.id DESC LIMIT 20",
+        sql: "SELECT t.id FROM examinations t WHERE t.exam = '{exam}' AND t.deleted_at IS NULL AND t.examined_at >= '2026-01-01'::timestamptz AND t.examined_at < '2026-02-01'::timestamptz ORDER BY t.examined_at DESC, t.id DESC LIMIT 20",
     },
     Reader {
         index: "examinations_patient_idx",
         by: "a patient's examinations in date order; merges",
-        sql: "SELECT t.id FROM {table} t WHERE t.deleted_at IS NULL AND t.patient_id = 7 ORDER BY t.examined_at DESC, t.id DESC LIMIT 20",
+        sql: "SELECT t.id FROM examinations t WHERE t.exam = '{exam}' AND t.deleted_at IS NULL AND t.patient_id = 7 ORDER BY t.examined_at DESC, t.id DESC LIMIT 20",
     },
     Reader {
         index: "examinations_visit_idx",
         by: "undoing a merge: rows naming moved visits, deleted ones too; a visit's summary",
-        sql: "SELECT id FROM {table} WHERE patient_visit_id = ANY('{11,12}'::bigint[]) AND NOT (id = ANY('{}'::bigint[])) ORDER BY id",
+        sql: "SELECT id FROM examinations WHERE patient_visit_id = ANY('{11,12}'::bigint[]) AND NOT (id = ANY('{}'::bigint[])) AND exam = '{exam}' ORDER BY id",
     },
 ];
 
@@ -322,7 +312,11 @@ async fn every_index_of_a_branch_is_read_by_a_query_the_server_runs() {
         READERS.iter().map(|r| (r.index.to_owned(), r.by, r.sql.to_owned())).collect();
     for exam in clinic_server::exams::types::RESOURCES {
         for r in EXAMINATION_READERS {
-            readers.push((r.index.to_owned(), r.by, r.sql.replace("{table}", exam.table)));
+            readers.push((
+                r.index.to_owned(),
+                r.by,
+                r.sql.replace("{exam}", clinic_server::exams::types::kind_of(exam)),
+            ));
         }
     }
 
