@@ -37,9 +37,16 @@ start_server
 psql "$DB_URL" -q -v schema=branch_1 -v count="$COUNT" -f ops/bench/seed_patients.sql
 psql "$DB_URL" -q <<'SQL'
 SET search_path TO branch_1;
-INSERT INTO patient_visits (patient_id, visit_date, visit_type) SELECT i, current_date, 'new' FROM generate_series(1, 1000) i;
+INSERT INTO patient_visits (patient_id, visit_date, visit_type)
+SELECT id, current_date, 'new' FROM patients ORDER BY id LIMIT 1000;
 ANALYZE patient_visits;
 SQL
+# The seeded ids run on from wherever the branch's one sequence stood (audit records draw
+# from it too): each seed is one statement, so its ids are consecutive from the first.
+FIRST_PATIENT=$(psql "$DB_URL" -Atc "SELECT min(id) FROM branch_1.patients")
+FIRST_VISIT=$(psql "$DB_URL" -Atc "SELECT min(id) FROM branch_1.patient_visits")
+LAST_PATIENT=$((FIRST_PATIENT + COUNT - 1))
+LAST_VISIT=$((FIRST_VISIT + 999))
 sign_in
 AUTH=(-H "Authorization: Bearer $TOKEN" -H 'X-Branch-Id: 1' -H 'Accept: application/json')
 
@@ -77,8 +84,8 @@ defines() {
 }
 pgbench_header() {
   case $1 in
-    get) echo "\\set id random(1, $COUNT)" ;;
-    create_complaint) echo "\\set visit random(1, 1000)" ;;
+    get) echo "\\set id random($FIRST_PATIENT, $LAST_PATIENT)" ;;
+    create_complaint) echo "\\set visit random($FIRST_VISIT, $LAST_VISIT)" ;;
   esac
 }
 
@@ -127,14 +134,14 @@ wrk_lua() {
   read -r method path body <<<"$(request "$c")"
   case $c in
     get) cat <<LUA ;;
-request = function() return wrk.format("GET", "/api/v1/patients/" .. math.random(1, $COUNT)) end
+request = function() return wrk.format("GET", "/api/v1/patients/" .. math.random($FIRST_PATIENT, $LAST_PATIENT)) end
 LUA
     create_complaint) cat <<LUA ;;
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 request = function()
   return wrk.format(nil, "/api/v1/complaints", nil,
-    '{"patient_visit_id":' .. math.random(1, 1000) .. ',"complaint":"Blurred vision","eye":"left"}')
+    '{"patient_visit_id":' .. math.random($FIRST_VISIT, $LAST_VISIT) .. ',"complaint":"Blurred vision","eye":"left"}')
 end
 LUA
     *) cat <<LUA ;;

@@ -5,7 +5,8 @@
 SET search_path TO :schema;
 UPDATE patients SET created_at = now() - ((id * 7919) % 730) * interval '1 day' - (id % 86400) * interval '1 second';
 INSERT INTO patient_visits (patient_id, visit_date, visit_type, status)
-SELECT 1 + (i * 7) % (SELECT max(id) FROM patients),
+-- The patients' ids are consecutive from the first (one seeding statement), not from 1.
+SELECT (SELECT min(id) FROM patients) + (i * 7) % (SELECT count(*) FROM patients),
        current_date - 730 + ((i::bigint * 7919) % 760)::int,
        'consultation',
        (ARRAY['completed','completed','completed','cancelled','scheduled','checked_in','in_progress'])[1 + i % 7]
