@@ -1,7 +1,7 @@
 //! Spare branch schemas: a few schemas kept built at the latest tenant version on each
 //! database server that holds branches (the registry's, and every other one an active
 //! branch names), so that creating a branch there renames one
-//! (`db::migrate::adopt_spare_schema`) instead of building ~180 relations while the caller
+//! (`db::migrate::adopt_spare_schema`) instead of building ~150 relations while the caller
 //! waits. The keeper builds them at start-up and again whenever a create takes one, one at
 //! a time per server (an advisory lock), and drops spares of older tenant migrations (after
 //! an upgrade; a newer server's are left to it). `SPARE_BRANCH_SCHEMAS` says how many on each

@@ -16,13 +16,14 @@ use crate::resource::field::text;
 use crate::resource::idempotency::Answer;
 use crate::resource::input::Input;
 use crate::resource::routes::set_etag;
-use crate::resource::{Context, Scope, Unit, Within, registered};
+use crate::resource::{Context, Resource, Scope, Unit, Within, registered};
 
 /// What an upload says of the file besides its bytes, checked.
 struct Described {
     title: Option<String>,
     visit_id: Option<i64>,
-    examination: Option<(&'static str, i64)>,
+    /// The examination's declaration and the record's id.
+    examination: Option<(&'static Resource, i64)>,
 }
 
 fn described(sent: &Upload) -> ApiResult<Described> {
@@ -49,8 +50,8 @@ fn described(sent: &Upload) -> ApiResult<Described> {
     let kind = sent.field("examination_kind").filter(|v| !v.is_empty());
     let examination = match (kind, examination_id) {
         (None, None) => None,
-        (Some(kind), Some(id)) => match examination_table(kind) {
-            Some(table) => Some((table, id)),
+        (Some(kind), Some(id)) => match examination_of(kind) {
+            Some(exam) => Some((exam, id)),
             None => {
                 errors.push((
                     "examination_kind".to_owned(),
@@ -85,9 +86,9 @@ fn field_errors(errors: Vec<(String, String)>) -> crate::http::error::FieldError
     all
 }
 
-/// The table of the examination whose path is `kind` (`refractions`): a declared branch
-/// resource of a visit and its patient with the examinations' shared fields.
-fn examination_table(kind: &str) -> Option<&'static str> {
+/// The examination whose path is `kind` (`refractions`): a declared branch resource of a
+/// visit and its patient with the examinations' shared fields.
+fn examination_of(kind: &str) -> Option<&'static Resource> {
     registered()
         .iter()
         .find(|r| {
@@ -96,7 +97,7 @@ fn examination_table(kind: &str) -> Option<&'static str> {
                 && r.common.iter().any(|f| f.name == "examiner_id")
                 && r.output_columns().any(|c| c == "patient_id")
         })
-        .map(|r| r.table)
+        .copied()
 }
 
 /// 413 `quota_exceeded`.
@@ -157,7 +158,7 @@ pub async fn upload(req: &mut Request, depot: &mut Depot, res: &mut Response) ->
     let (blob, _) = store.keep(&unit, &mut received).await?;
     let (visit, (exam_kind, exam_id)) = (
         described.visit_id,
-        described.examination.map_or((None, None), |(t, id)| (Some(kind_of_table(t)), Some(id))),
+        described.examination.map_or((None, None), |(exam, id)| (Some(exam.path), Some(id))),
     );
     let inserted = unit
         .query_opt(
@@ -205,11 +206,6 @@ fn extension(kind: Kind) -> &'static str {
     }
 }
 
-/// The examination's path of its table, as the record answers it.
-fn kind_of_table(table: &str) -> String {
-    registered().iter().find(|r| r.table == table).map_or_else(|| table.to_owned(), |r| r.path.to_owned())
-}
-
 /// 422 on `visit_id` or `examination_id` unless it is a live record of `patient`.
 async fn check_ties(unit: &Unit<'_>, patient: i64, described: &Described) -> ApiResult<()> {
     let mut errors = Vec::new();
@@ -225,13 +221,12 @@ async fn check_ties(unit: &Unit<'_>, patient: i64, described: &Described) -> Api
             errors.push(("visit_id".to_owned(), "The visit must be one of this patient's.".to_owned()));
         }
     }
-    if let Some((table, id)) = described.examination {
-        // The table's name comes from a compiled-in declaration.
-        let declared = registered().iter().find(|r| r.table == table);
+    if let Some((exam, id)) = described.examination {
+        // The table and the condition come from a compiled-in declaration.
         let sql = format!(
             "SELECT patient_id FROM {} WHERE id = $1 AND deleted_at IS NULL{}",
-            declared.map_or(table, |r| r.stored_in()),
-            declared.map(|r| r.and_own_rows("")).unwrap_or_default(),
+            exam.stored_in(),
+            exam.and_own_rows(""),
         );
         let of = unit.query_opt(&sql, &[&id]).await?.map(|r| r.get::<_, i64>(0));
         if of != Some(patient) {
