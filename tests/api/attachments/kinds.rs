@@ -144,6 +144,43 @@ async fn a_form_carries_the_file_with_its_title_and_visit_and_ties_are_the_patie
     assert_eq!(listed.body["data"], Value::Array(Vec::new()));
 }
 
+/// An attachment tied to an examination names it by its kind and id, and answers that kind;
+/// an id of another examination (the fourteen share one table), or of another patient's, is
+/// a 422 on `examination_id`.
+#[tokio::test]
+async fn an_examination_is_tied_by_its_own_kind_and_the_patients_own_record() {
+    let clinic = Clinic::open().await;
+    let (app, branch, patient) = (&clinic.app, clinic.branch, clinic.patient);
+    let admin = app.admin_id().await;
+    let db = clinic_server::db::connect(&app.db.url).await.unwrap();
+    let tonometry: i64 = db
+        .query_one(
+            &format!(
+                "INSERT INTO branch_{branch}.examinations (exam, patient_id, patient_visit_id, examiner_id, right_eye)
+                 VALUES ('tonometry', $1, $2, $3, '{{}}') RETURNING id"
+            ),
+            &[&patient, &clinic.visit, &admin],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let file = File { bytes: png(9, 9), sent_as: "image/png", name: "iop.png" };
+    let tied = format!("?examination_kind=tonometries&examination_id={tonometry}");
+    let r = upload_as(app, &app.admin_token, branch, patient, &file, &tied).await;
+    assert_status(&r, 201);
+    assert_eq!(r.body["data"]["examination_kind"], "tonometries", "{}", r.text);
+    assert_eq!(r.body["data"]["examination_id"], tonometry);
+
+    let file = File { bytes: png(8, 8), sent_as: "image/png", name: "rx.png" };
+    let misnamed = format!("?examination_kind=refractions&examination_id={tonometry}");
+    assert_invalid(
+        &upload_as(app, &app.admin_token, branch, patient, &file, &misnamed).await,
+        &["examination_id"],
+    );
+    let other = id_of(&app.create_patient(branch, "Ben", "Santos").await);
+    assert_invalid(&upload_as(app, &app.admin_token, branch, other, &file, &tied).await, &["examination_id"]);
+}
+
 /// A `multipart/form-data` body with `file` in the part `file` and `fields` beside it.
 fn form_of(file: &[u8], name: &str, sent_as: &str, fields: &[(&str, String)]) -> (String, Vec<u8>) {
     let boundary = "clinic-form-boundary-7d1f";
