@@ -5,6 +5,7 @@
 #   ops/bench/api_vs_sql.sh          # 100,000 patients, 8 connections, 10 s per side
 #   CASES="get list" ops/bench/api_vs_sql.sh
 #   PG_CPUS=0 CLIENT_CPUS=1 ops/bench/api_vs_sql.sh   # PostgreSQL on a core of its own
+#   LOAD_THREADS=2 ops/bench/api_vs_sql.sh   # two threads for wrk and for pgbench (1 by default)
 #
 # The type-ahead cases are also measured paced, both sides at PACED_RATE requests a second
 # (wrk waits between a connection's requests, pgbench -R): the latency a front desk sees at
@@ -26,6 +27,9 @@ CONNECTIONS=${CONNECTIONS:-8}
 PGLOG=${PGLOG:-$(ls /var/log/postgresql/postgresql-*-main.log | sort -V | tail -1)}
 PORT=${PORT:-18097}
 PACED_RATE=${PACED_RATE:-500}
+# Threads of each load generator (wrk -t, pgbench -j). One drives thousands of requests a
+# second; a second one takes a core's share from the server and PostgreSQL on a 2-core host.
+LOAD_THREADS=${LOAD_THREADS:-1}
 CASES=${CASES:-"get list search lookup lookup_word create_patient create_complaint"}
 NAME=sql
 WORK=$(mktemp -d)
@@ -53,13 +57,13 @@ AUTH=(-H "Authorization: Bearer $TOKEN" -H 'X-Branch-Id: 1' -H 'Accept: applicat
 # Each case: the request (method, path, body) and the values that vary.
 request() {
   case $1 in
-    get) echo "GET /patients/$((COUNT / 2))" ;;
+    get) echo "GET /patients/$((FIRST_PATIENT + COUNT / 2))" ;;
     list) echo "GET /patients" ;;
     search) echo "GET /patients?search=pena" ;;
-    lookup) echo "GET /patients/search?search=ana%20pe&limit=10" ;;
+    lookup) echo "GET /patients/search?search=ana%20sa&limit=10" ;;
     lookup_word) echo "GET /patients/search?search=pena&limit=10" ;;
     create_patient) echo 'POST /patients {"first_name":"Bench","last_name":"Writer","birth_date":"1990-01-01","sex":"female"}' ;;
-    create_complaint) echo 'POST /complaints {"patient_visit_id":777,"complaint":"Blurred vision","eye":"left"}' ;;
+    create_complaint) echo "POST /complaints {\"patient_visit_id\":$((FIRST_VISIT + 776)),\"complaint\":\"Blurred vision\",\"eye\":\"left\"}" ;;
   esac
 }
 # The values the server binds that vary or that a plan depends on, one `--var` per line for
@@ -67,10 +71,10 @@ request() {
 # as the server sends it (so both sides get the same custom or generic plans).
 variables() {
   case $1 in
-    get) printf '%s\n' --var id=$((COUNT / 2)) ;;
-    create_complaint) printf '%s\n' --var visit=777 ;;
+    get) printf '%s\n' --var id=$((FIRST_PATIENT + COUNT / 2)) ;;
+    create_complaint) printf '%s\n' --var visit=$((FIRST_VISIT + 776)) ;;
     search) printf '%s\n' --var word=pena ;;
-    lookup) printf '%s\n' --var 'words=ana pe' ;;
+    lookup) printf '%s\n' --var 'words=ana sa' ;;
     lookup_word) printf '%s\n' --var words=pena ;;
   esac
 }
@@ -78,7 +82,7 @@ variables() {
 defines() {
   case $1 in
     search) printf '%s\n' -D word=pena ;;
-    lookup) printf '%s\n' -D 'words=ana pe' ;;
+    lookup) printf '%s\n' -D 'words=ana sa' ;;
     lookup_word) printf '%s\n' -D words=pena ;;
   esac
 }
@@ -100,9 +104,17 @@ for c in $CASES; do
   args=(-s -o /dev/null -X "$method" "${AUTH[@]}" "$BASE$path")
   [ -n "${body:-}" ] && args+=(-H 'Content-Type: application/json' -d "$body")
   curl "${args[@]}"   # warm: statements prepared, routes cached
+  # A type-ahead that finds nobody measures only the index lookup: each term must fill a page.
+  case $c in
+    lookup | lookup_word)
+      found=$(curl -s "${AUTH[@]}" "$BASE$path" | grep -o '"pin":' | wc -l)
+      [ "$found" -eq 10 ] || { echo "the $c term found $found patients, not 10"; exit 1; } ;;
+  esac
   sleep 0.3
   offset=$(stat -c %s "$PGLOG")
-  curl "${args[@]}"
+  # The statements of a refused request would be measured as the case's own.
+  status=$(curl -w '%{http_code}' "${args[@]}")
+  [[ $status == 2* ]] || { echo "$c answered $status, not a success: its SQL would be the refusal's"; exit 1; }
   sleep 0.5
   mapfile -t vars < <(variables "$c")
   { pgbench_header "$c"; python3 ops/bench/sql_of.py --log "$PGLOG" --from "$offset" --db "$DB" \
@@ -156,7 +168,7 @@ LUA
 # wrk through the API with script $1 (sets rps and p99).
 api_side() {
   local out
-  out=$("${CLIENT[@]}" wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$1" "${AUTH[@]}" "http://127.0.0.1:$PORT")
+  out=$("${CLIENT[@]}" wrk -t"$LOAD_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$1" "${AUTH[@]}" "http://127.0.0.1:$PORT")
   rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
   p99=$(echo "$out" | awk '$1 == "99%" {print $2}')
 }
@@ -167,7 +179,7 @@ sql_side() {
   local script=$1 name=$2 out
   shift 2
   # The server's branch connections: the branch's schema, UTC, SSD costs.
-  out=$(PGOPTIONS="-c search_path=branch_1 -c TimeZone=UTC -c random_page_cost=1.1" "${CLIENT[@]}" pgbench -n -M prepared -c "$CONNECTIONS" -j 2 -T "$DURATION" "$@" "${defs[@]}" -f "$WORK/$script.sql" \
+  out=$(PGOPTIONS="-c search_path=branch_1 -c TimeZone=UTC -c random_page_cost=1.1" "${CLIENT[@]}" pgbench -n -M prepared -c "$CONNECTIONS" -j "$LOAD_THREADS" -T "$DURATION" "$@" "${defs[@]}" -f "$WORK/$script.sql" \
         --log --log-prefix="$WORK/pgbench_$name" "$DB_URL" 2>"$WORK/pgbench_$name.err") \
     || { echo "pgbench failed on $name:"; cat "$WORK/pgbench_$name.err" "$WORK/$script.sql"; exit 1; }
   tps=$(echo "$out" | awk '/^tps/ {print $3; exit}')

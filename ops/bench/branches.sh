@@ -13,7 +13,7 @@
 #                                            # p99 and the pace by tenths of the run
 #
 # Each case first runs for WARMUP (10 s; its figures are printed as the cold start). Then the
-# steady state, once PostgreSQL's backends hold the schemas they serve, in ROUNDS (3) rounds
+# steady state, once PostgreSQL's backends hold the schemas they serve, in ROUNDS (5) rounds
 # of one branch, round-robin and a skewed mix (Zipf, s = 1.1: a few busy branches, a long tail
 # of quiet ones), each DURATION (10 s): the ratio of each mix to the round's one branch, and
 # the median of the rounds. Each round also sends the list's own SQL through pgbench, to one
@@ -25,7 +25,7 @@ cd "$(dirname "$0")/../.."
 BRANCHES=${BRANCHES:-1000}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-10s}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 # pgbench takes whole seconds.
 [[ $DURATION =~ ^[0-9]+s$ ]] || { echo "DURATION is whole seconds (10s), not $DURATION"; exit 1; }
 CONNECTIONS=${CONNECTIONS:-8}
