@@ -1,8 +1,8 @@
--- A branch schema as the tenant migrations V1 to V33 leave it, in one script: what a new
+-- A branch schema as the tenant migrations V1 to V34 leave it, in one script: what a new
 -- branch's schema is built from (`db::migrate::build_batch`), with every later migration run
 -- after it. Written by ops/branch_schema/write.sh from pg_dump of a replayed schema; do not
 -- edit by hand. `tests/api/tenancy/catalogue.rs` checks that it builds the replayed schema.
--- version: 33
+-- version: 34
 SET LOCAL check_function_bodies = false;
 
 CREATE FUNCTION audit_log_add_months(ahead integer) RETURNS integer
@@ -391,6 +391,40 @@ BEGIN
          = (EXCLUDED.search_text, EXCLUDED.last_name, EXCLUDED.first_name, EXCLUDED.middle_name,
             EXCLUDED.suffix, EXCLUDED.pin, EXCLUDED.birth_date, EXCLUDED.created_at);
     RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION patient_search_put_in_name_order(min_rows bigint, below real) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', '@schema@', 'pg_temp'
+    AS $$
+DECLARE
+    home name := (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                   WHERE c.oid = 'patient_search'::regclass);
+    kept real;
+BEGIN
+    IF (SELECT reltuples FROM pg_class WHERE oid = 'patient_search'::regclass) < min_rows THEN
+        RETURN false;
+    END IF;
+    IF NOT pg_try_advisory_xact_lock('patient_search'::regclass::oid::integer, 0) THEN
+        RETURN false;
+    END IF;
+    kept := (SELECT correlation FROM pg_stats
+              WHERE schemaname = home AND tablename = 'patient_search' AND attname = 'last_name');
+    IF kept IS NULL THEN
+        ANALYZE patient_search;
+        kept := (SELECT correlation FROM pg_stats
+                  WHERE schemaname = home AND tablename = 'patient_search' AND attname = 'last_name');
+    END IF;
+    IF kept >= below THEN
+        RETURN false;
+    END IF;
+    PERFORM set_config('lock_timeout', '1s', true);
+    CREATE INDEX patient_search_name_order ON patient_search (last_name, first_name, id);
+    CLUSTER patient_search USING patient_search_name_order;
+    DROP INDEX patient_search_name_order;
+    ANALYZE patient_search;
+    RETURN true;
 END
 $$;
 

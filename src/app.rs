@@ -106,6 +106,7 @@ pub async fn prepare(settings: Settings, database_url: &str) -> anyhow::Result<A
     ));
     state.keep(resource::day_close::spawn_day_closer(state.clone(), PAST_DAYS.to_vec()));
     state.keep(crate::tenancy::audit_months::spawn(state.clone()));
+    state.keep(crate::tenancy::search_order::spawn(state.clone()));
     state.keep(state.metrics.watch_branches());
     Ok(state)
 }

@@ -10,4 +10,5 @@ pub mod copy;
 pub mod hoop;
 pub mod moving;
 pub mod retire;
+pub mod search_order;
 pub mod spares;

@@ -4,6 +4,7 @@ mod catalogue;
 mod checksums;
 mod indexes;
 mod pgbouncer;
+mod search_order;
 mod spares;
 
 use crate::support::{TestApp, assert_error, assert_status, reply};

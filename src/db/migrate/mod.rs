@@ -460,6 +460,7 @@ mod tests {
         (30, "lighter_branch", 6152861636290605208),
         (31, "examinations_in_one_table", 11266274005521149594),
         (32, "dashboard_recount_in_its_function", 16650857403553366294),
+        (33, "fewer_relations", 16443095840159500414),
     ];
 
     /// What differs between the migrations `set` holds and `released`: a released one changed
