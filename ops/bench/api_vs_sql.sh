@@ -6,6 +6,7 @@
 #   CASES="get list" ops/bench/api_vs_sql.sh
 #   PG_CPUS=0 CLIENT_CPUS=1 ops/bench/api_vs_sql.sh   # PostgreSQL on a core of its own
 #   LOAD_THREADS=2 ops/bench/api_vs_sql.sh   # two threads for wrk and for pgbench (1 by default)
+#   NAME_ORDER=1 CASES="lookup lookup_word" ops/bench/api_vs_sql.sh   # patient_search in name order
 #
 # The type-ahead cases are also measured paced, both sides at PACED_RATE requests a second
 # (wrk waits between a connection's requests, pgbench -R): the latency a front desk sees at
@@ -45,6 +46,12 @@ INSERT INTO patient_visits (patient_id, visit_date, visit_type)
 SELECT id, current_date, 'new' FROM patients ORDER BY id LIMIT 1000;
 ANALYZE patient_visits;
 SQL
+# NAME_ORDER=1 puts `patient_search` in name order after the seed, as the server does in a
+# branch's quiet hours (`tenancy::search_order`): a surname's matches then lie together.
+if [ -n "${NAME_ORDER:-}" ]; then
+  put=$(psql "$DB_URL" -Atc "SELECT branch_1.patient_search_put_in_name_order(0, 1)")
+  [ "$put" = t ] || { echo "patient_search was not put in name order"; exit 1; }
+fi
 # The seeded ids run on from wherever the branch's one sequence stood (audit records draw
 # from it too): each seed is one statement, so its ids are consecutive from the first.
 FIRST_PATIENT=$(psql "$DB_URL" -Atc "SELECT min(id) FROM branch_1.patients")
