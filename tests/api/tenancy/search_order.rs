@@ -4,7 +4,7 @@
 use clinic_server::tenancy::search_order::put_in_name_order;
 use serde_json::Value;
 
-use crate::support::TestApp;
+use crate::support::{TestApp, assert_status};
 
 const PATIENTS: i64 = 300;
 
@@ -42,7 +42,7 @@ async fn the_search_table_is_put_in_name_order_in_the_quiet_hours_and_answers_th
                     Some(main),
                 )
                 .await;
-            assert_eq!(r.status, 200, "{term}: {}", r.body);
+            assert_status(&r, 200);
             answers.push(r.body["data"].clone());
         }
         answers
